@@ -1,0 +1,47 @@
+# hwsched: set-up and the two commands of the README's Quick start.
+#
+#   make demo   installs the system packages if needed, runs the hackbench example
+#   make test   installs the system packages if needed, runs every test (loom included)
+
+CARGO ?= cargo
+PKGS := libhwloc-dev libudev-dev pkg-config
+# Preemption bound for the loom models (see README, "Model checking").
+LOOM_MAX_PREEMPTIONS ?= 2
+
+.PHONY: deps demo test test-unit test-loom bench fmt clippy ci
+
+deps:
+	@if pkg-config --exists hwloc 2>/dev/null; then \
+		echo "hwloc $$(pkg-config --modversion hwloc) found by pkg-config"; \
+	elif [ "$$(id -u)" = "0" ]; then \
+		echo "installing $(PKGS) with apt-get"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PKGS); \
+	else \
+		echo "hwloc is missing. Run as root:"; \
+		echo "  sudo apt-get update && sudo apt-get install -y $(PKGS)"; \
+		exit 1; \
+	fi
+
+demo: deps
+	$(CARGO) run --release --example topology
+
+test: deps test-unit test-loom
+
+test-unit:
+	$(CARGO) test --workspace
+
+test-loom:
+	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
+		$(CARGO) test -p loom-tests --release --target-dir target/loom
+
+bench: deps
+	$(CARGO) bench
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+clippy: deps
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+ci: fmt clippy test

@@ -1,0 +1,374 @@
+//! The domain tree: levels, spans and groups, and its `Display`.
+
+use std::fmt;
+use std::ops::Range;
+
+/// What a [`Level`] groups together, smallest first.
+///
+/// These are the kernel's scheduling-domain levels (`SMT`, `MC`/LLC, `NUMA`,
+/// `PKG`, and the whole machine) as hwloc reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LevelKind {
+    /// Hardware threads of one core.
+    Smt,
+    /// PUs sharing the last-level cache (the highest cache hwloc reports).
+    Llc,
+    /// PUs of one NUMA node.
+    Numa,
+    /// PUs of one package (socket).
+    Package,
+    /// Every worker of the runtime.
+    Machine,
+}
+
+impl LevelKind {
+    /// All kinds, smallest first.
+    pub const ALL: [LevelKind; 5] = [
+        LevelKind::Smt,
+        LevelKind::Llc,
+        LevelKind::Numa,
+        LevelKind::Package,
+        LevelKind::Machine,
+    ];
+
+    /// A short name for tables: `SMT`, `LLC`, `NUMA`, `package`, `machine`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LevelKind::Smt => "SMT",
+            LevelKind::Llc => "LLC",
+            LevelKind::Numa => "NUMA",
+            LevelKind::Package => "package",
+            LevelKind::Machine => "machine",
+        }
+    }
+}
+
+impl fmt::Display for LevelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One scheduling level of one worker: the span of workers it covers and the
+/// child groups that partition it (the kernel's `sched_domain` and its
+/// `sched_group`s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Level {
+    /// What this level groups.
+    pub kind: LevelKind,
+    /// The workers of this level, a contiguous range of worker ids.
+    pub span: Range<usize>,
+    /// The child spans partitioning `span`, in worker order; always at least 2
+    /// (a level with one group would be degenerate and is removed).
+    pub groups: Vec<Range<usize>>,
+    /// Whether the PUs of this level share a CPU cache.
+    pub shares_cache: bool,
+    /// Size in bytes of the smallest cache shared by the whole span, if known.
+    pub cache_size: Option<u64>,
+}
+
+impl Level {
+    /// Number of workers in the span (the kernel's `sd->span_weight`).
+    pub fn weight(&self) -> usize {
+        self.span.len()
+    }
+
+    /// The group of this level that contains `worker`.
+    pub fn group_of(&self, worker: usize) -> Option<&Range<usize>> {
+        self.groups.iter().find(|g| g.contains(&worker))
+    }
+}
+
+/// Where a worker runs: its PU and its levels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerPlace {
+    /// The PU's OS index (what `taskset` and `core_affinity` call a CPU).
+    pub os_index: usize,
+    /// The PU's hwloc logical index.
+    pub logical_index: usize,
+    /// Levels, smallest first, degenerate ones removed.
+    pub levels: Vec<Level>,
+}
+
+/// The workers of a runtime and their domain tree.
+///
+/// ```
+/// use hwsched::{Topology, TopologySource};
+/// let topo = Topology::new(&TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()), None)?;
+/// assert_eq!(topo.workers(), 32);
+/// assert_eq!(topo.levels(13)[1].span, 8..16); // worker 13's LLC
+/// println!("{topo}");
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    pub(crate) description: String,
+    pub(crate) is_system: bool,
+    pub(crate) total_pus: usize,
+    pub(crate) places: Vec<WorkerPlace>,
+}
+
+impl Topology {
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.places.len()
+    }
+
+    /// Where `worker` runs. Panics if `worker >= self.workers()`.
+    pub fn place(&self, worker: usize) -> &WorkerPlace {
+        &self.places[worker]
+    }
+
+    /// The levels of `worker`, smallest first.
+    pub fn levels(&self, worker: usize) -> &[Level] {
+        &self.places[worker].levels
+    }
+
+    /// The level of `worker` of the given kind, if it is not degenerate.
+    pub fn level(&self, worker: usize, kind: LevelKind) -> Option<&Level> {
+        self.places[worker].levels.iter().find(|l| l.kind == kind)
+    }
+
+    /// The span of `worker`'s last-level-cache domain: its largest level
+    /// whose PUs share a cache, else its SMT core, else the worker alone.
+    /// Wakeup placement searches inside this span (the kernel's `sd_llc`, the
+    /// highest domain with `SD_SHARE_PKG_RESOURCES`).
+    pub fn llc_span(&self, worker: usize) -> Range<usize> {
+        let levels = self.levels(worker);
+        levels
+            .iter()
+            .rev()
+            .find(|l| l.shares_cache || l.kind == LevelKind::Smt)
+            .map(|l| l.span.clone())
+            .unwrap_or(worker..worker + 1)
+    }
+
+    /// The span of `worker`'s SMT core (the worker alone without SMT).
+    pub fn core_span(&self, worker: usize) -> Range<usize> {
+        self.level(worker, LevelKind::Smt)
+            .map(|l| l.span.clone())
+            .unwrap_or(worker..worker + 1)
+    }
+
+    /// Whether this topology was discovered from this machine (its workers can
+    /// be pinned to real CPUs) rather than synthetic or loaded from XML.
+    pub fn is_system(&self) -> bool {
+        self.is_system
+    }
+
+    /// How many PUs the source had before choosing workers.
+    pub fn total_pus(&self) -> usize {
+        self.total_pus
+    }
+
+    /// Where the topology came from, e.g. `synthetic "core:2 pu:1"`.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The top of the tree: the largest span of worker 0 (the machine).
+    pub fn root_span(&self) -> Range<usize> {
+        0..self.workers()
+    }
+
+    /// The child groups of `span` in the domain tree, or `None` when `span`
+    /// is a single worker (a leaf).
+    pub fn children(&self, span: &Range<usize>) -> Option<&[Range<usize>]> {
+        if span.len() <= 1 {
+            return None;
+        }
+        self.levels(span.start)
+            .iter()
+            .find(|l| l.span == *span)
+            .map(|l| l.groups.as_slice())
+    }
+
+    /// Every distinct span of the tree (levels' spans and single workers),
+    /// parents before children.
+    pub fn all_spans(&self) -> Vec<Range<usize>> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.root_span()];
+        while let Some(span) = stack.pop() {
+            if let Some(children) = self.children(&span) {
+                stack.extend(children.iter().rev().cloned());
+            } else if span.len() > 1 {
+                // No level covers this span (a topology without levels):
+                // its members are its leaves.
+                stack.extend(span.clone().rev().map(|w| w..w + 1));
+            }
+            out.push(span);
+        }
+        out
+    }
+
+    fn fmt_span(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        span: &Range<usize>,
+        depth: usize,
+    ) -> fmt::Result {
+        let indent = "  ".repeat(depth);
+        if span.len() == 1 {
+            let p = &self.places[span.start];
+            return writeln!(
+                f,
+                "{indent}worker {} (PU L#{} P#{})",
+                span.start, p.logical_index, p.os_index
+            );
+        }
+        let level = self.levels(span.start).iter().find(|l| l.span == *span);
+        match level {
+            Some(l) => {
+                write!(
+                    f,
+                    "{indent}{} {}..{}, {} groups",
+                    l.kind,
+                    l.span.start,
+                    l.span.end,
+                    l.groups.len()
+                )?;
+                if l.shares_cache {
+                    match l.cache_size {
+                        Some(sz) => write!(f, ", shared cache {}", fmt_bytes(sz))?,
+                        None => write!(f, ", shared cache")?,
+                    }
+                }
+                writeln!(f)?;
+                for g in &l.groups {
+                    self.fmt_span(f, g, depth + 1)?;
+                }
+            }
+            None => {
+                writeln!(
+                    f,
+                    "{indent}workers {}..{} (no levels)",
+                    span.start, span.end
+                )?;
+                for w in span.clone() {
+                    self.fmt_span(f, &(w..w + 1), depth + 1)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    if b >= 1 << 20 && b % (1 << 20) == 0 {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1 << 10 {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let depth = self.levels(0).len();
+        writeln!(
+            f,
+            "{}: {} workers of {} PUs, {} levels",
+            self.description,
+            self.workers(),
+            self.total_pus,
+            depth
+        )?;
+        self.fmt_span(f, &self.root_span(), 0)
+    }
+}
+
+/// Builds every worker's levels from per-worker keys, one key per
+/// [`LevelKind`] (`None`: this topology has no object of that kind).
+///
+/// Workers with equal keys for a kind that are adjacent in worker order form
+/// one span; a kind whose objects are not contiguous (possible only in odd
+/// XML files) or that does not nest around the previous kept level is dropped
+/// for that worker, and a kind whose span equals the child's is degenerate.
+/// `cache` tells, for a span, whether its PUs share a cache and its size.
+pub(crate) fn build_levels(
+    keys: &[[Option<u64>; 5]],
+    cache: &dyn Fn(&Range<usize>) -> (bool, Option<u64>),
+) -> Vec<Vec<Level>> {
+    let n = keys.len();
+    // spans[kind][worker]
+    let mut spans: Vec<Vec<Option<Range<usize>>>> = vec![vec![None; n]; 5];
+    for (k, spans_k) in spans.iter_mut().enumerate() {
+        let mut start = 0;
+        let mut contiguous = true;
+        let mut seen = std::collections::HashSet::new();
+        while start < n {
+            let key = keys[start][k];
+            let mut end = start + 1;
+            while end < n && keys[end][k] == key {
+                end += 1;
+            }
+            if let Some(key) = key {
+                if !seen.insert(key) {
+                    contiguous = false;
+                }
+                for s in spans_k.iter_mut().take(end).skip(start) {
+                    *s = Some(start..end);
+                }
+            }
+            start = end;
+        }
+        if !contiguous {
+            spans_k.iter_mut().for_each(|s| *s = None);
+        }
+    }
+    // Per worker: its chain of spans, smallest first. Equal spans keep the
+    // largest kind (a NUMA node covering the whole machine is the machine
+    // level); a span that does not nest around the previous one is dropped,
+    // and so is one equal to the worker alone.
+    let chains: Vec<Vec<(LevelKind, Range<usize>)>> = (0..n)
+        .map(|w| {
+            let mut cands: Vec<(LevelKind, Range<usize>)> = LevelKind::ALL
+                .iter()
+                .enumerate()
+                .filter_map(|(k, kind)| spans[k][w].clone().map(|s| (*kind, s)))
+                .collect();
+            cands.sort_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(&a.0)));
+            let mut chain: Vec<(LevelKind, Range<usize>)> = Vec::new();
+            let mut prev = w..w + 1;
+            for (kind, span) in cands {
+                let nests = span.start <= prev.start && prev.end <= span.end;
+                if !nests || span == prev {
+                    continue;
+                }
+                prev = span.clone();
+                chain.push((kind, span));
+            }
+            chain
+        })
+        .collect();
+    let mut levels: Vec<Vec<Level>> = vec![Vec::new(); n];
+    for (w, chain) in chains.iter().enumerate() {
+        for (kind, span) in chain {
+            // The groups: for each member, its largest span strictly inside
+            // this one (or the member alone).
+            let mut groups: Vec<Range<usize>> = Vec::new();
+            for x in span.clone() {
+                let g = chains[x]
+                    .iter()
+                    .map(|(_, s)| s)
+                    .filter(|s| s.start >= span.start && s.end <= span.end && s.len() < span.len())
+                    .max_by_key(|s| s.len())
+                    .cloned()
+                    .unwrap_or(x..x + 1);
+                if groups.last() != Some(&g) {
+                    groups.push(g);
+                }
+            }
+            let (shares_cache, cache_size) = cache(span);
+            levels[w].push(Level {
+                kind: *kind,
+                span: span.clone(),
+                groups,
+                shares_cache,
+                cache_size,
+            });
+        }
+    }
+    levels
+}

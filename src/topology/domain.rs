@@ -318,17 +318,25 @@ pub(crate) fn build_levels(
         }
     }
     // Per worker: its chain of spans, smallest first. Equal spans keep the
-    // largest kind (a NUMA node covering the whole machine is the machine
-    // level); a span that does not nest around the previous one is dropped,
-    // and so is one equal to the worker alone.
+    // smallest kind (the kernel drops the parent of a degenerate pair), but
+    // the span of every worker is the machine level whatever else covers it;
+    // a span that does not nest around the previous one is dropped, and so
+    // is one equal to the worker alone.
     let chains: Vec<Vec<(LevelKind, Range<usize>)>> = (0..n)
         .map(|w| {
             let mut cands: Vec<(LevelKind, Range<usize>)> = LevelKind::ALL
                 .iter()
                 .enumerate()
                 .filter_map(|(k, kind)| spans[k][w].clone().map(|s| (*kind, s)))
+                .map(|(kind, s)| {
+                    if s == (0..n) {
+                        (LevelKind::Machine, s)
+                    } else {
+                        (kind, s)
+                    }
+                })
                 .collect();
-            cands.sort_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(&a.0)));
+            cands.sort_by(|a, b| a.1.len().cmp(&b.1.len()).then(a.0.cmp(&b.0)));
             let mut chain: Vec<(LevelKind, Range<usize>)> = Vec::new();
             let mut prev = w..w + 1;
             for (kind, span) in cands {

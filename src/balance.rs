@@ -1,0 +1,289 @@
+//! Idle balance: the domain walk, bounded by its measured cost.
+//!
+//! When a worker runs out of work it looks for more, level by level, nearest
+//! first (SMT siblings, then its LLC, NUMA node, package, machine), and it
+//! stops as soon as looking further would cost more than it expects to stay
+//! idle. This is the kernel's `newidle_balance()` (now `sched_balance_newidle`)
+//! as Peter Zijlstra framed it at the end of seed 000: never spend longer
+//! looking for work than you expect to be idle.
+//!
+//! ```text
+//! if nothing is queued anywhere (rd->overload):  skip the walk
+//! curr_cost = 0
+//! for level in levels (smallest first):
+//!     if avg_idle < curr_cost + level.max_cost:  stop (a "cut", counted)
+//!     t0 = now; found = steal from the level's busiest other group; t1 = now
+//!     level.update_cost(t1 - t0); curr_cost += t1 - t0
+//!     if found: stop
+//! max_idle_balance_cost = max(max_idle_balance_cost, curr_cost)
+//! ```
+//!
+//! - [`LevelCost`] is the kernel's `sd->max_newidle_lb_cost` with its
+//!   `last_decay_max_lb_cost`: a new maximum replaces it and resets the decay
+//!   clock; otherwise at most once per second it decays by 253/256 (about 1%
+//!   a second), so one slow steal does not disable a level forever. It is per
+//!   worker per level: no shared cache line.
+//! - `avg_idle` ([`BalanceState::record_idle`]) is the kernel's
+//!   `rq->avg_idle`: when work reaches a worker that was idle, the idle
+//!   duration is folded in with `avg += (sample - avg) / 8`, capped at
+//!   `2 * max_idle_balance_cost`; `max_idle_balance_cost` starts at
+//!   [`Tunables::migration_cost`](crate::Tunables::migration_cost)
+//!   (`sysctl_sched_migration_cost`) and is floored there, and `avg_idle`
+//!   starts at twice it.
+//! - Which group to steal from comes from the rate-limited load counters
+//!   ([`load`](crate::load)): the busiest other group of the level,
+//!   overloaded before fully busy; a group with nothing queued is skipped
+//!   without touching its members. Within it, members are tried from a
+//!   random start with `steal_batch_and_pop` (half the victim's deque) and
+//!   then their inboxes.
+//! - [`StealWalk::Unbounded`](crate::StealWalk::Unbounded) is the classic
+//!   pass over every other worker, with no gate and no bound, for ablation.
+//!
+//! # Overload kicks
+//!
+//! The kernel's nohz idle balance kick: a worker that pushes onto its own
+//! deque while it already holds queued work, when some worker looks idle,
+//! wakes the nearest parked worker (SMT sibling, then LLC, then further out);
+//! the kicked worker first steals from the kicker, then walks. A kicked
+//! worker that steals a batch may kick the next one, so a burst fans out.
+//!
+//! Kicks are rate-limited so that nothing shared is written on idle
+//! transitions or on every push: the check runs only every
+//! [`KICK_CHECK_EVERY`] pushes onto a non-empty deque; it reads the machine's
+//! rate-limited load counter (is any worker idle?) and then the candidates'
+//! parker states, both plain loads; and a worker sends at most one kick per
+//! [`Tunables::kick_interval`](crate::Tunables::kick_interval). The only
+//! shared write is the kick itself (the kicked worker's parker).
+
+/// Pushes onto a non-empty deque between two kick checks.
+pub const KICK_CHECK_EVERY: u32 = 8;
+
+/// Nanoseconds in the decay period of [`LevelCost`] (the kernel's `HZ`).
+pub const DECAY_PERIOD_NS: u64 = 1_000_000_000;
+
+/// One level's balance cost: the kernel's `max_newidle_lb_cost`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LevelCost {
+    /// The current maximum, in nanoseconds.
+    pub max_ns: u64,
+    last_decay_ns: u64,
+}
+
+impl LevelCost {
+    /// Folds in one measured cost at time `now_ns` (the kernel's
+    /// `update_newidle_cost()`). Returns whether the maximum decayed.
+    pub fn update(&mut self, cost_ns: u64, now_ns: u64) -> bool {
+        if cost_ns > self.max_ns {
+            self.max_ns = cost_ns;
+            self.last_decay_ns = now_ns;
+            false
+        } else if now_ns.saturating_sub(self.last_decay_ns) > DECAY_PERIOD_NS {
+            self.max_ns = self.max_ns * 253 / 256;
+            self.last_decay_ns = now_ns;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A worker's idle-balance state. Pure: time is passed in.
+#[derive(Debug, Clone)]
+pub struct BalanceState {
+    /// Per level, smallest first.
+    pub levels: Vec<LevelCost>,
+    /// Expected idle time, in nanoseconds.
+    pub avg_idle_ns: u64,
+    /// The kernel's `rq->max_idle_balance_cost`.
+    pub max_idle_balance_cost_ns: u64,
+    migration_cost_ns: u64,
+}
+
+/// What one walk did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalkOutcome<T> {
+    /// What the walk found, and at which level.
+    pub found: Option<(usize, T)>,
+    /// Levels whose steal was attempted.
+    pub tried: Vec<usize>,
+    /// The level at which the cost bound stopped the walk.
+    pub cut_at: Option<usize>,
+    /// Total time spent, in nanoseconds.
+    pub cost_ns: u64,
+}
+
+impl BalanceState {
+    /// State for `levels` levels and the given migration cost.
+    pub fn new(levels: usize, migration_cost_ns: u64) -> Self {
+        BalanceState {
+            levels: vec![LevelCost::default(); levels],
+            avg_idle_ns: 2 * migration_cost_ns,
+            max_idle_balance_cost_ns: migration_cost_ns,
+            migration_cost_ns,
+        }
+    }
+
+    /// Folds an idle period of `sample_ns` into `avg_idle` (the kernel's
+    /// `update_avg()` in `ttwu_do_activate`), capped at twice
+    /// `max_idle_balance_cost`.
+    pub fn record_idle(&mut self, sample_ns: u64) {
+        let avg = self.avg_idle_ns as i64;
+        let new = avg + (sample_ns as i64 - avg) / 8;
+        self.avg_idle_ns = (new.max(0) as u64).min(2 * self.max_idle_balance_cost_ns);
+    }
+
+    /// Runs the bounded walk. `now()` reads the clock (once before and once
+    /// after each level); `try_level(i)` attempts a steal at level `i`.
+    pub fn walk<T>(
+        &mut self,
+        mut now: impl FnMut() -> u64,
+        mut try_level: impl FnMut(usize) -> Option<T>,
+    ) -> WalkOutcome<T> {
+        let mut out = WalkOutcome {
+            found: None,
+            tried: Vec::new(),
+            cut_at: None,
+            cost_ns: 0,
+        };
+        let mut decayed = false;
+        for i in 0..self.levels.len() {
+            if self.avg_idle_ns < out.cost_ns + self.levels[i].max_ns {
+                out.cut_at = Some(i);
+                break;
+            }
+            let t0 = now();
+            let found = try_level(i);
+            let t1 = now();
+            let cost = t1.saturating_sub(t0);
+            decayed |= self.levels[i].update(cost, t1);
+            out.cost_ns += cost;
+            out.tried.push(i);
+            if let Some(t) = found {
+                out.found = Some((i, t));
+                break;
+            }
+        }
+        if decayed {
+            // The kernel recomputes max_idle_balance_cost from the decayed
+            // per-domain maxima (floored at the migration cost).
+            let sum: u64 = self.levels.iter().map(|l| l.max_ns).sum();
+            self.max_idle_balance_cost_ns = sum.max(self.migration_cost_ns);
+        }
+        self.max_idle_balance_cost_ns = self.max_idle_balance_cost_ns.max(out.cost_ns);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    const US: u64 = 1_000;
+
+    #[test]
+    fn walk_stops_when_the_next_level_costs_more_than_the_idle_time() {
+        let mut b = BalanceState::new(3, 500 * US);
+        let clock = Cell::new(0u64);
+        let costs = [1 * US, 3 * US, 20 * US];
+        // Learn the costs with a long expected idle (nothing found).
+        let first = b.walk(
+            || clock.get(),
+            |i| {
+                clock.set(clock.get() + costs[i]);
+                None::<()>
+            },
+        );
+        assert_eq!(first.tried, vec![0, 1, 2]);
+        assert_eq!(b.levels.iter().map(|l| l.max_ns).collect::<Vec<_>>(), costs);
+        b.avg_idle_ns = 10 * US;
+        let w = b.walk(
+            || clock.get(),
+            |i| {
+                clock.set(clock.get() + costs[i]);
+                None::<()>
+            },
+        );
+        assert_eq!(
+            w.tried,
+            vec![0, 1],
+            "10us of idle pays for levels costing 1 and 3 us"
+        );
+        assert_eq!(w.cut_at, Some(2), "the 20us level is cut");
+        assert_eq!(w.cost_ns, 4 * US);
+    }
+
+    #[test]
+    fn walk_stops_at_the_first_success() {
+        let mut b = BalanceState::new(3, 500 * US);
+        let w = b.walk(|| 0, |i| (i == 1).then_some(7));
+        assert_eq!(w.found, Some((1, 7)));
+        assert_eq!(w.tried, vec![0, 1]);
+    }
+
+    #[test]
+    fn max_cost_jumps_at_once_and_decays_by_253_256_per_second() {
+        let mut c = LevelCost::default();
+        c.update(10 * US, 0);
+        c.update(100 * US, 5); // spike
+        assert_eq!(c.max_ns, 100 * US);
+        let mut expect = 100 * US;
+        let mut t = 5;
+        for _ in 0..5 {
+            // Within the second: no decay however often it is updated.
+            c.update(1 * US, t + DECAY_PERIOD_NS / 2);
+            assert_eq!(c.max_ns, expect);
+            t += DECAY_PERIOD_NS + 1;
+            assert!(c.update(1 * US, t));
+            expect = expect * 253 / 256;
+            assert_eq!(c.max_ns, expect);
+        }
+        // A new maximum replaces the decayed value and resets the clock.
+        c.update(200 * US, t + 10);
+        assert_eq!(c.max_ns, 200 * US);
+        assert!(!c.update(1, t + 10 + DECAY_PERIOD_NS / 2));
+    }
+
+    #[test]
+    fn avg_idle_follows_the_ewma_and_its_cap() {
+        let mut b = BalanceState::new(1, 500 * US);
+        assert_eq!(b.avg_idle_ns, 1000 * US);
+        b.record_idle(200 * US);
+        assert_eq!(b.avg_idle_ns, 1000 * US - 100 * US);
+        b.record_idle(900 * US);
+        assert_eq!(b.avg_idle_ns, 900 * US);
+        for _ in 0..100 {
+            b.record_idle(10_000 * US);
+        }
+        assert_eq!(
+            b.avg_idle_ns,
+            2 * b.max_idle_balance_cost_ns,
+            "capped at 2 * max_idle_balance_cost"
+        );
+        for _ in 0..200 {
+            b.record_idle(8 * US);
+        }
+        assert!(b.avg_idle_ns < 9 * US && b.avg_idle_ns >= 8 * US);
+    }
+
+    #[test]
+    fn max_idle_balance_cost_is_floored_by_migration_cost() {
+        let mut b = BalanceState::new(1, 50 * US);
+        let clock = Cell::new(0);
+        b.walk(
+            || clock.get(),
+            |_| {
+                clock.set(clock.get() + 80 * US);
+                None::<()>
+            },
+        );
+        assert_eq!(b.max_idle_balance_cost_ns, 80 * US);
+        // Decay far below the floor: max_idle_balance_cost stops at it.
+        for s in 1..400u64 {
+            clock.set(s * (DECAY_PERIOD_NS + 1));
+            b.levels[0].update(0, clock.get());
+        }
+        b.walk(|| clock.get() + DECAY_PERIOD_NS * 1000, |_| None::<()>);
+        assert!(b.max_idle_balance_cost_ns >= 50 * US);
+    }
+}

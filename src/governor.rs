@@ -1,0 +1,152 @@
+//! The idle governor: spin or park, by predicted idle time against the cost
+//! of parking.
+//!
+//! The kernel's cpuidle governors (menu, teo) choose an idle state by
+//! comparing the predicted idle duration with each state's *target
+//! residency*: the shortest stay for which entering the state pays for its
+//! exit latency. A worker has two states:
+//!
+//! - **spin**: poll its own inbox and parker token; exit latency ~0, but it
+//!   burns the CPU;
+//! - **park**: sleep on a futex; free while asleep, but the wake-up costs a
+//!   futex round trip (measured at start-up by [`measure_park_cost`]: on the
+//!   2-core VM this project is developed on, about 26 us of CPU and 40 us of
+//!   wall time; a few us on bare metal).
+//!
+//! The park's target residency is its cost, so [`Governor::choose`] spins
+//! when the predicted idle time (the balance's `avg_idle`, the kernel's
+//! `rq->avg_idle` that `newidle_balance` uses, an EWMA of recent idle
+//! periods) is below the park cost, for at most that prediction; otherwise,
+//! or when the spin ends empty, the worker parks.
+//!
+//! # The cap
+//!
+//! A mispredicting workload must not turn the runtime into a busy loop:
+//! - one spin lasts at most `min(predicted idle, park cost)`;
+//! - over each 10 ms window a worker spins at most
+//!   [`Tunables::spin_cap_percent`](crate::Tunables::spin_cap_percent)
+//!   of the window; past it, it parks until the next window.
+//!
+//! So the worst case burns `spin_cap_percent`% of one CPU per worker, and a
+//! spin never costs more than the park it tries to avoid.
+
+use std::time::{Duration, Instant};
+
+use crate::park::Parker;
+use crate::sync::Arc;
+use crate::tunables::IdleMode;
+
+/// Length of the window over which the spin cap is measured.
+pub const SPIN_WINDOW_NS: u64 = 10_000_000;
+
+/// The governor's choice for one idle period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// Spin until this time (ns on the worker's clock), then park.
+    Spin {
+        /// End of the spin.
+        until_ns: u64,
+    },
+    /// Park now.
+    Park,
+}
+
+/// Per-worker governor state. Pure: time comes in as arguments, so it is
+/// tested with a fake clock.
+#[derive(Debug, Clone)]
+pub struct Governor {
+    mode: IdleMode,
+    park_cost_ns: u64,
+    cap_ns: u64,
+    window_start_ns: u64,
+    spun_in_window_ns: u64,
+}
+
+impl Governor {
+    /// A governor for `mode` with the given park cost and cap (percent of
+    /// each window).
+    pub fn new(mode: IdleMode, park_cost: Duration, cap_percent: u32) -> Self {
+        Governor {
+            mode,
+            park_cost_ns: park_cost.as_nanos() as u64,
+            cap_ns: SPIN_WINDOW_NS * u64::from(cap_percent.min(100)) / 100,
+            window_start_ns: 0,
+            spun_in_window_ns: 0,
+        }
+    }
+
+    /// Chooses spin or park at `now_ns` for a predicted idle of
+    /// `predicted_ns`.
+    pub fn choose(&mut self, now_ns: u64, predicted_ns: u64) -> Choice {
+        if now_ns.saturating_sub(self.window_start_ns) >= SPIN_WINDOW_NS {
+            self.window_start_ns = now_ns;
+            self.spun_in_window_ns = 0;
+        }
+        let budget_left = self.cap_ns.saturating_sub(self.spun_in_window_ns);
+        let want = match self.mode {
+            IdleMode::AlwaysPark => return Choice::Park,
+            IdleMode::AlwaysSpin(d) => d.as_nanos() as u64,
+            IdleMode::Governed => {
+                if predicted_ns >= self.park_cost_ns {
+                    return Choice::Park;
+                }
+                predicted_ns.min(self.park_cost_ns)
+            }
+        };
+        let spin = want.min(budget_left);
+        if spin == 0 {
+            Choice::Park
+        } else {
+            Choice::Spin {
+                until_ns: now_ns + spin,
+            }
+        }
+    }
+
+    /// Records a spin of `spun_ns` (whether or not it found work).
+    pub fn record_spin(&mut self, spun_ns: u64) {
+        self.spun_in_window_ns += spun_ns;
+    }
+
+    /// Nanoseconds spun in the current window.
+    pub fn spun_in_window(&self) -> u64 {
+        self.spun_in_window_ns
+    }
+}
+
+/// Measures the median cost of waking a parked thread: two threads bounce a
+/// token through two [`Parker`]s; half the round trip is one park/unpark.
+/// Takes at most ~5 ms.
+pub fn measure_park_cost() -> Duration {
+    let a = Arc::new(Parker::new());
+    let b = Arc::new(Parker::new());
+    let (a2, b2) = (a.clone(), b.clone());
+    const SAMPLES: usize = 200;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let t = std::thread::spawn(move || loop {
+        b2.park();
+        let _ = a2.notify();
+        if stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+    });
+    let mut samples = Vec::with_capacity(SAMPLES);
+    let budget = Instant::now();
+    for _ in 0..SAMPLES {
+        // Let the partner reach its park first, so the notify is a real unpark.
+        std::thread::sleep(Duration::from_micros(20));
+        let t0 = Instant::now();
+        let _ = b.notify();
+        a.park();
+        samples.push(t0.elapsed());
+        if budget.elapsed() > Duration::from_millis(8) && samples.len() >= 16 {
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = b.notify();
+    let _ = t.join();
+    samples.sort();
+    samples[samples.len() / 2] / 2
+}

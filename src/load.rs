@@ -1,0 +1,293 @@
+//! Shared load counters, rate-limited to one publish per interval.
+//!
+//! Balancing and placement need to know how busy each part of the machine
+//! is, but a counter every worker updates on every enqueue becomes the
+//! hottest cache line in the process. The kernel hit exactly this with
+//! `tg->load_avg` (seed 004: 13-25% of cycles in `update_cfs_group` and
+//! `update_load_avg` on a 224-CPU machine) and fixed it in
+//! `update_tg_load_avg()` by publishing at most once per millisecond, and only
+//! when the change is more than 1/64 of the last published contribution.
+//! hwsched does the same:
+//!
+//! - every group of every level (and every single worker) has one
+//!   cache-padded [`GroupLoad`]: the tasks running in it and the tasks queued
+//!   in it (deques, inboxes, LIFO slots), packed in one word so that one
+//!   `fetch_add` carries both deltas and one load reads both;
+//! - each worker keeps a [`Publisher`]: what it last added to its ancestor
+//!   groups and when; it adds `current - last` to each ancestor only when
+//!   [`Tunables::load_update_interval`](crate::Tunables::load_update_interval)
+//!   has passed and the change is not negligible (a change of the running
+//!   count, or from or to nothing queued, always counts);
+//! - a worker about to sleep publishes whatever it holds back (forced), so a
+//!   parked worker's contribution is exact.
+//!
+//! Readers read one counter per group, never all its members; staleness is
+//! bounded by the interval, and is what the design buys.
+//!
+//! Group classification ([`GroupClass`]) is the kernel's `group_classify()`
+//! reduced to what a runtime sees (seed 003): `has_spare` when load is below
+//! the group's weight, `fully_busy` at exactly the weight, `overloaded` above.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU64, Ordering};
+use crate::topology::Topology;
+
+/// Running and queued counts of a group, as read from its counter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Load {
+    /// Workers of the group running a task.
+    pub running: u32,
+    /// Tasks queued in the group's deques, inboxes and LIFO slots.
+    pub queued: u32,
+}
+
+impl Load {
+    /// running + queued: the kernel's `sum_nr_running`.
+    pub fn total(self) -> u64 {
+        u64::from(self.running) + u64::from(self.queued)
+    }
+}
+
+/// One group's counter: `queued << 32 | running` in one cache line.
+///
+/// The sum of every worker's published contribution is never negative in
+/// either half, so the wrapping addition of a packed delta (a negative
+/// running delta borrows from the upper half and the borrow is repaid by the
+/// same addition) leaves both halves exact.
+#[derive(Debug, Default)]
+pub struct GroupLoad(CachePadded<AtomicU64>);
+
+impl GroupLoad {
+    /// A zero counter.
+    pub fn new() -> Self {
+        GroupLoad(CachePadded::new(AtomicU64::new(0)))
+    }
+
+    /// Adds a delta to both counts with one `fetch_add`. Relaxed: readers
+    /// use counters as hints, and every delta is an independent commutative
+    /// addition (the sum is exact in any order).
+    pub fn add(&self, running: i64, queued: i64) {
+        let packed = (queued << 32).wrapping_add(running) as u64;
+        self.0.fetch_add(packed, Ordering::Relaxed);
+    }
+
+    /// Reads both counts with one load.
+    pub fn read(&self) -> Load {
+        let v = self.0.load(Ordering::Relaxed);
+        Load {
+            running: v as u32,
+            queued: (v >> 32) as u32,
+        }
+    }
+}
+
+/// How busy a group is, from a snapshot of its counter (the kernel's
+/// `group_type`, the three states a runtime can see).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupClass {
+    /// Fewer tasks than workers: this many workers are spare.
+    HasSpare(usize),
+    /// Exactly as many tasks as workers.
+    FullyBusy,
+    /// More tasks than workers, by this many.
+    Overloaded(usize),
+}
+
+impl GroupClass {
+    /// Classifies `load` for a group of `weight` workers.
+    ///
+    /// ```
+    /// use hwsched::load::{GroupClass, Load};
+    /// assert_eq!(GroupClass::of(Load { running: 1, queued: 0 }, 2), GroupClass::HasSpare(1));
+    /// assert_eq!(GroupClass::of(Load { running: 2, queued: 0 }, 2), GroupClass::FullyBusy);
+    /// assert_eq!(GroupClass::of(Load { running: 2, queued: 3 }, 2), GroupClass::Overloaded(3));
+    /// ```
+    pub fn of(load: Load, weight: usize) -> GroupClass {
+        let total = load.total() as usize;
+        match total.cmp(&weight) {
+            std::cmp::Ordering::Less => GroupClass::HasSpare(weight - total),
+            std::cmp::Ordering::Equal => GroupClass::FullyBusy,
+            std::cmp::Ordering::Greater => GroupClass::Overloaded(total - weight),
+        }
+    }
+
+    /// Busiest first: overloaded (by more) > fully busy > has spare (by less).
+    pub fn busyness(self) -> i64 {
+        match self {
+            GroupClass::Overloaded(n) => 1 + n as i64,
+            GroupClass::FullyBusy => 0,
+            GroupClass::HasSpare(n) => -(n as i64),
+        }
+    }
+}
+
+/// What one worker contributes to each of its ancestor groups.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Contribution {
+    /// 1 while running a task, 0 while idle.
+    pub running: u32,
+    /// Tasks queued on this worker.
+    pub queued: u32,
+}
+
+/// What [`Publisher::decide`] chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Publish {
+    /// Nothing changed since the last publish.
+    Unchanged,
+    /// Held back: the interval has not passed.
+    HeldByInterval,
+    /// Held back: the change is under 1/64 of the last contribution.
+    HeldByDelta,
+    /// Add these deltas to every ancestor group now.
+    Now {
+        /// Delta of the running count.
+        running: i64,
+        /// Delta of the queued count.
+        queued: i64,
+    },
+}
+
+/// A worker's record of what it last published and when (the kernel's
+/// `cfs_rq->tg_load_avg_contrib` and `last_update_tg_load_avg`). The same
+/// contribution goes to every ancestor at once, so one record serves them
+/// all.
+#[derive(Debug, Clone, Default)]
+pub struct Publisher {
+    last: Contribution,
+    stamp_ns: u64,
+}
+
+impl Publisher {
+    /// A publisher that has published nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// What has been published so far.
+    pub fn published(&self) -> Contribution {
+        self.last
+    }
+
+    /// Decides whether to publish `current` at time `now_ns`; on
+    /// [`Publish::Now`] the caller must add the deltas to every ancestor
+    /// group, and this record already counts them as published.
+    ///
+    /// `force` (a worker about to sleep) ignores both the interval and the
+    /// delta rule.
+    pub fn decide(
+        &mut self,
+        now_ns: u64,
+        current: Contribution,
+        interval_ns: u64,
+        force: bool,
+    ) -> Publish {
+        if current == self.last {
+            return Publish::Unchanged;
+        }
+        if !force {
+            if now_ns.saturating_sub(self.stamp_ns) < interval_ns {
+                return Publish::HeldByInterval;
+            }
+            let last_total = u64::from(self.last.running) + u64::from(self.last.queued);
+            let zero_change = (self.last.running == 0) != (current.running == 0)
+                || (self.last.queued == 0) != (current.queued == 0);
+            let delta = (i64::from(current.running) + i64::from(current.queued)
+                - last_total as i64)
+                .unsigned_abs();
+            if !zero_change && delta <= last_total / 64 {
+                return Publish::HeldByDelta;
+            }
+        }
+        let d = Publish::Now {
+            running: i64::from(current.running) - i64::from(self.last.running),
+            queued: i64::from(current.queued) - i64::from(self.last.queued),
+        };
+        self.last = current;
+        self.stamp_ns = now_ns;
+        d
+    }
+}
+
+/// Every group counter of a runtime, and each worker's ancestors.
+#[derive(Debug)]
+pub struct LoadMap {
+    groups: Box<[GroupLoad]>,
+    index: HashMap<(usize, usize), usize>,
+    /// Per worker: its own counter first, then each level's, smallest first.
+    ancestors: Vec<Vec<usize>>,
+    machine: usize,
+    workers: usize,
+}
+
+impl LoadMap {
+    /// One counter per distinct span of `topology`.
+    pub fn new(topology: &Topology) -> Self {
+        let spans = topology.all_spans();
+        let mut index = HashMap::new();
+        for (i, s) in spans.iter().enumerate() {
+            index.insert((s.start, s.end), i);
+        }
+        let ancestors = (0..topology.workers())
+            .map(|w| {
+                let mut a = vec![index[&(w, w + 1)]];
+                a.extend(
+                    topology
+                        .levels(w)
+                        .iter()
+                        .map(|l| index[&(l.span.start, l.span.end)]),
+                );
+                a
+            })
+            .collect();
+        let machine = index[&(0, topology.workers())];
+        LoadMap {
+            groups: spans.iter().map(|_| GroupLoad::new()).collect(),
+            index,
+            ancestors,
+            machine,
+            workers: topology.workers(),
+        }
+    }
+
+    /// The counter of a span of the tree (a level's span, a group, or one
+    /// worker). Panics on a span that is not in the tree.
+    pub fn group(&self, span: &Range<usize>) -> &GroupLoad {
+        &self.groups[self.index[&(span.start, span.end)]]
+    }
+
+    /// Reads a span's load.
+    pub fn load(&self, span: &Range<usize>) -> Load {
+        self.group(span).read()
+    }
+
+    /// Adds a worker's delta to each of its ancestors; returns how many
+    /// counters were written.
+    pub fn publish(&self, worker: usize, running: i64, queued: i64) -> usize {
+        let a = &self.ancestors[worker];
+        for &g in a {
+            self.groups[g].add(running, queued);
+        }
+        a.len()
+    }
+
+    /// The machine's load.
+    pub fn machine(&self) -> Load {
+        self.groups[self.machine].read()
+    }
+
+    /// The kernel's `rd->overload`: is anything queued anywhere?
+    pub fn overloaded(&self) -> bool {
+        self.machine().queued > 0
+    }
+
+    /// Does any worker look idle (machine running count below its weight)?
+    pub fn has_idle(&self) -> bool {
+        (self.machine().running as usize) < self.workers
+    }
+}

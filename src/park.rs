@@ -1,0 +1,355 @@
+//! Parking and the inbox hand-off: how work reaches a worker that has none.
+//!
+//! # The protocol
+//!
+//! Each worker has a [`Mailbox`]: its inbox, its [`Parker`], its idle flag
+//! and a "kicked by" note. The parker's state is one word with two bits:
+//!
+//! - `NOTIFIED`: something was delivered (or a kick or shutdown was sent)
+//!   since the worker last consumed the token;
+//! - `PARKED`: the worker is asleep on the condvar, or about to be (it holds
+//!   the parker's mutex from before setting the bit until the condvar wait
+//!   releases it).
+//!
+//! A deliverer (any thread):
+//! 1. pushes the item into the inbox;
+//! 2. `fetch_or(NOTIFIED)`; if the old value had `PARKED` and not
+//!    `NOTIFIED`, takes the mutex (so the sleeper is inside `wait`) and
+//!    signals the condvar. Otherwise nothing more: a running or spinning
+//!    worker costs the deliverer no unpark.
+//!
+//! The worker, when its own queues are empty:
+//! 1. [`Parker::prepare`]: consumes a stale `NOTIFIED` with an RMW (only if
+//!    set: read before write);
+//! 2. checks its inbox (and shutdown);
+//! 3. optionally spins, watching `NOTIFIED` and the inbox ([`Mailbox::wait`]);
+//! 4. [`Parker::park`]: takes the mutex, `fetch_or(PARKED)`; if `NOTIFIED`
+//!    was already set it does not sleep; else it waits on the condvar until
+//!    `NOTIFIED` is set, and finally consumes the token with `swap(0)`.
+//!
+//! # The race it closes
+//!
+//! The lost wakeup is: the worker checks its inbox (empty), a deliverer
+//! pushes and sees the worker not parked (so sends no signal), then the
+//! worker sleeps forever with an item in its inbox. Here every step that
+//! matters is a read-modify-write of the one state word, so they are totally
+//! ordered: either the deliverer's `fetch_or(NOTIFIED)` comes after the
+//! worker's `fetch_or(PARKED)` (the deliverer sees `PARKED` and signals, and
+//! the mutex makes sure the signal comes after the worker is waiting), or it
+//! comes before (the worker's `fetch_or(PARKED)` sees `NOTIFIED` and does not
+//! sleep). If it comes before step 1, step 1 consumes it with acquire
+//! ordering, so step 2 sees the item.
+//!
+//! # Orderings
+//!
+//! - deliverer `fetch_or(NOTIFIED, AcqRel)`: the release half publishes the
+//!   inbox push to whichever worker RMW reads the bit (`prepare`'s
+//!   `fetch_and`, `park`'s `fetch_or`/`swap`, spinning's `is_notified`); the
+//!   acquire half is not needed for data but keeps the RMW chain simple.
+//! - worker RMWs are `AcqRel`: acquire pairs with the deliverer's release
+//!   above; release is for the model (loom checks the whole chain).
+//! - `park`'s final `swap(0, AcqRel)` reads the latest value, so a second
+//!   delivery whose `NOTIFIED` arrived while the worker was waking is
+//!   synchronized with too (a plain store would lose it: the deliverer saw
+//!   `PARKED|NOTIFIED`, sent no signal, and the worker would not see its
+//!   push; loom finds that mutation).
+//!
+//! The idle flag is a placement hint only (the kernel's
+//! `available_idle_cpu()`): correctness never depends on it, because a
+//! delivery always goes through the parker. It uses `Relaxed`.
+
+use crate::queue::{Inbox, Local, Steal};
+use crate::sync::{spin_loop, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
+
+const NOTIFIED: usize = 1;
+const PARKED: usize = 2;
+
+/// Sentinel for "no worker" in [`Mailbox`]'s kick note.
+pub const NO_WORKER: usize = usize::MAX;
+
+/// A worker's sleep state: a token (`NOTIFIED`) and a sleeping bit (`PARKED`).
+/// See the [module docs](self) for the protocol.
+#[derive(Debug)]
+pub struct Parker {
+    state: AtomicUsize,
+    lock: Mutex<()>,
+    cvar: Condvar,
+}
+
+/// What [`Parker::notify`] had to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Notified {
+    /// The worker was parked: the condvar was signalled (an unpark).
+    Unparked,
+    /// The worker was running, spinning or already notified: no unpark.
+    NoUnparkNeeded,
+}
+
+impl Default for Parker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Parker {
+    /// A parker with no token and nobody asleep.
+    pub fn new() -> Self {
+        Parker {
+            state: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            cvar: Condvar::new(),
+        }
+    }
+
+    /// Gives the worker the token, and wakes it if it is parked.
+    pub fn notify(&self) -> Notified {
+        // AcqRel: release publishes the caller's inbox push (or kick note,
+        // or shutdown flag) to the worker's RMW that reads this bit.
+        let prev = self.state.fetch_or(NOTIFIED, Ordering::AcqRel);
+        if prev & PARKED != 0 && prev & NOTIFIED == 0 {
+            // The sleeper holds the mutex from its fetch_or(PARKED) until the
+            // condvar wait releases it: taking it here means it is waiting.
+            drop(self.lock.lock());
+            self.cvar.notify_one();
+            Notified::Unparked
+        } else {
+            Notified::NoUnparkNeeded
+        }
+    }
+
+    /// Consumes a stale token before the worker's last check of its queues.
+    /// Reads first, so a worker without a token writes nothing.
+    pub fn prepare(&self) {
+        if self.state.load(Ordering::Relaxed) & NOTIFIED != 0 {
+            // AcqRel: acquire pairs with notify's release, so the check of
+            // the queues that follows sees what the notifier pushed.
+            self.state.fetch_and(!NOTIFIED, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether a token is waiting (what a spinning worker watches).
+    pub fn is_notified(&self) -> bool {
+        // Acquire: pairs with notify's release; a spinner that sees the bit
+        // then sees the delivered item.
+        self.state.load(Ordering::Acquire) & NOTIFIED != 0
+    }
+
+    /// Whether the worker is parked (or committed to parking).
+    pub fn is_parked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & PARKED != 0
+    }
+
+    /// Sleeps until notified. Returns `true` if it slept, `false` if a token
+    /// was already there (no sleep). Either way the token is consumed.
+    pub fn park(&self) -> bool {
+        let mut guard = self.lock.lock();
+        // AcqRel: pairs with notify's fetch_or; see the module docs.
+        let prev = self.state.fetch_or(PARKED, Ordering::AcqRel);
+        let slept = prev & NOTIFIED == 0;
+        if slept {
+            // Acquire: pairs with notify's release.
+            while self.state.load(Ordering::Acquire) & NOTIFIED == 0 {
+                guard = self.cvar.wait(guard);
+            }
+        }
+        drop(guard);
+        // swap, not store: synchronizes with every notify so far (see docs).
+        self.state.swap(0, Ordering::AcqRel);
+        slept
+    }
+}
+
+/// The part of a worker other threads touch: its inbox, parker, idle flag
+/// and kick note. Generic over the item so loom models use integers.
+#[derive(Debug)]
+pub struct Mailbox<T> {
+    /// Items pushed by other threads.
+    pub inbox: Inbox<T>,
+    /// Sleep state.
+    pub parker: Parker,
+    idle: AtomicBool,
+    kicked_by: AtomicUsize,
+}
+
+impl<T> std::fmt::Debug for Inbox<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox").field("len", &self.len()).finish()
+    }
+}
+
+/// How a [`Mailbox::wait`] step ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Wait<T> {
+    /// An item from the inbox (a batch may have moved into the local queue).
+    Work {
+        /// The item.
+        item: T,
+        /// Whether the worker slept on the condvar before it came.
+        slept: bool,
+    },
+    /// The runtime is shutting down.
+    Shutdown,
+    /// Woken (or the spin saw a token) without inbox work: a kick, or a
+    /// token whose item someone else took. Look again.
+    Woken {
+        /// Whether the worker slept on the condvar.
+        slept: bool,
+        /// The worker that kicked this one, if that is why it woke.
+        kicked_by: Option<usize>,
+    },
+}
+
+impl<T> Default for Mailbox<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Mailbox<T> {
+    /// An empty, non-idle mailbox.
+    pub fn new() -> Self {
+        Mailbox {
+            inbox: Inbox::new(),
+            parker: Parker::new(),
+            idle: AtomicBool::new(false),
+            kicked_by: AtomicUsize::new(NO_WORKER),
+        }
+    }
+
+    /// Delivers `item`: inbox push, then the parker's token (an unpark only
+    /// when the worker sleeps).
+    pub fn deliver(&self, item: T) -> Notified {
+        self.inbox.push(item);
+        self.parker.notify()
+    }
+
+    /// Delivers `item` unless the runtime is shutting down: push, notify,
+    /// then re-check `shutdown`. If the flag is set by then, everything in
+    /// the inbox (this item included) is handed to `drop_item`.
+    ///
+    /// Why this cannot strand an item: shutdown sets its flag and then
+    /// notifies every parker (an RMW on the same word as ours). If our
+    /// `fetch_or` comes first in that word's order, shutdown's RMW acquires
+    /// it, so the inbox drain that follows shutdown's notify sees our push;
+    /// if it comes second, our RMW acquires shutdown's, so our load of the
+    /// flag sees `true` and we drain ourselves. Each item is taken out of the
+    /// inbox exactly once by whoever drains it.
+    pub fn deliver_or_drain(
+        &self,
+        item: T,
+        shutdown: &AtomicBool,
+        mut drop_item: impl FnMut(T),
+    ) -> Notified {
+        let n = self.deliver(item);
+        // Relaxed: ordered by the AcqRel RMW in deliver (see above).
+        if shutdown.load(Ordering::Relaxed) {
+            loop {
+                match self.inbox.steal() {
+                    Steal::Success(t) => drop_item(t),
+                    Steal::Empty => break,
+                    Steal::Retry => continue,
+                }
+            }
+        }
+        n
+    }
+
+    /// Kicks the worker on behalf of overloaded worker `from`: notes who
+    /// kicked, then notifies.
+    pub fn kick(&self, from: usize) -> Notified {
+        // Relaxed: published by notify's release.
+        self.kicked_by.store(from, Ordering::Relaxed);
+        self.parker.notify()
+    }
+
+    /// Whether the worker is idle (running nothing): the kernel's
+    /// `available_idle_cpu()`.
+    pub fn is_idle(&self) -> bool {
+        self.idle.load(Ordering::Relaxed)
+    }
+
+    /// Marks an idle worker not-idle on behalf of a placement that chose it,
+    /// so the next placement looks elsewhere. Returns whether this call
+    /// claimed it. A hint: `Relaxed`.
+    pub fn claim_idle(&self) -> bool {
+        self.idle.load(Ordering::Relaxed)
+            && self
+                .idle
+                .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// The owner marks itself idle or busy; writes only on a change.
+    pub fn set_idle(&self, idle: bool) {
+        if self.idle.load(Ordering::Relaxed) != idle {
+            self.idle.store(idle, Ordering::Relaxed);
+        }
+    }
+
+    /// One idle step of the owner, whose own queues are empty.
+    ///
+    /// Consumes a stale token, checks the inbox (moving a batch into `local`)
+    /// and `shutdown`; then, while `keep_spinning()` says so, spins watching
+    /// the token and the inbox; then calls `before_sleep` (the worker
+    /// publishes its load there) and parks.
+    pub fn wait(
+        &self,
+        local: &Local<T>,
+        shutdown: &AtomicBool,
+        mut keep_spinning: impl FnMut() -> bool,
+        before_sleep: impl FnOnce(),
+    ) -> Wait<T> {
+        self.parker.prepare();
+        if let Some(item) = self.take(local) {
+            return Wait::Work { item, slept: false };
+        }
+        // Relaxed: the shutdown store is published by notify's release,
+        // which prepare() or park() acquired.
+        if shutdown.load(Ordering::Relaxed) {
+            return Wait::Shutdown;
+        }
+        while keep_spinning() {
+            if self.parker.is_notified() || !self.inbox.is_empty() {
+                return Wait::Woken {
+                    slept: false,
+                    kicked_by: self.take_kick(),
+                };
+            }
+            spin_loop();
+        }
+        before_sleep();
+        let slept = self.parker.park();
+        if let Some(item) = self.take(local) {
+            return Wait::Work { item, slept };
+        }
+        if shutdown.load(Ordering::Relaxed) {
+            return Wait::Shutdown;
+        }
+        Wait::Woken {
+            slept,
+            kicked_by: self.take_kick(),
+        }
+    }
+
+    /// Takes one inbox item, moving a batch into `local`.
+    pub fn take(&self, local: &Local<T>) -> Option<T> {
+        loop {
+            match self.inbox.steal_batch_and_pop(local) {
+                Steal::Success(t) => return Some(t),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    fn take_kick(&self) -> Option<usize> {
+        if self.kicked_by.load(Ordering::Relaxed) == NO_WORKER {
+            return None;
+        }
+        match self.kicked_by.swap(NO_WORKER, Ordering::Relaxed) {
+            NO_WORKER => None,
+            w => Some(w),
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Placement of a task spawned from outside the runtime:
+//! `find_idlest_group`, after the kernel's `find_idlest_group()` /
+//! `find_idlest_cpu()` used by `sched_balance_find_dst_cpu` for fork and exec.
+//!
+//! Descend from the machine: at each level choose the child group with the
+//! most spare workers by its rate-limited load counter (ties: the lowest
+//! load per worker, then round-robin); in the last group take an idle
+//! worker, else the least loaded one.
+//!
+//! The counters may be up to one interval stale, so a burst of spawns would
+//! otherwise pile onto the group that looked idlest a millisecond ago. Two
+//! things prevent it: the chosen idle worker is claimed (marked not idle)
+//! at once, so the next spawn sees it busy; and ties, which is what stale
+//! counters of an idle machine look like, are broken by a round-robin
+//! counter read digit by digit down the tree (mixed radix), so consecutive
+//! spawns go to different packages, then different caches, then cores.
+
+use std::ops::Range;
+
+use crate::load::Load;
+use crate::topology::Topology;
+
+/// What placement reads: group loads and idle flags.
+pub trait PlacementView {
+    /// The (possibly stale) load of a span.
+    fn load(&self, span: &Range<usize>) -> Load;
+    /// Claims worker `w` if it is idle (marks it not idle). Returns whether
+    /// it was idle and is now claimed.
+    fn claim_idle(&self, w: usize) -> bool;
+}
+
+/// Chooses a worker for an external spawn; `rr` is a round-robin ticket.
+/// Returns the worker and whether it was an idle one.
+pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) -> (usize, bool) {
+    let mut span = topo.root_span();
+    let mut rr = rr;
+    loop {
+        let children: Vec<Range<usize>> = match topo.children(&span) {
+            Some(c) => c.to_vec(),
+            None if span.len() <= 1 => return (span.start, false),
+            None => span.clone().map(|w| w..w + 1).collect(),
+        };
+        let k = children.len();
+        let rot = rr % k;
+        rr /= k;
+        let order = (0..k).map(|i| (rot + i) % k);
+        if children.iter().all(|c| c.len() == 1) {
+            // The last group: an idle worker, else the least loaded.
+            for i in order.clone() {
+                if view.claim_idle(children[i].start) {
+                    return (children[i].start, true);
+                }
+            }
+            let best = order
+                .min_by_key(|&i| view.load(&children[i]).total())
+                .unwrap_or(0);
+            return (children[best].start, false);
+        }
+        // Most spare workers first; then lowest load per worker; then the
+        // round-robin order (min_by_key keeps the first of equals).
+        let best = order
+            .min_by(|&a, &b| {
+                let (la, lb) = (view.load(&children[a]), view.load(&children[b]));
+                let (wa, wb) = (children[a].len() as u64, children[b].len() as u64);
+                let spare_a = wa as i64 - la.total() as i64;
+                let spare_b = wb as i64 - lb.total() as i64;
+                spare_b
+                    .cmp(&spare_a)
+                    .then((la.total() * wb).cmp(&(lb.total() * wa)))
+            })
+            .unwrap_or(0);
+        span = children[best].clone();
+    }
+}
+
+/// The runtime's view: its load counters and idle flags.
+pub(crate) struct RuntimeView<'a>(pub(crate) &'a crate::runtime::Shared);
+
+impl PlacementView for RuntimeView<'_> {
+    fn load(&self, span: &Range<usize>) -> Load {
+        self.0.load.load(span)
+    }
+    fn claim_idle(&self, w: usize) -> bool {
+        self.0.workers[w].mailbox.claim_idle()
+    }
+}

@@ -1,0 +1,258 @@
+//! The three run queues of a worker, behind one small API.
+//!
+//! - [`Local`]: the worker's own FIFO deque (`crossbeam_deque::Worker`); only
+//!   its owner pushes and pops.
+//! - [`Stealer`]: the handle other workers steal from the back of a `Local`.
+//! - [`Inbox`]: a multi-producer queue (`crossbeam_deque::Injector`) that any
+//!   thread pushes to; the owner drains it in batches into its `Local`, and
+//!   idle workers may steal from it too.
+//!
+//! crossbeam-deque is not loom-instrumented and is not ours to prove; under
+//! `cfg(loom)` all three become a loom `Mutex<VecDeque<T>>` with the same
+//! API, so the protocols built on them (parking, hand-off, shutdown) are
+//! checked with the queue's linearizability assumed.
+
+pub use crossbeam_deque::Steal;
+
+#[cfg(not(loom))]
+mod imp {
+    use super::Steal;
+
+    /// A worker's own FIFO queue.
+    pub struct Local<T>(crossbeam_deque::Worker<T>);
+    /// A handle to steal from another worker's [`Local`].
+    pub struct Stealer<T>(crossbeam_deque::Stealer<T>);
+    /// A queue any thread can push to.
+    pub struct Inbox<T>(crossbeam_deque::Injector<T>);
+
+    impl<T> Local<T> {
+        /// An empty FIFO queue.
+        pub fn new() -> Self {
+            Local(crossbeam_deque::Worker::new_fifo())
+        }
+        /// A stealer for this queue.
+        pub fn stealer(&self) -> Stealer<T> {
+            Stealer(self.0.stealer())
+        }
+        /// Pushes to the back.
+        pub fn push(&self, t: T) {
+            self.0.push(t)
+        }
+        /// Pops from the front.
+        pub fn pop(&self) -> Option<T> {
+            self.0.pop()
+        }
+        /// Number of queued items.
+        pub fn len(&self) -> usize {
+            self.0.len()
+        }
+        /// Whether nothing is queued.
+        pub fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+
+    impl<T> Default for Local<T> {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl<T> Stealer<T> {
+        /// Steals about half of the victim's items into `dest`, returning one.
+        pub fn steal_batch_and_pop(&self, dest: &Local<T>) -> Steal<T> {
+            self.0.steal_batch_and_pop(&dest.0)
+        }
+        /// Steals one item.
+        pub fn steal(&self) -> Steal<T> {
+            self.0.steal()
+        }
+        /// Number of queued items (a snapshot).
+        pub fn len(&self) -> usize {
+            self.0.len()
+        }
+        /// Whether the victim's queue looks empty.
+        pub fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+
+    impl<T> Clone for Stealer<T> {
+        fn clone(&self) -> Self {
+            Stealer(self.0.clone())
+        }
+    }
+
+    impl<T> Inbox<T> {
+        /// An empty inbox.
+        pub fn new() -> Self {
+            Inbox(crossbeam_deque::Injector::new())
+        }
+        /// Pushes to the back.
+        pub fn push(&self, t: T) {
+            self.0.push(t)
+        }
+        /// Takes one item.
+        pub fn steal(&self) -> Steal<T> {
+            self.0.steal()
+        }
+        /// Moves a batch into `dest` and returns one item.
+        pub fn steal_batch_and_pop(&self, dest: &Local<T>) -> Steal<T> {
+            self.0.steal_batch_and_pop(&dest.0)
+        }
+        /// Number of queued items (a snapshot).
+        pub fn len(&self) -> usize {
+            self.0.len()
+        }
+        /// Whether nothing is queued.
+        pub fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+
+    impl<T> Default for Inbox<T> {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    use super::Steal;
+    use crate::sync::{Arc, Mutex, STEAL_BATCH};
+    use std::collections::VecDeque;
+
+    /// Loom stand-in for a worker's FIFO queue.
+    pub struct Local<T>(Arc<Mutex<VecDeque<T>>>);
+    /// Loom stand-in for a stealer.
+    pub struct Stealer<T>(Arc<Mutex<VecDeque<T>>>);
+    /// Loom stand-in for the inbox.
+    pub struct Inbox<T>(Mutex<VecDeque<T>>);
+
+    /// Takes one item and up to half the rest (at most `STEAL_BATCH` in all)
+    /// out of `src`. The caller moves the extra items into its own queue
+    /// after releasing `src`'s lock, so two workers stealing from each other
+    /// never hold both locks.
+    fn take_batch<T>(src: &Mutex<VecDeque<T>>) -> Option<(T, Vec<T>)> {
+        let mut src = src.lock();
+        let first = src.pop_front()?;
+        let extra = (src.len() / 2).min(STEAL_BATCH - 1);
+        let rest = src.drain(..extra).collect();
+        Some((first, rest))
+    }
+
+    fn batch_into<T>(src: &Mutex<VecDeque<T>>, dest: &Local<T>) -> Steal<T> {
+        match take_batch(src) {
+            None => Steal::Empty,
+            Some((first, rest)) => {
+                if !rest.is_empty() {
+                    dest.0.lock().extend(rest);
+                }
+                Steal::Success(first)
+            }
+        }
+    }
+
+    impl<T> Local<T> {
+        /// An empty queue.
+        pub fn new() -> Self {
+            Local(Arc::new(Mutex::new(VecDeque::new())))
+        }
+        /// A stealer for this queue.
+        pub fn stealer(&self) -> Stealer<T> {
+            Stealer(self.0.clone())
+        }
+        /// Pushes to the back.
+        pub fn push(&self, t: T) {
+            self.0.lock().push_back(t)
+        }
+        /// Pops from the front.
+        pub fn pop(&self) -> Option<T> {
+            self.0.lock().pop_front()
+        }
+        /// Number of queued items.
+        pub fn len(&self) -> usize {
+            self.0.lock().len()
+        }
+        /// Whether nothing is queued.
+        pub fn is_empty(&self) -> bool {
+            self.0.lock().is_empty()
+        }
+    }
+
+    impl<T> Default for Local<T> {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl<T> Stealer<T> {
+        /// Steals a batch into `dest`, returning one.
+        pub fn steal_batch_and_pop(&self, dest: &Local<T>) -> Steal<T> {
+            if Arc::ptr_eq(&self.0, &dest.0) {
+                return Steal::Empty;
+            }
+            batch_into(&self.0, dest)
+        }
+        /// Steals one item.
+        pub fn steal(&self) -> Steal<T> {
+            match self.0.lock().pop_front() {
+                Some(t) => Steal::Success(t),
+                None => Steal::Empty,
+            }
+        }
+        /// Number of queued items.
+        pub fn len(&self) -> usize {
+            self.0.lock().len()
+        }
+        /// Whether nothing is queued.
+        pub fn is_empty(&self) -> bool {
+            self.0.lock().is_empty()
+        }
+    }
+
+    impl<T> Clone for Stealer<T> {
+        fn clone(&self) -> Self {
+            Stealer(self.0.clone())
+        }
+    }
+
+    impl<T> Inbox<T> {
+        /// An empty inbox.
+        pub fn new() -> Self {
+            Inbox(Mutex::new(VecDeque::new()))
+        }
+        /// Pushes to the back.
+        pub fn push(&self, t: T) {
+            self.0.lock().push_back(t)
+        }
+        /// Takes one item.
+        pub fn steal(&self) -> Steal<T> {
+            match self.0.lock().pop_front() {
+                Some(t) => Steal::Success(t),
+                None => Steal::Empty,
+            }
+        }
+        /// Moves a batch into `dest` and returns one item.
+        pub fn steal_batch_and_pop(&self, dest: &Local<T>) -> Steal<T> {
+            batch_into(&self.0, dest)
+        }
+        /// Number of queued items.
+        pub fn len(&self) -> usize {
+            self.0.lock().len()
+        }
+        /// Whether nothing is queued.
+        pub fn is_empty(&self) -> bool {
+            self.0.lock().is_empty()
+        }
+    }
+
+    impl<T> Default for Inbox<T> {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+}
+
+pub use imp::{Inbox, Local, Stealer};

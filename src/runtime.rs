@@ -1,0 +1,443 @@
+//! `Builder`, `Runtime`, and the state every worker shares.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use crate::error::BuildError;
+use crate::governor;
+use crate::load::LoadMap;
+use crate::park::Mailbox;
+use crate::queue::{Local, Stealer};
+use crate::stats::{Stats, WorkerCounters};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::task::{JoinHandle, Registry, Runnable, TaskFuture, TaskMeta};
+use crate::topology::{Topology, TopologySource};
+use crate::tunables::Tunables;
+use crate::{wake, worker};
+
+/// What other threads see of one worker.
+pub(crate) struct WorkerShared {
+    pub(crate) mailbox: CachePadded<Mailbox<Runnable>>,
+    pub(crate) stealer: Stealer<Runnable>,
+    pub(crate) stats: CachePadded<WorkerCounters>,
+    /// Index into `Shared::llc_idle_cores` of this worker's LLC.
+    pub(crate) llc_hint: usize,
+    pub(crate) pinned: AtomicBool,
+}
+
+/// State shared by the runtime handle, its workers and every task's
+/// schedule function.
+pub(crate) struct Shared {
+    pub(crate) topology: Topology,
+    pub(crate) tunables: Tunables,
+    pub(crate) workers: Box<[WorkerShared]>,
+    pub(crate) load: LoadMap,
+    /// Per LLC: the kernel's `sd_llc_shared->has_idle_cores` hint.
+    pub(crate) llc_idle_cores: Box<[CachePadded<AtomicBool>]>,
+    pub(crate) shutdown: CachePadded<AtomicBool>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) external: CachePadded<WorkerCounters>,
+    pub(crate) spawn_rr: CachePadded<AtomicUsize>,
+    pub(crate) park_cost_ns: AtomicU64,
+    pub(crate) start: Instant,
+}
+
+impl Shared {
+    /// Nanoseconds since the runtime started (one `Instant::now()`).
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        // Relaxed: see park.rs, "shutdown": the flag is published by the
+        // notify that follows its store.
+        self.shutdown.load(Ordering::Relaxed)
+    }
+
+    /// Spawns `future` on this runtime; placement depends on the caller (a
+    /// worker pushes to its own deque, anyone else uses find_idlest_group).
+    pub(crate) fn spawn<F>(self: &Arc<Self>, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let here = worker::current_worker(self);
+        let shard = here.unwrap_or_else(|| self.spawn_rr.load(Ordering::Relaxed));
+        let slot = self.registry.reserve(shard);
+        let key = slot.unwrap_or(crate::task::SlotKey::DEAD);
+        let registry = self.registry.clone();
+        let shared = self.clone();
+        let (runnable, task) = async_task::Builder::new()
+            .metadata(TaskMeta::new(key))
+            .spawn(
+                move |_| TaskFuture::new(future, key, registry),
+                async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
+                    wake::schedule(&shared, r, info)
+                }),
+            );
+        let handle = JoinHandle::new(task, self.registry.clone());
+        if slot.is_none() || self.is_shutdown() {
+            // Shut down: the task is dropped at once; its handle says Cancelled.
+            worker::drop_task(runnable);
+            return handle;
+        }
+        self.registry.fill(key, runnable.waker());
+        worker::place_spawn(self, here, runnable);
+        handle
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        Stats {
+            workers: self.workers.iter().map(|w| w.stats.snapshot()).collect(),
+            external: self.external.snapshot(),
+            level_names: self
+                .topology
+                .levels(0)
+                .iter()
+                .map(|l| l.kind.name())
+                .collect(),
+            park_cost: Duration::from_nanos(self.park_cost_ns.load(Ordering::Relaxed)),
+            spawned: self.registry.spawned(),
+            retired: self.registry.retired(),
+        }
+    }
+}
+
+/// Configures and builds a [`Runtime`].
+///
+/// ```
+/// use hwsched::{Runtime, TopologySource};
+/// let rt = Runtime::builder()
+///     .topology(TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()))
+///     .worker_threads(8)
+///     .build()?;
+/// assert_eq!(rt.workers(), 8);
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    workers: Option<usize>,
+    source: TopologySource,
+    pin: Option<bool>,
+    cpus: Option<Vec<usize>>,
+    thread_name: Option<String>,
+    tunables: Tunables,
+}
+
+impl Builder {
+    /// A builder with the defaults: every allowed PU of this machine, pinned.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of workers (default: one per allowed PU of the topology).
+    /// Fewer than the PUs takes one per core first, spread over packages.
+    pub fn worker_threads(mut self, n: usize) -> Self {
+        self.workers = Some(n);
+        self
+    }
+
+    /// Where the topology comes from (default: [`TopologySource::System`]).
+    pub fn topology(mut self, source: TopologySource) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Pin each worker to its PU (default: on for `System`, off for
+    /// synthetic and XML topologies, whose PUs are not this machine's).
+    /// Pinning that the OS refuses is not an error: see
+    /// [`Runtime::pinned_workers`].
+    pub fn pin_workers(mut self, pin: bool) -> Self {
+        self.pin = Some(pin);
+        self
+    }
+
+    /// Restrict the runtime to these CPUs (OS indices).
+    pub fn cpus(mut self, cpus: impl IntoIterator<Item = usize>) -> Self {
+        self.cpus = Some(cpus.into_iter().collect());
+        self
+    }
+
+    /// Prefix of worker thread names (default `hwsched-worker`); workers are
+    /// named `<prefix>-<index>`.
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.thread_name = Some(name.into());
+        self
+    }
+
+    /// Scheduler tunables.
+    pub fn tunables(mut self, tunables: Tunables) -> Self {
+        self.tunables = tunables;
+        self
+    }
+
+    /// Builds the runtime and starts its workers.
+    pub fn build(self) -> Result<Runtime, BuildError> {
+        self.tunables.validate()?;
+        let name = self
+            .thread_name
+            .unwrap_or_else(|| "hwsched-worker".to_owned());
+        if name.contains('\0') {
+            return Err(BuildError::InvalidThreadName { name });
+        }
+        let topology = Topology::with_cpus(&self.source, self.workers, self.cpus.as_deref())?;
+        let pin = self.pin.unwrap_or(topology.is_system());
+        let n = topology.workers();
+
+        let locals: Vec<Local<Runnable>> = (0..n).map(|_| Local::new()).collect();
+        let mut llc_spans: Vec<std::ops::Range<usize>> = Vec::new();
+        let llc_hint: Vec<usize> = (0..n)
+            .map(|w| {
+                let s = topology.llc_span(w);
+                match llc_spans.iter().position(|x| *x == s) {
+                    Some(i) => i,
+                    None => {
+                        llc_spans.push(s);
+                        llc_spans.len() - 1
+                    }
+                }
+            })
+            .collect();
+        let workers = (0..n)
+            .map(|w| WorkerShared {
+                mailbox: CachePadded::new(Mailbox::new()),
+                stealer: locals[w].stealer(),
+                stats: CachePadded::new(WorkerCounters::default()),
+                llc_hint: llc_hint[w],
+                pinned: AtomicBool::new(false),
+            })
+            .collect();
+        let park_cost = match (self.tunables.park_cost, self.tunables.idle) {
+            (Some(c), _) => c,
+            (None, crate::IdleMode::Governed) => governor::measure_park_cost(),
+            (None, _) => Duration::ZERO,
+        };
+        let shared = Arc::new(Shared {
+            load: LoadMap::new(&topology),
+            llc_idle_cores: llc_spans
+                .iter()
+                .map(|_| CachePadded::new(AtomicBool::new(false)))
+                .collect(),
+            topology,
+            tunables: self.tunables,
+            workers,
+            shutdown: CachePadded::new(AtomicBool::new(false)),
+            registry: Arc::new(Registry::new(n)),
+            external: CachePadded::new(WorkerCounters::default()),
+            spawn_rr: CachePadded::new(AtomicUsize::new(0)),
+            park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
+            start: Instant::now(),
+        });
+        let mut threads = Vec::with_capacity(n);
+        for (index, local) in locals.into_iter().enumerate() {
+            let s = shared.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("{name}-{index}"))
+                .spawn(move || worker::run(s, index, local, pin));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    let rt = Runtime {
+                        shared,
+                        threads,
+                        shut: false,
+                    };
+                    drop(rt);
+                    return Err(BuildError::ThreadSpawn(e));
+                }
+            }
+        }
+        Ok(Runtime {
+            shared,
+            threads,
+            shut: false,
+        })
+    }
+}
+
+/// A topology-aware work-stealing runtime: one worker thread per PU.
+///
+/// Dropping it shuts it down: workers stop and are joined, and every task
+/// not yet finished is dropped exactly once (its handle yields
+/// [`JoinError::Cancelled`](crate::JoinError::Cancelled)).
+///
+/// ```
+/// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+/// let sum = rt.block_on(async {
+///     let hs: Vec<_> = (0..10u64).map(|i| hwsched::spawn(async move { i * i })).collect();
+///     let mut sum = 0;
+///     for h in hs {
+///         sum += h.await.unwrap();
+///     }
+///     sum
+/// });
+/// assert_eq!(sum, 285);
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<thread::JoinHandle<()>>,
+    shut: bool,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.workers())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// A runtime with the defaults (every allowed PU of this machine).
+    pub fn new() -> Result<Runtime, BuildError> {
+        Builder::new().build()
+    }
+
+    /// Spawns a task; it starts running on some worker at once.
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.shared.spawn(future)
+    }
+
+    /// Runs `future` to completion on the calling thread; inside it,
+    /// [`spawn`](crate::spawn) spawns onto this runtime.
+    ///
+    /// Panics if called from a worker thread of any hwsched runtime (it would
+    /// block the worker).
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        crate::block_on::block_on(&self.shared, future)
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    /// The topology the workers run on.
+    pub fn topology(&self) -> &Topology {
+        &self.shared.topology
+    }
+
+    /// The tunables in force.
+    pub fn tunables(&self) -> &Tunables {
+        &self.shared.tunables
+    }
+
+    /// How many workers were pinned to their PU (0 if pinning was off or
+    /// refused, e.g. in a restricted container).
+    pub fn pinned_workers(&self) -> usize {
+        self.shared
+            .workers
+            .iter()
+            .filter(|w| w.pinned.load(Ordering::Relaxed))
+            .count()
+    }
+
+    /// A snapshot of the scheduler's counters.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+
+    /// Tasks spawned and not yet finished or dropped.
+    pub fn live_tasks(&self) -> u64 {
+        self.shared.registry.live()
+    }
+
+    /// Shuts down, waiting at most `timeout` for workers to finish the task
+    /// they are running; a worker stuck in a blocking task past it is left
+    /// to exit on its own (it stops at its next scheduling point). Returns
+    /// whether every worker was joined.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> bool {
+        self.shutdown(Some(timeout))
+    }
+
+    fn shutdown(&mut self, timeout: Option<Duration>) -> bool {
+        if self.shut {
+            return true;
+        }
+        self.shut = true;
+        let shared = &self.shared;
+        // Relaxed: published to each worker (and to any deliverer) by the
+        // parker RMW that follows; see park.rs, "shutdown".
+        shared.shutdown.store(true, Ordering::Relaxed);
+        for w in shared.workers.iter() {
+            let _ = w.mailbox.parker.notify();
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut all_joined = true;
+        for t in self.threads.drain(..) {
+            match deadline {
+                None => {
+                    let _ = t.join();
+                }
+                Some(d) => {
+                    while !t.is_finished() && Instant::now() < d {
+                        thread::sleep(Duration::from_micros(200));
+                    }
+                    if t.is_finished() {
+                        let _ = t.join();
+                    } else {
+                        all_joined = false;
+                    }
+                }
+            }
+        }
+        // Drop what is still queued in inboxes, then wake every task that is
+        // pending on a waker: its schedule sees the shutdown and drops it.
+        for w in shared.workers.iter() {
+            worker::drain_inbox(&w.mailbox);
+        }
+        shared.registry.close_and_wake_all();
+        for w in shared.workers.iter() {
+            worker::drain_inbox(&w.mailbox);
+        }
+        all_joined
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown(None);
+    }
+}
+
+/// Spawns a task onto the runtime of the current context: the worker this
+/// code runs on, or the runtime whose [`Runtime::block_on`] is running.
+///
+/// # Panics
+///
+/// Outside any hwsched context, with a message saying so.
+///
+/// ```
+/// let rt = hwsched::Runtime::builder().worker_threads(1).build()?;
+/// let v = rt.block_on(async { hwsched::spawn(async { 1 + 1 }).await.unwrap() });
+/// assert_eq!(v, 2);
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match worker::current_shared() {
+        Some(shared) => shared.spawn(future),
+        None => panic!(
+            "hwsched::spawn called outside a hwsched runtime: call it from a task, from \
+             inside Runtime::block_on, or use Runtime::spawn"
+        ),
+    }
+}

@@ -1,0 +1,347 @@
+//! Schedstat-like counters, per worker.
+//!
+//! Each worker's counters are written only by that worker (a relaxed load
+//! and store, no read-modify-write, no shared cache line). Placement
+//! decisions made on threads outside the runtime are counted in a separate
+//! `external` block with `fetch_add`. [`Runtime::stats`](crate::Runtime::stats)
+//! takes a snapshot; its `Display` prints a per-worker table with totals, the
+//! idle-balance table per level and the wakeup-placement (SIS) table in the
+//! spirit of `/proc/schedstat` and Mel Gorman's tables in seed 001.
+
+use std::fmt;
+use std::ops::{Add, AddAssign};
+use std::time::Duration;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Most levels a worker can have (SMT, LLC, NUMA, package, machine).
+pub const MAX_LEVELS: usize = 5;
+
+macro_rules! counters {
+    ($(#[$m:meta])* $name:ident, $snap:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }
+     levels { $($(#[$lm:meta])* $lf:ident),* $(,)? }) => {
+        /// Live counters of one worker (or of outside threads).
+        #[derive(Debug, Default)]
+        pub(crate) struct $name {
+            $(pub(crate) $f: AtomicU64,)*
+            $(pub(crate) $lf: [AtomicU64; MAX_LEVELS],)*
+        }
+
+        $(#[$m])*
+        #[derive(Debug, Default, Clone, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct $snap {
+            $($(#[$fm])* pub $f: u64,)*
+            $($(#[$lm])* pub $lf: [u64; MAX_LEVELS],)*
+        }
+
+        impl $name {
+            pub(crate) fn snapshot(&self) -> $snap {
+                $snap {
+                    $($f: self.$f.load(Ordering::Relaxed),)*
+                    $($lf: std::array::from_fn(|i| self.$lf[i].load(Ordering::Relaxed)),)*
+                }
+            }
+        }
+
+        impl AddAssign<&$snap> for $snap {
+            fn add_assign(&mut self, o: &$snap) {
+                $(self.$f += o.$f;)*
+                $(for i in 0..MAX_LEVELS { self.$lf[i] += o.$lf[i]; })*
+            }
+        }
+
+        impl Add<&$snap> for $snap {
+            type Output = $snap;
+            fn add(mut self, o: &$snap) -> $snap {
+                self += o;
+                self
+            }
+        }
+    };
+}
+
+counters! {
+    /// A snapshot of one worker's counters (or their sum).
+    WorkerCounters, WorkerStats {
+        /// Tasks polled.
+        polls,
+        /// Polls taken from the LIFO slot.
+        lifo_polls,
+        /// Batches taken from the inbox.
+        inbox_pulls,
+        /// Tasks spawned onto this worker's own deque.
+        local_spawns,
+        /// Steal attempts on a victim (deque or inbox).
+        steals_attempted,
+        /// Steal attempts that got work.
+        steals_succeeded,
+        /// Tasks moved by successful steals (the one run plus the batch).
+        tasks_stolen,
+        /// Times the worker slept on its condvar.
+        parks,
+        /// Unparks this thread issued (a futex wake of another worker).
+        unparks,
+        /// Panics caught in a task's poll or drop.
+        panics,
+        /// Idle-balance walks started.
+        walks,
+        /// Walks skipped because nothing was queued anywhere.
+        walks_skipped,
+        /// Overload kicks sent.
+        kicks_sent,
+        /// Kicks received (woken with a kick note).
+        kicks_received,
+        /// Load publishes done (one per group counter written).
+        load_publishes,
+        /// Load publishes held back by the interval.
+        load_skipped_interval,
+        /// Load publishes held back by the 1/64 delta rule.
+        load_skipped_delta,
+        /// External spawns placed on an idle worker by `find_idlest_group`.
+        spawn_placed_idle,
+        /// External spawns placed on the least loaded worker (none idle).
+        spawn_placed_loaded,
+        /// Wakes placed on the waker's own worker through the LIFO slot.
+        wake_local,
+        /// select_idle_sibling: target was idle.
+        sis_target,
+        /// select_idle_sibling: prev was idle.
+        sis_prev,
+        /// select_idle_sibling: the recently used worker was idle.
+        sis_recent_hit,
+        /// select_idle_sibling: the recently used worker was not usable.
+        sis_recent_miss,
+        /// select_idle_sibling: a whole idle core was found.
+        sis_idle_core,
+        /// select_idle_sibling: no idle core, but an idle worker seen on the way.
+        sis_idle_candidate,
+        /// select_idle_sibling: the LLC scan found an idle worker.
+        sis_scan_found,
+        /// select_idle_sibling: workers examined by the LLC scan.
+        sis_scanned,
+        /// select_idle_sibling: nothing idle, fell back to target.
+        sis_fallback,
+        /// Idle governor: spins started.
+        spins,
+        /// Spins that ended with work.
+        spin_hits,
+        /// Nanoseconds spent in spins that ended with work.
+        spin_hit_ns,
+        /// Spins that gave up and parked.
+        spin_gave_up,
+        /// Nanoseconds spent spinning in all.
+        spin_ns,
+        /// Current avg_idle in nanoseconds (a gauge).
+        avg_idle_ns,
+    }
+    levels {
+        /// Walk levels cut short by the cost bound (avg_idle < cost), per level.
+        walk_cut,
+        /// Walk levels tried, per level.
+        walk_tried,
+        /// Successful steals per level.
+        walk_success,
+        /// Tasks moved by steals per level.
+        walk_moved,
+        /// Current max_cost per level in nanoseconds (a gauge).
+        max_cost_ns,
+    }
+}
+
+impl WorkerCounters {
+    /// Adds `n` to a counter owned by this thread (no RMW).
+    #[inline]
+    pub(crate) fn bump(c: &AtomicU64, n: u64) {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Adds `n` to a counter shared by several threads.
+    #[inline]
+    pub(crate) fn bump_shared(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Sets a gauge.
+    #[inline]
+    pub(crate) fn set(c: &AtomicU64, v: u64) {
+        c.store(v, Ordering::Relaxed);
+    }
+}
+
+/// A snapshot of the runtime's counters: [`Runtime::stats`](crate::Runtime::stats).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Per worker, in worker order.
+    pub workers: Vec<WorkerStats>,
+    /// Work done by threads outside the runtime (external wakes, spawns).
+    pub external: WorkerStats,
+    /// Level names of worker 0, smallest first (for the per-level columns).
+    pub level_names: Vec<&'static str>,
+    /// The park/unpark round-trip cost the idle governor uses.
+    pub park_cost: Duration,
+    /// Tasks spawned so far.
+    pub spawned: u64,
+    /// Tasks that have finished or been dropped so far.
+    pub retired: u64,
+}
+
+impl Stats {
+    /// Sum over workers and external threads.
+    pub fn total(&self) -> WorkerStats {
+        self.workers
+            .iter()
+            .fold(self.external.clone(), |acc, w| acc + w)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> String {
+    if b == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}", a as f64 / b as f64)
+    }
+}
+
+fn pct(a: u64, b: u64) -> String {
+    if b == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", 100.0 * a as f64 / b as f64)
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.total();
+        writeln!(
+            f,
+            "hwsched stats: {} workers, {} tasks spawned, {} retired, park cost {:.1} us",
+            self.workers.len(),
+            self.spawned,
+            self.retired,
+            self.park_cost.as_secs_f64() * 1e6
+        )?;
+        writeln!(
+            f,
+            "{:>6} {:>10} {:>9} {:>8} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>10}",
+            "worker",
+            "polls",
+            "lifo",
+            "inbox",
+            "steals",
+            "stolen",
+            "parks",
+            "unparks",
+            "walks",
+            "kicks",
+            "spins",
+            "avg_idle"
+        )?;
+        let row =
+            |f: &mut fmt::Formatter<'_>, name: &str, w: &WorkerStats, gauge: bool| {
+                writeln!(
+                f,
+                "{:>6} {:>10} {:>9} {:>8} {:>4}/{:<4} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>10}",
+                name,
+                w.polls,
+                w.lifo_polls,
+                w.inbox_pulls,
+                w.steals_succeeded,
+                w.steals_attempted,
+                w.tasks_stolen,
+                w.parks,
+                w.unparks,
+                w.walks,
+                w.kicks_sent,
+                w.spins,
+                if gauge { format!("{:.1}us", w.avg_idle_ns as f64 / 1e3) } else { "".into() }
+            )
+            };
+        for (i, w) in self.workers.iter().enumerate() {
+            row(f, &i.to_string(), w, true)?;
+        }
+        row(f, "ext", &self.external, false)?;
+        row(f, "total", &t, false)?;
+        writeln!(
+            f,
+            "idle balance: {} walks, {} skipped (nothing queued), steal success {}",
+            t.walks,
+            t.walks_skipped,
+            pct(t.steals_succeeded, t.steals_attempted)
+        )?;
+        writeln!(
+            f,
+            "{:>8} {:>9} {:>9} {:>9} {:>9} {:>12}",
+            "level", "tried", "cut", "success", "moved", "max_cost w0"
+        )?;
+        for (i, name) in self.level_names.iter().enumerate() {
+            let mc = self.workers.first().map(|w| w.max_cost_ns[i]).unwrap_or(0);
+            writeln!(
+                f,
+                "{:>8} {:>9} {:>9} {:>9} {:>9} {:>10.1}us",
+                name,
+                t.walk_tried[i],
+                t.walk_cut[i],
+                t.walk_success[i],
+                t.walk_moved[i],
+                mc as f64 / 1e3
+            )?;
+        }
+        let placed = t.sis_target
+            + t.sis_prev
+            + t.sis_recent_hit
+            + t.sis_idle_core
+            + t.sis_idle_candidate
+            + t.sis_scan_found
+            + t.sis_fallback;
+        writeln!(
+            f,
+            "wake placement (select_idle_sibling): {} placed, {} local (LIFO)",
+            placed, t.wake_local
+        )?;
+        writeln!(
+            f,
+            "  target {}  prev {}  recent hit {} miss {} (hit rate {})  idle core {}  idle candidate {}",
+            t.sis_target,
+            t.sis_prev,
+            t.sis_recent_hit,
+            t.sis_recent_miss,
+            pct(t.sis_recent_hit, t.sis_recent_hit + t.sis_recent_miss),
+            t.sis_idle_core,
+            t.sis_idle_candidate
+        )?;
+        writeln!(
+            f,
+            "  scan found {}  scanned {}  search efficiency (scanned/found) {}  fallback {}  success {}",
+            t.sis_scan_found,
+            t.sis_scanned,
+            ratio(t.sis_scanned, t.sis_scan_found),
+            t.sis_fallback,
+            pct(placed - t.sis_fallback, placed)
+        )?;
+        writeln!(
+            f,
+            "load counters: {} publishes, {} held by interval, {} held by delta; external spawns: {} idle, {} least-loaded",
+            t.load_publishes,
+            t.load_skipped_interval,
+            t.load_skipped_delta,
+            t.spawn_placed_idle,
+            t.spawn_placed_loaded
+        )?;
+        writeln!(
+            f,
+            "idle governor: {} spins, {} hit (avg {:.1} us), {} gave up, {:.3} ms spinning in all",
+            t.spins,
+            t.spin_hits,
+            if t.spin_hits == 0 {
+                0.0
+            } else {
+                t.spin_hit_ns as f64 / t.spin_hits as f64 / 1e3
+            },
+            t.spin_gave_up,
+            t.spin_ns as f64 / 1e6
+        )
+    }
+}

@@ -1,0 +1,383 @@
+//! Wakeup placement: which worker runs a woken task.
+//!
+//! This is the hot path of every message-passing program, and it is the
+//! kernel's `select_task_rq_fair()` for a wakeup: `wake_affine()` picks a
+//! target, then `select_idle_sibling()` looks for an idle worker near it,
+//! cheap checks first, inside the target's LLC (seed 001, Mel Gorman's
+//! series):
+//!
+//! 1. `target` idle -> target;
+//! 2. `prev` (the task's last worker) idle and in target's LLC -> prev;
+//! 3. the task's `recent_used` worker: read it and always replace it with
+//!    `prev` (patch 3); if it is neither, shares the LLC and is idle -> it
+//!    (a "recent hit"; otherwise a "miss");
+//! 4. if the LLC's `has_idle_cores` hint is set: a core whose workers are all
+//!    idle, scanning cores from target's; the first idle worker seen on the
+//!    way is remembered and returned when no whole core is idle (patch 4);
+//!    the hint is cleared when no whole core was found. This search already
+//!    looked at every worker of the LLC, so step 5 is skipped after it;
+//! 5. scan the LLC from `target + 1`, wrapping, for an idle worker, at most
+//!    `nr` workers ([`SisMode`]);
+//! 6. -> target.
+//!
+//! Every "is idle" test that picks a worker claims it (marks it not idle)
+//! before the task is pushed, so a burst of wakes spreads over the idle
+//! workers instead of stacking on the first. The policy is plain code over
+//! a topology and an [`IdleView`], tested without threads.
+
+use std::ops::Range;
+use std::sync::atomic::AtomicUsize;
+
+use crate::load::Load;
+use crate::park::NO_WORKER;
+use crate::runtime::Shared;
+use crate::stats::WorkerCounters;
+use crate::sync::Ordering;
+use crate::task::Runnable;
+use crate::topology::Topology;
+use crate::tunables::SisMode;
+use crate::worker;
+
+/// Idle state as placement sees it.
+pub trait IdleView {
+    /// Whether `w` is idle (the kernel's `available_idle_cpu()`).
+    fn is_idle(&self, w: usize) -> bool;
+    /// Claims `w` if idle: marks it not idle; returns whether it was.
+    fn claim(&self, w: usize) -> bool;
+    /// The `has_idle_cores` hint of `w`'s LLC.
+    fn has_idle_cores(&self, w: usize) -> bool;
+    /// Clears `w`'s LLC's hint.
+    fn clear_idle_cores(&self, w: usize);
+}
+
+/// How `select_idle_sibling` chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Step 1.
+    Target,
+    /// Step 2.
+    Prev,
+    /// Step 3.
+    RecentHit,
+    /// Step 4, a whole idle core.
+    IdleCore,
+    /// Step 4, an idle worker seen while looking for a core.
+    IdleCandidate,
+    /// Step 5.
+    ScanFound,
+    /// Step 6.
+    Fallback,
+}
+
+/// The switches of `select_idle_sibling` for one call.
+#[derive(Debug, Clone, Copy)]
+pub struct SisConfig {
+    /// Check the recently used worker (step 3).
+    pub recent_used: bool,
+    /// Search for an idle core (step 4).
+    pub idle_core: bool,
+    /// Workers the LLC scan may examine (step 5).
+    pub scan_nr: usize,
+}
+
+/// The result of [`select_idle_sibling`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    /// The chosen worker.
+    pub worker: usize,
+    /// Which step chose it.
+    pub outcome: Outcome,
+    /// Whether step 3 ran and missed.
+    pub recent_miss: bool,
+    /// Workers examined by step 5.
+    pub scanned: usize,
+}
+
+/// Step 5's depth under `SIS_PROP` (seed 001): `span_avg = llc_weight *
+/// avg_idle / 512`; `span_avg / (avg_scan_cost + 1)` if `span_avg >
+/// 4 * avg_scan_cost`, else 4.
+///
+/// ```
+/// assert_eq!(hwsched::wake::prop_depth(8, 0, 0), 4);
+/// assert_eq!(hwsched::wake::prop_depth(8, 512_000, 999), 8); // 8000 / 1000
+/// ```
+pub fn prop_depth(llc_weight: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
+    let span_avg = llc_weight as u64 * avg_idle_ns / 512;
+    if span_avg > 4 * avg_scan_cost_ns {
+        (span_avg / (avg_scan_cost_ns + 1)) as usize
+    } else {
+        4
+    }
+}
+
+/// Step 5's depth under `SIS_UTIL` (upstream since v6.0):
+/// `llc_weight * (1 - (1.17 u)^2)`, clamped at 0, `u` the LLC's busy
+/// fraction. Nothing is scanned above ~85% busy.
+///
+/// ```
+/// assert_eq!(hwsched::wake::util_depth(16, 0.0), 16);
+/// assert_eq!(hwsched::wake::util_depth(16, 0.9), 0);
+/// ```
+pub fn util_depth(llc_weight: usize, busy: f64) -> usize {
+    let x = 1.17 * busy.clamp(0.0, 1.0);
+    let f = (1.0 - x * x).max(0.0);
+    (llc_weight as f64 * f) as usize
+}
+
+/// `select_idle_sibling(prev, target)` within `target`'s LLC. See the
+/// module docs for the steps. `recent_used` is the task's field: it is read
+/// and always set to `prev`.
+pub fn select_idle_sibling(
+    topo: &Topology,
+    view: &impl IdleView,
+    cfg: SisConfig,
+    recent_used: &AtomicUsize,
+    prev: usize,
+    target: usize,
+) -> Choice {
+    let mut choice = Choice {
+        worker: target,
+        outcome: Outcome::Fallback,
+        recent_miss: false,
+        scanned: 0,
+    };
+    let recent = recent_used.load(std::sync::atomic::Ordering::Relaxed);
+    if recent != prev {
+        recent_used.store(prev, std::sync::atomic::Ordering::Relaxed);
+    }
+    let llc: Range<usize> = topo.llc_span(target);
+    let pick = |c: &mut Choice, w: usize, o: Outcome| {
+        c.worker = w;
+        c.outcome = o;
+    };
+    // 1.
+    if view.claim(target) {
+        pick(&mut choice, target, Outcome::Target);
+        return choice;
+    }
+    // 2.
+    if prev != target && prev != NO_WORKER && llc.contains(&prev) && view.claim(prev) {
+        pick(&mut choice, prev, Outcome::Prev);
+        return choice;
+    }
+    // 3.
+    if cfg.recent_used {
+        if recent != NO_WORKER
+            && recent != prev
+            && recent != target
+            && llc.contains(&recent)
+            && view.claim(recent)
+        {
+            pick(&mut choice, recent, Outcome::RecentHit);
+            return choice;
+        }
+        choice.recent_miss = true;
+    }
+    // 4.
+    if cfg.idle_core && view.has_idle_cores(target) {
+        let mut candidate = None;
+        let mut cores: Vec<Range<usize>> = Vec::new();
+        let mut w = llc.start;
+        while w < llc.end {
+            let cs = topo.core_span(w);
+            w = cs.end;
+            cores.push(cs);
+        }
+        let first = cores.iter().position(|c| c.contains(&target)).unwrap_or(0);
+        for i in 0..cores.len() {
+            let core = &cores[(first + i) % cores.len()];
+            let mut all_idle = true;
+            for x in core.clone() {
+                if view.is_idle(x) {
+                    candidate.get_or_insert(x);
+                } else {
+                    all_idle = false;
+                }
+            }
+            if all_idle && view.claim(core.start) {
+                pick(&mut choice, core.start, Outcome::IdleCore);
+                return choice;
+            }
+        }
+        view.clear_idle_cores(target);
+        if let Some(c) = candidate {
+            if view.claim(c) {
+                pick(&mut choice, c, Outcome::IdleCandidate);
+                return choice;
+            }
+        }
+        return choice;
+    }
+    // 5.
+    let n = llc.len();
+    let nr = cfg.scan_nr.min(n.saturating_sub(1));
+    let off = target - llc.start;
+    for i in 1..=nr {
+        let w = llc.start + (off + i) % n;
+        choice.scanned += 1;
+        if view.claim(w) {
+            pick(&mut choice, w, Outcome::ScanFound);
+            return choice;
+        }
+    }
+    // 6.
+    choice
+}
+
+/// The runtime's idle view.
+struct RuntimeIdle<'a>(&'a Shared);
+
+impl IdleView for RuntimeIdle<'_> {
+    fn is_idle(&self, w: usize) -> bool {
+        self.0.workers[w].mailbox.is_idle()
+    }
+    fn claim(&self, w: usize) -> bool {
+        self.0.workers[w].mailbox.claim_idle()
+    }
+    fn has_idle_cores(&self, w: usize) -> bool {
+        self.0.llc_idle_cores[self.0.workers[w].llc_hint].load(Ordering::Relaxed)
+    }
+    fn clear_idle_cores(&self, w: usize) {
+        let h = &self.0.llc_idle_cores[self.0.workers[w].llc_hint];
+        if h.load(Ordering::Relaxed) {
+            h.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+fn queue_loaded(shared: &Shared, w: usize) -> bool {
+    let ws = &shared.workers[w];
+    !ws.stealer.is_empty() || !ws.mailbox.inbox.is_empty()
+}
+
+/// The schedule function of every task: runs when a task is woken.
+pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleInfo) {
+    if shared.is_shutdown() {
+        worker::drop_task(r);
+        return;
+    }
+    worker::with_core(shared, |cur| {
+        let meta = r.metadata();
+        let last = meta.last_worker.load(Ordering::Relaxed);
+        let Some((me, core)) = cur else {
+            // Woken from outside the runtime: the target is prev.
+            let target = if last == NO_WORKER { 0 } else { last };
+            let t = &shared.tunables;
+            let scan_nr = match t.sis {
+                SisMode::Prop => prop_depth(
+                    shared.topology.llc_span(target).len(),
+                    2 * t.migration_cost.as_nanos() as u64,
+                    0,
+                ),
+                _ => scan_depth(shared, target, 0, 0),
+            };
+            let c = place(shared, &shared.external, true, meta, last, target, scan_nr);
+            worker::deliver(shared, None, c, r);
+            return;
+        };
+        let Some(core) = core else {
+            // The worker's core is borrowed by its own code: use its inbox.
+            worker::deliver(shared, Some(me), me, r);
+            return;
+        };
+        let stats = &shared.workers[me].stats;
+        if info.woken_while_running && last == me {
+            // yield_now (or a self-wake): to the back of the local deque.
+            core.push_local(shared, r);
+            return;
+        }
+        // wake_affine: the waker's worker, unless prev is idle, or the
+        // waker is loaded and prev is not.
+        let target = if last != NO_WORKER
+            && last != me
+            && (shared.workers[last].mailbox.is_idle()
+                || (!core.local.is_empty() && !queue_loaded(shared, last)))
+        {
+            last
+        } else {
+            me
+        };
+        let prev = if last == NO_WORKER { target } else { last };
+        let t0 = (shared.tunables.sis == SisMode::Prop).then(|| shared.now_ns());
+        let scan_nr = scan_depth(
+            shared,
+            target,
+            core.balance.avg_idle_ns,
+            core.avg_scan_cost_ns,
+        );
+        let c = place(shared, stats, false, meta, prev, target, scan_nr);
+        if let Some(t0) = t0 {
+            let cost = shared.now_ns().saturating_sub(t0) as i64;
+            let avg = core.avg_scan_cost_ns as i64;
+            core.avg_scan_cost_ns = (avg + (cost - avg) / 8).max(0) as u64;
+        }
+        if c == me {
+            WorkerCounters::bump(&stats.wake_local, 1);
+            core.push_lifo(shared, r);
+        } else {
+            worker::deliver(shared, Some(me), c, r);
+        }
+    })
+}
+
+fn scan_depth(shared: &Shared, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
+    let llc = shared.topology.llc_span(target);
+    match shared.tunables.sis {
+        SisMode::Prop => prop_depth(llc.len(), avg_idle_ns, avg_scan_cost_ns),
+        SisMode::Util => {
+            let Load { running, .. } = shared.load.load(&llc);
+            util_depth(llc.len(), f64::from(running) / llc.len() as f64)
+        }
+        SisMode::Full => llc.len(),
+        SisMode::Off => 0,
+    }
+}
+
+fn place(
+    shared: &Shared,
+    stats: &WorkerCounters,
+    external: bool,
+    meta: &crate::task::TaskMeta,
+    prev: usize,
+    target: usize,
+    scan_nr: usize,
+) -> usize {
+    let t = &shared.tunables;
+    let cfg = SisConfig {
+        recent_used: t.sis_recent_used,
+        idle_core: t.sis_idle_core,
+        scan_nr,
+    };
+    let c = select_idle_sibling(
+        &shared.topology,
+        &RuntimeIdle(shared),
+        cfg,
+        &meta.recent_used,
+        prev,
+        target,
+    );
+    let bump = |c: &crate::sync::AtomicU64, n: u64| {
+        if external {
+            WorkerCounters::bump_shared(c, n)
+        } else {
+            WorkerCounters::bump(c, n)
+        }
+    };
+    let counter = match c.outcome {
+        Outcome::Target => &stats.sis_target,
+        Outcome::Prev => &stats.sis_prev,
+        Outcome::RecentHit => &stats.sis_recent_hit,
+        Outcome::IdleCore => &stats.sis_idle_core,
+        Outcome::IdleCandidate => &stats.sis_idle_candidate,
+        Outcome::ScanFound => &stats.sis_scan_found,
+        Outcome::Fallback => &stats.sis_fallback,
+    };
+    bump(counter, 1);
+    if c.recent_miss {
+        bump(&stats.sis_recent_miss, 1);
+    }
+    if c.scanned > 0 {
+        bump(&stats.sis_scanned, c.scanned as u64);
+    }
+    c.worker
+}

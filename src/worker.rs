@@ -1,0 +1,705 @@
+//! The worker: its loop, its local state, and the thread-local context.
+//!
+//! # A worker's life
+//!
+//! 1. It is spawned by [`Builder::build`](crate::Builder::build) with its
+//!    own FIFO deque, pins itself to its PU when asked, and installs its
+//!    context (a thread-local pointer to its [`WorkerCtx`]) so that spawns
+//!    and wakes on this thread reach its queues.
+//! 2. Loop: take the next task, LIFO slot first (at most
+//!    [`MAX_LIFO_POLLS`] in a row, as tokio does), then the local deque, then
+//!    the inbox (a batch); every [`INBOX_CHECK_INTERVAL`] polls the inbox
+//!    goes first, so work pushed from outside is never starved by a busy
+//!    local queue. Run it, with the task's `last_worker` updated.
+//! 3. When all three are empty the worker is idle: it marks itself idle,
+//!    walks its levels ([`balance`](crate::balance)), then asks the
+//!    [`governor`](crate::governor) whether to spin or park, and waits
+//!    through its [`Mailbox`] ([`park`](crate::park): no lost wakeups). Work
+//!    arriving ends the idle period, whose length feeds `avg_idle`.
+//! 4. Its load contribution is published to the shared group counters at
+//!    most once per `load_update_interval` ([`load`](crate::load)), and
+//!    always before it sleeps.
+//!
+//! # Shutdown
+//!
+//! 1. The runtime sets the shutdown flag and notifies every parker.
+//! 2. A worker sees the flag at the top of its loop or when its wait
+//!    returns, and leaves the loop (a task running at that moment finishes
+//!    its poll first).
+//! 3. On the way out it drops every task in its LIFO slot and local deque,
+//!    each drop inside `catch_unwind` so a panicking destructor cannot abort
+//!    the exit.
+//! 4. The runtime joins the workers, drops what remains in the inboxes, and
+//!    wakes every live task through the registry; a task woken after the
+//!    flag is set is dropped by its schedule function instead of queued, and
+//!    a deliverer that pushed into an inbox concurrently with the shutdown
+//!    sees the flag after its parker RMW and drops what it pushed (see
+//!    [`Mailbox::deliver_or_drain`]).
+
+use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use crate::balance::{BalanceState, KICK_CHECK_EVERY};
+use crate::governor::{Choice, Governor};
+use crate::load::{Contribution, Publish};
+use crate::park::{Mailbox, Notified, Wait};
+use crate::queue::{Local, Steal};
+use crate::runtime::Shared;
+use crate::stats::{WorkerCounters, MAX_LEVELS};
+use crate::sync::{Arc, Ordering};
+use crate::task::Runnable;
+use crate::topology::pin_current_thread;
+use crate::tunables::StealWalk;
+
+/// Most polls in a row from the LIFO slot before the deque gets a turn
+/// (tokio's `MAX_LIFO_POLLS_PER_TICK`): a pair of tasks waking each other
+/// cannot starve the rest of the queue.
+pub const MAX_LIFO_POLLS: u32 = 3;
+
+/// Every this many polls the inbox is checked first (tokio and Go use 61: a
+/// prime, so it does not fall in step with periodic workloads).
+pub const INBOX_CHECK_INTERVAL: u32 = 61;
+
+/// Polls or pushes between two (rate-limited) load publishes.
+const PUBLISH_CHECK_EVERY: u32 = 32;
+
+/// A worker's own state, touched only by its thread.
+pub(crate) struct Core {
+    pub(crate) index: usize,
+    pub(crate) local: Local<Runnable>,
+    pub(crate) lifo: Option<Runnable>,
+    lifo_streak: u32,
+    tick: u32,
+    pub(crate) running: bool,
+    publisher: crate::load::Publisher,
+    ops_since_publish: u32,
+    pub(crate) balance: BalanceState,
+    pub(crate) avg_scan_cost_ns: u64,
+    governor: Governor,
+    rng: u64,
+    pushes_since_kick_check: u32,
+    last_kick_ns: u64,
+}
+
+/// What the thread-local context points at.
+pub(crate) struct WorkerCtx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) index: usize,
+    pub(crate) core: RefCell<Core>,
+}
+
+thread_local! {
+    static CURRENT: Cell<*const WorkerCtx> = const { Cell::new(ptr::null()) };
+    /// The runtime whose `block_on` runs on this thread, if any.
+    pub(crate) static BLOCK_ON: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's worker context, if it is a worker.
+fn with_ctx<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: CURRENT is non-null only while `run` is on this thread's stack
+    // with the WorkerCtx it points to alive (it is reset by a guard before
+    // the ctx is dropped), and it is only ever dereferenced on this thread.
+    let ctx = unsafe { p.as_ref() };
+    f(ctx)
+}
+
+/// Whether this thread is a worker of any hwsched runtime.
+pub(crate) fn on_worker_thread() -> bool {
+    CURRENT.with(|c| !c.get().is_null())
+}
+
+/// The index of this thread's worker, if it is a worker of `shared`.
+pub(crate) fn current_worker(shared: &Shared) -> Option<usize> {
+    with_ctx(|c| c.filter(|c| ptr::eq(&*c.shared, shared)).map(|c| c.index))
+}
+
+/// The runtime of this thread's context: its worker's, or its `block_on`'s.
+pub(crate) fn current_shared() -> Option<Arc<Shared>> {
+    with_ctx(|c| c.map(|c| c.shared.clone())).or_else(|| BLOCK_ON.with(|b| b.borrow().clone()))
+}
+
+/// Runs `f` with this worker's index and, when not already borrowed by the
+/// worker itself, its core.
+pub(crate) fn with_core<R>(
+    shared: &Shared,
+    f: impl FnOnce(Option<(usize, Option<&mut Core>)>) -> R,
+) -> R {
+    with_ctx(|c| match c.filter(|c| ptr::eq(&*c.shared, shared)) {
+        None => f(None),
+        Some(c) => match c.core.try_borrow_mut() {
+            Ok(mut core) => f(Some((c.index, Some(&mut core)))),
+            Err(_) => f(Some((c.index, None))),
+        },
+    })
+}
+
+/// Drops a task (cancelling it) without letting a panic in its destructor
+/// escape.
+pub(crate) fn drop_task(r: Runnable) {
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(r)));
+}
+
+/// Drops everything in an inbox.
+pub(crate) fn drain_inbox(m: &Mailbox<Runnable>) {
+    loop {
+        match m.inbox.steal() {
+            Steal::Success(r) => drop_task(r),
+            Steal::Empty => break,
+            Steal::Retry => continue,
+        }
+    }
+}
+
+/// Delivers `r` to worker `to`'s inbox from anywhere; counts an unpark on
+/// the caller's counters (`from`: the caller's worker, if any).
+pub(crate) fn deliver(shared: &Shared, from: Option<usize>, to: usize, r: Runnable) {
+    let m = &shared.workers[to].mailbox;
+    if m.deliver_or_drain(r, &shared.shutdown, drop_task) == Notified::Unparked {
+        match from {
+            Some(w) => WorkerCounters::bump(&shared.workers[w].stats.unparks, 1),
+            None => WorkerCounters::bump_shared(&shared.external.unparks, 1),
+        }
+    }
+}
+
+/// Places a newly spawned task: on the spawning worker's own deque, or (from
+/// outside) on the worker `find_idlest_group` chooses.
+pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
+    if here.is_some() {
+        let pushed = with_core(shared, |c| match c {
+            Some((_, Some(core))) => {
+                WorkerCounters::bump(&shared.workers[core.index].stats.local_spawns, 1);
+                core.push_local(shared, r);
+                None
+            }
+            _ => Some(r),
+        });
+        match pushed {
+            None => return,
+            // The core is borrowed (we are inside the worker's own code):
+            // its inbox is just as good.
+            Some(r) => return deliver(shared, here, here.unwrap_or(0), r),
+        }
+    }
+    let rr = shared.spawn_rr.fetch_add(1, Ordering::Relaxed);
+    let (to, idle) =
+        crate::place::find_idlest_group(&shared.topology, &crate::place::RuntimeView(shared), rr);
+    let c = &shared.external;
+    if idle {
+        WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
+    } else {
+        WorkerCounters::bump_shared(&c.spawn_placed_loaded, 1);
+    }
+    deliver(shared, None, to, r);
+}
+
+impl Core {
+    fn new(shared: &Shared, index: usize, local: Local<Runnable>) -> Self {
+        let t = &shared.tunables;
+        let levels = shared.topology.levels(index).len();
+        Core {
+            index,
+            local,
+            lifo: None,
+            lifo_streak: 0,
+            tick: 0,
+            running: true,
+            publisher: crate::load::Publisher::new(),
+            ops_since_publish: 0,
+            balance: BalanceState::new(levels, t.migration_cost.as_nanos() as u64),
+            avg_scan_cost_ns: 0,
+            governor: Governor::new(
+                t.idle,
+                std::time::Duration::from_nanos(shared.park_cost_ns.load(Ordering::Relaxed)),
+                t.spin_cap_percent,
+            ),
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+            pushes_since_kick_check: 0,
+            last_kick_ns: 0,
+        }
+    }
+
+    /// A small xorshift generator for random steal starts.
+    pub(crate) fn rand(&mut self, n: usize) -> usize {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        (x % n.max(1) as u64) as usize
+    }
+
+    fn stats<'a>(&self, shared: &'a Shared) -> &'a WorkerCounters {
+        &shared.workers[self.index].stats
+    }
+
+    /// The next task from this worker's own sources.
+    fn next_local(&mut self, shared: &Shared) -> Option<Runnable> {
+        self.tick = self.tick.wrapping_add(1);
+        let me = &shared.workers[self.index];
+        if self.tick % INBOX_CHECK_INTERVAL == 0 {
+            if let Some(r) = me.mailbox.take(&self.local) {
+                WorkerCounters::bump(&me.stats.inbox_pulls, 1);
+                return Some(r);
+            }
+        }
+        if let Some(r) = self.lifo.take() {
+            if self.lifo_streak < MAX_LIFO_POLLS {
+                self.lifo_streak += 1;
+                WorkerCounters::bump(&me.stats.lifo_polls, 1);
+                return Some(r);
+            }
+            // Out of LIFO turns: to the back of the deque.
+            self.local.push(r);
+        }
+        self.lifo_streak = 0;
+        if let Some(r) = self.local.pop() {
+            return Some(r);
+        }
+        let r = me.mailbox.take(&self.local)?;
+        WorkerCounters::bump(&me.stats.inbox_pulls, 1);
+        Some(r)
+    }
+
+    /// This worker's load contribution now.
+    fn contribution(&self, shared: &Shared) -> Contribution {
+        let queued = self.local.len()
+            + usize::from(self.lifo.is_some())
+            + shared.workers[self.index].mailbox.inbox.len();
+        Contribution {
+            running: u32::from(self.running),
+            queued: queued as u32,
+        }
+    }
+
+    /// Publishes the load contribution if the rate limit allows (or always,
+    /// with `force`).
+    pub(crate) fn publish_load(&mut self, shared: &Shared, force: bool) {
+        self.ops_since_publish = 0;
+        let cur = self.contribution(shared);
+        let now = shared.now_ns();
+        let interval = shared.tunables.load_update_interval.as_nanos() as u64;
+        let st = &shared.workers[self.index].stats;
+        match self.publisher.decide(now, cur, interval, force) {
+            Publish::Unchanged => {}
+            Publish::HeldByInterval => WorkerCounters::bump(&st.load_skipped_interval, 1),
+            Publish::HeldByDelta => WorkerCounters::bump(&st.load_skipped_delta, 1),
+            Publish::Now { running, queued } => {
+                let n = shared.load.publish(self.index, running, queued);
+                WorkerCounters::bump(&st.load_publishes, n as u64);
+            }
+        }
+    }
+
+    #[inline]
+    fn maybe_publish(&mut self, shared: &Shared) {
+        self.ops_since_publish += 1;
+        if self.ops_since_publish >= PUBLISH_CHECK_EVERY {
+            self.publish_load(shared, false);
+        }
+    }
+
+    /// Pushes onto the local deque; an overloaded worker may kick a parked
+    /// one (see [`balance`](crate::balance), "Overload kicks").
+    pub(crate) fn push_local(&mut self, shared: &Shared, r: Runnable) {
+        let had_work = !self.local.is_empty();
+        self.local.push(r);
+        self.maybe_publish(shared);
+        if had_work {
+            self.pushes_since_kick_check += 1;
+            if self.pushes_since_kick_check >= KICK_CHECK_EVERY {
+                self.pushes_since_kick_check = 0;
+                self.maybe_kick(shared);
+            }
+        }
+    }
+
+    /// Puts a woken task in the LIFO slot; the previous occupant moves to
+    /// the deque.
+    pub(crate) fn push_lifo(&mut self, shared: &Shared, r: Runnable) {
+        if let Some(prev) = self.lifo.replace(r) {
+            self.push_local(shared, prev);
+        }
+    }
+
+    /// Kicks the nearest parked worker if the rate limit allows and some
+    /// worker looks idle.
+    pub(crate) fn maybe_kick(&mut self, shared: &Shared) {
+        if !shared.load.has_idle() {
+            return;
+        }
+        let now = shared.now_ns();
+        let interval = shared.tunables.kick_interval.as_nanos() as u64;
+        if self.last_kick_ns != 0 && now.saturating_sub(self.last_kick_ns) < interval {
+            return;
+        }
+        let Some(victim) = nearest_parked(shared, self.index) else {
+            return;
+        };
+        self.last_kick_ns = now.max(1);
+        let st = self.stats(shared);
+        WorkerCounters::bump(&st.kicks_sent, 1);
+        if shared.workers[victim].mailbox.kick(self.index) == Notified::Unparked {
+            WorkerCounters::bump(&st.unparks, 1);
+        }
+    }
+}
+
+/// The nearest parked worker to `me`: SMT siblings, then LLC, then further.
+fn nearest_parked(shared: &Shared, me: usize) -> Option<usize> {
+    let mut inner = me..me + 1;
+    let levels = shared.topology.levels(me);
+    for level in levels {
+        let span = &level.span;
+        let n = span.len();
+        let off = me - span.start;
+        for i in 1..n {
+            let w = span.start + (off + i) % n;
+            if inner.contains(&w) {
+                continue;
+            }
+            if shared.workers[w].mailbox.parker.is_parked() {
+                return Some(w);
+            }
+        }
+        inner = span.clone();
+    }
+    None
+}
+
+/// Tries to steal from worker `victim`: its deque, then its inbox.
+/// Returns the task and how many tasks moved.
+pub(crate) fn steal_from(
+    shared: &Shared,
+    core: &mut Core,
+    victim: usize,
+) -> Option<(Runnable, usize)> {
+    let st = &shared.workers[core.index].stats;
+    let v = &shared.workers[victim];
+    for from_inbox in [false, true] {
+        WorkerCounters::bump(&st.steals_attempted, 1);
+        let before = core.local.len();
+        let res = loop {
+            let s = if from_inbox {
+                v.mailbox.inbox.steal_batch_and_pop(&core.local)
+            } else {
+                v.stealer.steal_batch_and_pop(&core.local)
+            };
+            match s {
+                Steal::Retry => continue,
+                other => break other,
+            }
+        };
+        if let Steal::Success(r) = res {
+            let moved = 1 + core.local.len().saturating_sub(before);
+            WorkerCounters::bump(&st.steals_succeeded, 1);
+            WorkerCounters::bump(&st.tasks_stolen, moved as u64);
+            return Some((r, moved));
+        }
+    }
+    None
+}
+
+/// Steals from the busiest other group of `level` (see balance.rs).
+fn steal_from_level(
+    shared: &Shared,
+    core: &mut Core,
+    level: usize,
+    searched: &std::ops::Range<usize>,
+) -> Option<(Runnable, usize)> {
+    let lvl = &shared.topology.levels(core.index)[level];
+    let mut best: Option<(i64, &std::ops::Range<usize>)> = None;
+    let start = core.rand(lvl.groups.len());
+    for i in 0..lvl.groups.len() {
+        let g = &lvl.groups[(start + i) % lvl.groups.len()];
+        if g.start <= searched.start && searched.end <= g.end {
+            continue;
+        }
+        let load = shared.load.load(g);
+        if load.queued == 0 {
+            continue;
+        }
+        let b = crate::load::GroupClass::of(load, g.len()).busyness();
+        if best.is_none_or(|(bb, _)| b > bb) {
+            best = Some((b, g));
+        }
+    }
+    let (_, group) = best?;
+    let group = group.clone();
+    let n = group.len();
+    let off = core.rand(n);
+    for i in 0..n {
+        let victim = group.start + (off + i) % n;
+        if victim == core.index {
+            continue;
+        }
+        if let Some(found) = steal_from(shared, core, victim) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// The idle walk; see balance.rs.
+fn walk(shared: &Shared, core: &mut Core, kicked_by: Option<usize>) -> Option<Runnable> {
+    let st = &shared.workers[core.index].stats;
+    WorkerCounters::bump(&st.walks, 1);
+    if let Some(k) = kicked_by {
+        WorkerCounters::bump(&st.kicks_received, 1);
+        if k != core.index {
+            if let Some((r, _)) = steal_from(shared, core, k) {
+                return Some(r);
+            }
+        }
+    }
+    let n = shared.workers.len();
+    if shared.tunables.walk == StealWalk::Unbounded {
+        let start = core.rand(n);
+        for i in 0..n {
+            let v = (start + i) % n;
+            if v != core.index {
+                if let Some((r, _)) = steal_from(shared, core, v) {
+                    return Some(r);
+                }
+            }
+        }
+        return None;
+    }
+    if !shared.load.overloaded() {
+        WorkerCounters::bump(&st.walks_skipped, 1);
+        return None;
+    }
+    let me = core.index;
+    let mut searched = me..me + 1;
+    let mut balance = std::mem::replace(&mut core.balance, BalanceState::new(0, 1));
+    let out = balance.walk(
+        || shared.now_ns(),
+        |i| {
+            let found = steal_from_level(shared, core, i, &searched);
+            searched = shared.topology.levels(me)[i].span.clone();
+            found
+        },
+    );
+    core.balance = balance;
+    for &i in &out.tried {
+        WorkerCounters::bump(&st.walk_tried[i], 1);
+    }
+    if let Some(i) = out.cut_at {
+        WorkerCounters::bump(&st.walk_cut[i], 1);
+    }
+    for (i, l) in core.balance.levels.iter().enumerate().take(MAX_LEVELS) {
+        WorkerCounters::set(&st.max_cost_ns[i], l.max_ns);
+    }
+    let (level, (r, moved)) = out.found?;
+    WorkerCounters::bump(&st.walk_success[level], 1);
+    WorkerCounters::bump(&st.walk_moved[level], moved as u64);
+    Some(r)
+}
+
+/// Marks the worker idle and sets its LLC's idle-core hint when its whole
+/// core is idle (read before write).
+fn enter_idle(shared: &Shared, core: &mut Core) {
+    core.running = false;
+    let me = &shared.workers[core.index];
+    me.mailbox.set_idle(true);
+    if shared.tunables.sis_idle_core {
+        let cs = shared.topology.core_span(core.index);
+        if cs.clone().all(|w| shared.workers[w].mailbox.is_idle()) {
+            let hint = &shared.llc_idle_cores[me.llc_hint];
+            if !hint.load(Ordering::Relaxed) {
+                hint.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    core.publish_load(shared, false);
+}
+
+fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>) {
+    core.running = true;
+    shared.workers[core.index].mailbox.set_idle(false);
+    if let Some(t0) = idle_since {
+        let now = shared.now_ns();
+        core.balance.record_idle(now.saturating_sub(t0));
+        WorkerCounters::set(
+            &shared.workers[core.index].stats.avg_idle_ns,
+            core.balance.avg_idle_ns,
+        );
+    }
+    core.publish_load(shared, false);
+}
+
+/// The idle path: walk, then spin or park until work arrives. `None` means
+/// shutdown.
+fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
+    enter_idle(shared, core);
+    let me = &shared.workers[core.index];
+    let mut kicked_by = None;
+    let mut idle_since: Option<u64> = None;
+    loop {
+        if let Some(r) = walk(shared, core, kicked_by.take()) {
+            // A stolen batch: let the next parked worker help (kick fan-out).
+            if !core.local.is_empty() {
+                core.maybe_kick(shared);
+            }
+            exit_idle(shared, core, idle_since);
+            return Some(r);
+        }
+        let now = shared.now_ns();
+        let t0 = *idle_since.get_or_insert(now);
+        let choice = core.governor.choose(now, core.balance.avg_idle_ns);
+        let st = &me.stats;
+        let mut spin_end = None;
+        if let Choice::Spin { until_ns } = choice {
+            WorkerCounters::bump(&st.spins, 1);
+            spin_end = Some(until_ns);
+        }
+        let spin_start = now;
+        let mut spun_ns = 0u64;
+        let mut spin_expired = false;
+        let Core {
+            local, publisher, ..
+        } = &mut *core;
+        let mut published = None;
+        let res = me.mailbox.wait(
+            local,
+            &shared.shutdown,
+            || {
+                let Some(end) = spin_end else { return false };
+                let t = shared.now_ns();
+                spun_ns = t.saturating_sub(spin_start);
+                if t >= end {
+                    spin_expired = true;
+                    spin_end = None;
+                    return false;
+                }
+                true
+            },
+            || {
+                // About to sleep: publish whatever is held back.
+                let queued = local.len() + me.mailbox.inbox.len();
+                let cur = Contribution {
+                    running: 0,
+                    queued: queued as u32,
+                };
+                let interval = shared.tunables.load_update_interval.as_nanos() as u64;
+                published = Some(publisher.decide(shared.now_ns(), cur, interval, true));
+            },
+        );
+        if let Some(Publish::Now { running, queued }) = published {
+            let n = shared.load.publish(core.index, running, queued);
+            WorkerCounters::bump(&st.load_publishes, n as u64);
+        }
+        if matches!(choice, Choice::Spin { .. }) {
+            core.governor.record_spin(spun_ns);
+            WorkerCounters::bump(&st.spin_ns, spun_ns);
+            if spin_expired {
+                WorkerCounters::bump(&st.spin_gave_up, 1);
+            } else {
+                WorkerCounters::bump(&st.spin_hits, 1);
+                WorkerCounters::bump(&st.spin_hit_ns, spun_ns);
+            }
+        }
+        match res {
+            Wait::Work { item: r, slept } => {
+                if slept {
+                    WorkerCounters::bump(&st.parks, 1);
+                }
+                WorkerCounters::bump(&st.inbox_pulls, 1);
+                exit_idle(shared, core, Some(t0));
+                return Some(r);
+            }
+            Wait::Shutdown => return None,
+            Wait::Woken {
+                slept,
+                kicked_by: k,
+            } => {
+                if slept {
+                    WorkerCounters::bump(&st.parks, 1);
+                }
+                kicked_by = k;
+                if shared.is_shutdown() {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Polls one task.
+fn run_task(ctx: &WorkerCtx, r: Runnable) {
+    let shared = &*ctx.shared;
+    let meta = r.metadata();
+    // Acquire: pairs with JoinHandle::abort's Release store.
+    if meta.aborted.load(Ordering::Acquire) {
+        drop_task(r);
+        return;
+    }
+    if meta.last_worker.load(Ordering::Relaxed) != ctx.index {
+        meta.last_worker.store(ctx.index, Ordering::Relaxed);
+    }
+    let st = &shared.workers[ctx.index].stats;
+    WorkerCounters::bump(&st.polls, 1);
+    // The task wrapper catches panics in poll and drop; this catches what
+    // async-task itself might raise, so nothing unwinds into the loop.
+    if catch_unwind(AssertUnwindSafe(|| r.run())).is_err() {
+        WorkerCounters::bump(&st.panics, 1);
+    }
+}
+
+/// Resets the thread-local context when the worker leaves `run`.
+struct CtxGuard;
+
+impl Drop for CtxGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(ptr::null()));
+    }
+}
+
+/// A worker thread's body.
+pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin: bool) {
+    if pin {
+        let os = shared.topology.place(index).os_index;
+        if pin_current_thread(os) {
+            shared.workers[index].pinned.store(true, Ordering::Relaxed);
+        }
+    }
+    let core = Core::new(&shared, index, local);
+    let ctx = WorkerCtx {
+        shared: shared.clone(),
+        index,
+        core: RefCell::new(core),
+    };
+    CURRENT.with(|c| c.set(&ctx as *const WorkerCtx));
+    let guard = CtxGuard;
+    loop {
+        if shared.is_shutdown() {
+            break;
+        }
+        let next = {
+            let mut core = ctx.core.borrow_mut();
+            match core.next_local(&shared) {
+                Some(r) => {
+                    core.maybe_publish(&shared);
+                    Some(r)
+                }
+                None => idle(&shared, &mut core),
+            }
+        };
+        match next {
+            Some(r) => run_task(&ctx, r),
+            None => break,
+        }
+    }
+    // Shutdown: drop what this worker still holds (see the module docs).
+    let mut core = ctx.core.borrow_mut();
+    if let Some(r) = core.lifo.take() {
+        drop_task(r);
+    }
+    while let Some(r) = core.local.pop() {
+        drop_task(r);
+    }
+    drop(core);
+    drop(guard);
+}

@@ -1,0 +1,685 @@
+//! Integration tests of topology discovery, the domain tree, pinning, XML
+//! round trips and every topology `BuildError`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use hwsched::topology::{export_xml, pin_current_thread};
+use hwsched::{BuildError, LevelKind, Topology, TopologySource};
+
+const BIG: &str = "pack:2 l3:2 core:4 pu:2";
+
+fn synthetic(desc: &str) -> TopologySource {
+    TopologySource::Synthetic(desc.to_owned())
+}
+
+fn build(desc: &str, workers: Option<usize>) -> Topology {
+    Topology::new(&synthetic(desc), workers)
+        .unwrap_or_else(|e| panic!("building {desc:?} with {workers:?} workers failed: {e}"))
+}
+
+/// A unique path in the temp directory (no extra dependency).
+fn temp_path(tag: &str) -> PathBuf {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!(
+        "hwsched-test-{tag}-{}-{n}-{nanos}.xml",
+        std::process::id()
+    ))
+}
+
+/// Removes the file when dropped, even if the test panics.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn kinds(topo: &Topology, w: usize) -> Vec<LevelKind> {
+    topo.levels(w).iter().map(|l| l.kind).collect()
+}
+
+/// Checks every structural invariant of the domain tree of `topo`.
+fn check_invariants(topo: &Topology, what: &str) {
+    let n = topo.workers();
+    assert!(n >= 1, "{what}: no workers");
+    assert_eq!(topo.root_span(), 0..n, "{what}: root span");
+    for w in 0..n {
+        let levels = topo.levels(w);
+        let mut prev: Range<usize> = w..w + 1;
+        let mut seen_kinds: Vec<LevelKind> = Vec::new();
+        for (i, l) in levels.iter().enumerate() {
+            let ctx = format!("{what}: worker {w} level {i} ({} {:?})", l.kind, l.span);
+            // Strictly increasing spans, each containing the previous one.
+            assert!(
+                l.span.start <= prev.start && prev.end <= l.span.end,
+                "{ctx}: does not contain the previous span {prev:?}"
+            );
+            assert!(
+                l.span.len() > prev.len(),
+                "{ctx}: not strictly larger than {prev:?}"
+            );
+            assert!(l.span.end <= n, "{ctx}: past the last worker");
+            assert!(l.span.contains(&w), "{ctx}: does not contain the worker");
+            assert_eq!(l.weight(), l.span.len(), "{ctx}: weight");
+            // One level per kind (a NUMA node may hold several packages, so
+            // kinds need not follow `LevelKind`'s order).
+            assert!(!seen_kinds.contains(&l.kind), "{ctx}: kind repeated");
+            seen_kinds.push(l.kind);
+            // Groups partition the span: contiguous, ordered, >= 2.
+            assert!(
+                l.groups.len() >= 2,
+                "{ctx}: fewer than 2 groups: {:?}",
+                l.groups
+            );
+            let mut at = l.span.start;
+            for g in &l.groups {
+                assert!(!g.is_empty(), "{ctx}: empty group in {:?}", l.groups);
+                assert_eq!(g.start, at, "{ctx}: groups {:?} not contiguous", l.groups);
+                at = g.end;
+            }
+            assert_eq!(
+                at, l.span.end,
+                "{ctx}: groups {:?} do not cover it",
+                l.groups
+            );
+            // The worker's own group is its previous level (or itself).
+            assert_eq!(
+                l.group_of(w),
+                Some(&prev),
+                "{ctx}: the worker's group is not its previous span"
+            );
+            // Every member sees the same level (the tree is coherent).
+            for x in l.span.clone() {
+                let same = topo.levels(x).iter().find(|m| m.span == l.span);
+                assert_eq!(same, Some(l), "{ctx}: worker {x} disagrees");
+            }
+            // Every group of more than one worker is a level of its members.
+            for g in &l.groups {
+                if g.len() > 1 {
+                    assert!(
+                        topo.children(g).map_or(0, <[Range<usize>]>::len) >= 2,
+                        "{ctx}: group {g:?} is not a node of the tree"
+                    );
+                }
+            }
+            prev = l.span.clone();
+        }
+        // The largest level, if any, is the whole machine.
+        if let Some(top) = levels.last() {
+            assert_eq!(top.span, 0..n, "{what}: worker {w}'s top level");
+        }
+        let core = topo.core_span(w);
+        let llc = topo.llc_span(w);
+        assert!(core.contains(&w) && llc.contains(&w), "{what}: worker {w}");
+        assert!(
+            llc.start <= core.start && core.end <= llc.end,
+            "{what}: worker {w}: core {core:?} not inside LLC {llc:?}"
+        );
+    }
+    // all_spans: parents before children, every worker once as a leaf.
+    let spans = topo.all_spans();
+    assert_eq!(spans.first(), Some(&(0..n)), "{what}: all_spans root");
+    let leaves: Vec<usize> = spans
+        .iter()
+        .filter(|s| s.len() == 1)
+        .map(|s| s.start)
+        .collect();
+    assert_eq!(leaves, (0..n).collect::<Vec<_>>(), "{what}: leaves");
+    // Distinct PUs, in hwloc logical order.
+    let logical: Vec<usize> = (0..n).map(|w| topo.place(w).logical_index).collect();
+    assert!(
+        logical.windows(2).all(|p| p[0] < p[1]),
+        "{what}: logical indices not increasing: {logical:?}"
+    );
+    let os: BTreeSet<usize> = (0..n).map(|w| topo.place(w).os_index).collect();
+    assert_eq!(os.len(), n, "{what}: duplicate OS indices");
+}
+
+#[test]
+fn big_shape_has_32_workers_and_exact_levels() {
+    let topo = build(BIG, None);
+    assert_eq!(topo.workers(), 32);
+    assert_eq!(topo.total_pus(), 32);
+    assert!(!topo.is_system());
+    assert!(topo.description().contains(BIG), "{}", topo.description());
+
+    let all = [
+        LevelKind::Smt,
+        LevelKind::Llc,
+        LevelKind::Package,
+        LevelKind::Machine,
+    ];
+    for w in 0..32 {
+        assert_eq!(kinds(&topo, w), all, "worker {w}");
+    }
+
+    let l0 = topo.levels(0);
+    assert_eq!(l0[0].kind, LevelKind::Smt);
+    assert_eq!(l0[0].span, 0..2);
+    assert_eq!(l0[0].groups, vec![0..1, 1..2]);
+    assert_eq!(l0[1].kind, LevelKind::Llc);
+    assert_eq!(l0[1].span, 0..8);
+    assert_eq!(l0[1].groups, vec![0..2, 2..4, 4..6, 6..8]);
+    assert!(l0[1].shares_cache, "the L3 level shares a cache");
+    assert_eq!(l0[2].kind, LevelKind::Package);
+    assert_eq!(l0[2].span, 0..16);
+    assert_eq!(l0[2].groups, vec![0..8, 8..16]);
+    assert_eq!(l0[3].kind, LevelKind::Machine);
+    assert_eq!(l0[3].span, 0..32);
+    assert_eq!(l0[3].groups, vec![0..16, 16..32]);
+
+    let l13 = topo.levels(13);
+    assert_eq!(l13[0].kind, LevelKind::Smt);
+    assert_eq!(l13[0].span, 12..14);
+    assert_eq!(l13[0].groups, vec![12..13, 13..14]);
+    assert_eq!(l13[1].kind, LevelKind::Llc);
+    assert_eq!(l13[1].span, 8..16);
+    assert_eq!(l13[1].groups, vec![8..10, 10..12, 12..14, 14..16]);
+    assert_eq!(l13[2].kind, LevelKind::Package);
+    assert_eq!(l13[2].span, 0..16);
+    assert_eq!(l13[2].groups, vec![0..8, 8..16]);
+    assert_eq!(l13[3].kind, LevelKind::Machine);
+    assert_eq!(l13[3].span, 0..32);
+    assert_eq!(l13[3].groups, vec![0..16, 16..32]);
+
+    // The accessors agree with the levels.
+    assert_eq!(
+        topo.level(13, LevelKind::Llc).map(|l| l.span.clone()),
+        Some(8..16)
+    );
+    assert_eq!(topo.level(13, LevelKind::Numa), None);
+    assert_eq!(topo.core_span(13), 12..14);
+    assert_eq!(topo.llc_span(13), 8..16);
+    assert_eq!(topo.children(&(0..32)), Some(&[0..16, 16..32][..]));
+    assert_eq!(topo.children(&(13..14)), None);
+
+    // A synthetic topology numbers PUs 0..32 in order.
+    for w in 0..32 {
+        assert_eq!(topo.place(w).logical_index, w);
+        assert_eq!(topo.place(w).os_index, w);
+    }
+    check_invariants(&topo, BIG);
+}
+
+#[test]
+fn numa_shape_gains_a_numa_level() {
+    let desc = "pack:2 numa:2 core:2 pu:2";
+    let topo = build(desc, None);
+    assert_eq!(topo.workers(), 16);
+    let numa = topo
+        .level(0, LevelKind::Numa)
+        .unwrap_or_else(|| panic!("{desc}: no NUMA level: {:?}", topo.levels(0)));
+    assert_eq!(numa.span, 0..4);
+    assert_eq!(numa.groups, vec![0..2, 2..4]);
+    assert_eq!(
+        kinds(&topo, 0),
+        [
+            LevelKind::Smt,
+            LevelKind::Numa,
+            LevelKind::Package,
+            LevelKind::Machine
+        ]
+    );
+    let numa5 = topo.level(5, LevelKind::Numa).map(|l| l.span.clone());
+    assert_eq!(numa5, Some(4..8));
+    assert_eq!(
+        topo.level(5, LevelKind::Package).map(|l| l.span.clone()),
+        Some(0..8)
+    );
+    check_invariants(&topo, desc);
+}
+
+#[test]
+fn shape_without_smt_has_no_smt_level() {
+    let desc = "pack:1 core:2 pu:1";
+    let topo = build(desc, None);
+    assert_eq!(topo.workers(), 2);
+    for w in 0..2 {
+        assert_eq!(topo.level(w, LevelKind::Smt), None, "worker {w}");
+        assert_eq!(topo.core_span(w), w..w + 1);
+        assert!(!topo.levels(w).is_empty(), "two cores still form a level");
+        assert_eq!(topo.levels(w).last().map(|l| l.span.clone()), Some(0..2));
+        assert_eq!(
+            topo.levels(w).last().map(|l| l.groups.clone()),
+            Some(vec![0..1, 1..2])
+        );
+    }
+    check_invariants(&topo, desc);
+}
+
+#[test]
+fn single_pu_has_no_levels() {
+    let desc = "core:1 pu:1";
+    let topo = build(desc, None);
+    assert_eq!(topo.workers(), 1);
+    assert!(topo.levels(0).is_empty(), "{:?}", topo.levels(0));
+    assert_eq!(topo.core_span(0), 0..1);
+    assert_eq!(topo.llc_span(0), 0..1);
+    assert_eq!(topo.all_spans(), vec![0..1]);
+    check_invariants(&topo, desc);
+}
+
+/// Logical indices of the chosen PUs, by core (2 PUs per core in `BIG`).
+fn per_core(topo: &Topology) -> BTreeMap<usize, usize> {
+    let mut m = BTreeMap::new();
+    for w in 0..topo.workers() {
+        *m.entry(topo.place(w).logical_index / 2).or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn four_of_32_take_one_pu_per_core_over_both_packages() {
+    let topo = build(BIG, Some(4));
+    assert_eq!(topo.workers(), 4);
+    assert_eq!(topo.total_pus(), 32);
+    let logical: Vec<usize> = (0..4).map(|w| topo.place(w).logical_index).collect();
+    let cores = per_core(&topo);
+    assert_eq!(cores.len(), 4, "two workers share a core: {logical:?}");
+    assert!(
+        logical.iter().any(|&l| l < 16),
+        "none in package 0: {logical:?}"
+    );
+    assert!(
+        logical.iter().any(|&l| l >= 16),
+        "none in package 1: {logical:?}"
+    );
+    // Spread evenly: two per package, and one per LLC (4 LLCs of 8 PUs).
+    assert_eq!(
+        logical.iter().filter(|&&l| l < 16).count(),
+        2,
+        "{logical:?}"
+    );
+    let llcs: BTreeSet<usize> = logical.iter().map(|l| l / 8).collect();
+    assert_eq!(llcs.len(), 4, "not one per LLC: {logical:?}");
+    // No SMT level (no two workers share a core), and a package level.
+    for w in 0..4 {
+        assert_eq!(topo.level(w, LevelKind::Smt), None, "worker {w}");
+    }
+    assert_eq!(
+        topo.level(0, LevelKind::Package).map(|l| l.span.clone()),
+        Some(0..2)
+    );
+    assert_eq!(
+        topo.level(3, LevelKind::Package).map(|l| l.span.clone()),
+        Some(2..4)
+    );
+    assert_eq!(
+        topo.level(0, LevelKind::Machine).map(|l| l.groups.clone()),
+        Some(vec![0..2, 2..4])
+    );
+    check_invariants(&topo, "4 of 32");
+}
+
+#[test]
+fn sixteen_of_32_take_exactly_one_pu_per_core() {
+    let topo = build(BIG, Some(16));
+    assert_eq!(topo.workers(), 16);
+    let cores = per_core(&topo);
+    assert_eq!(cores.len(), 16, "{cores:?}");
+    assert!(cores.values().all(|&c| c == 1), "{cores:?}");
+    for w in 0..16 {
+        assert_eq!(topo.level(w, LevelKind::Smt), None, "worker {w}");
+    }
+    // The cache and package structure survives: LLC 0..4, package 0..8.
+    assert_eq!(
+        topo.level(0, LevelKind::Llc).map(|l| l.span.clone()),
+        Some(0..4)
+    );
+    assert_eq!(
+        topo.level(0, LevelKind::Package).map(|l| l.span.clone()),
+        Some(0..8)
+    );
+    check_invariants(&topo, "16 of 32");
+}
+
+#[test]
+fn twenty_of_32_use_smt_siblings_only_after_every_core() {
+    let topo = build(BIG, Some(20));
+    assert_eq!(topo.workers(), 20);
+    let cores = per_core(&topo);
+    assert_eq!(cores.len(), 16, "a core has no worker: {cores:?}");
+    assert_eq!(cores.values().filter(|&&c| c == 2).count(), 4, "{cores:?}");
+    assert!(cores.values().all(|&c| c == 1 || c == 2), "{cores:?}");
+    // The 4 doubled cores are spread over both packages.
+    let doubled: Vec<usize> = cores
+        .iter()
+        .filter(|(_, &c)| c == 2)
+        .map(|(&k, _)| k)
+        .collect();
+    assert!(
+        doubled.iter().any(|&c| c < 8) && doubled.iter().any(|&c| c >= 8),
+        "{doubled:?}"
+    );
+    check_invariants(&topo, "20 of 32");
+}
+
+#[test]
+fn every_subset_of_the_big_shape_is_one_per_core_first() {
+    for n in 1..=32 {
+        let topo = build(BIG, Some(n));
+        assert_eq!(topo.workers(), n);
+        let cores = per_core(&topo);
+        if n <= 16 {
+            assert_eq!(cores.len(), n, "{n} of 32: {cores:?}");
+        } else {
+            assert_eq!(cores.len(), 16, "{n} of 32: {cores:?}");
+        }
+        // Packages differ by at most one worker.
+        let pack0 = (0..n).filter(|&w| topo.place(w).logical_index < 16).count();
+        assert!(
+            pack0.abs_diff(n - pack0) <= 1,
+            "{n} of 32: {pack0} in package 0"
+        );
+        check_invariants(&topo, &format!("{n} of 32"));
+    }
+}
+
+#[test]
+fn generic_invariants_hold_for_several_shapes() {
+    let shapes = [
+        BIG,
+        "pack:2 numa:2 core:2 pu:2",
+        "pack:1 core:2 pu:1",
+        "core:1 pu:1",
+        "core:2 pu:2",
+        "core:3 pu:1",
+        "pack:3 core:3 pu:2",
+        "pack:2 l3:2 l2:2 core:2 pu:2",
+        "pack:2 l3:1 core:4 pu:1",
+        "numa:2 pack:2 core:2 pu:1",
+        "pack:4 core:1 pu:4",
+    ];
+    for desc in shapes {
+        let topo = build(desc, None);
+        check_invariants(&topo, desc);
+        let pus = topo.workers();
+        for n in [1, 2, 3, pus / 2, pus.saturating_sub(1)] {
+            if n == 0 || n > pus {
+                continue;
+            }
+            let sub = build(desc, Some(n));
+            assert_eq!(sub.workers(), n);
+            check_invariants(&sub, &format!("{desc} with {n} workers"));
+        }
+    }
+}
+
+#[test]
+fn system_topology_matches_the_allowed_cpus() {
+    let topo = Topology::new(&TopologySource::System, None).expect("system topology");
+    assert!(topo.is_system());
+    let ids = core_affinity::get_core_ids().expect("core_affinity::get_core_ids");
+    assert_eq!(topo.workers(), ids.len(), "workers vs allowed CPUs");
+    let mut os: Vec<usize> = (0..topo.workers())
+        .map(|w| topo.place(w).os_index)
+        .collect();
+    os.sort_unstable();
+    let mut allowed: Vec<usize> = ids.iter().map(|c| c.id).collect();
+    allowed.sort_unstable();
+    assert_eq!(os, allowed, "the workers' PUs are the allowed CPUs");
+    check_invariants(&topo, "system");
+    println!("{topo}");
+}
+
+#[test]
+fn pinning_to_worker_0_is_observable() {
+    let topo = Topology::new(&TopologySource::System, None).expect("system topology");
+    let cpu = topo.place(0).os_index;
+    let seen = std::thread::spawn(move || {
+        let pinned = pin_current_thread(cpu);
+        (pinned, core_affinity::get_core_ids())
+    })
+    .join()
+    .expect("pinning thread panicked");
+    match seen {
+        (true, ids) => {
+            let ids: Vec<usize> = ids
+                .expect("get_core_ids after pinning")
+                .iter()
+                .map(|c| c.id)
+                .collect();
+            assert_eq!(ids, vec![cpu], "after pinning to CPU {cpu}");
+        }
+        (false, _) => {
+            println!("note: pinning to CPU {cpu} was refused (restricted container); not checked");
+        }
+    }
+}
+
+#[test]
+fn xml_round_trip_gives_the_same_tree() {
+    for desc in [BIG, "pack:2 numa:2 core:2 pu:2", "core:2 pu:1"] {
+        let src = synthetic(desc);
+        let xml = export_xml(&src).expect("export_xml");
+        assert!(xml.contains("<topology"), "{desc}: not hwloc XML");
+        let file = TempFile(temp_path("roundtrip"));
+        std::fs::write(&file.0, &xml).expect("write the XML file");
+        let original = Topology::new(&src, None).expect("synthetic");
+        let loaded = Topology::new(&TopologySource::Xml(file.0.clone()), None).expect("xml");
+        assert!(!loaded.is_system());
+        assert_eq!(loaded.workers(), original.workers(), "{desc}");
+        assert_eq!(loaded.total_pus(), original.total_pus(), "{desc}");
+        for w in 0..original.workers() {
+            assert_eq!(loaded.levels(w), original.levels(w), "{desc}: worker {w}");
+            assert_eq!(loaded.place(w), original.place(w), "{desc}: worker {w}");
+        }
+        let a = original.to_string();
+        let b = loaded.to_string();
+        let (a_first, a_rest) = a.split_once('\n').expect("multi-line display");
+        let (b_first, b_rest) = b.split_once('\n').expect("multi-line display");
+        assert!(a_first.contains(desc), "{a_first}");
+        assert!(b_first.contains(&file.0.display().to_string()), "{b_first}");
+        assert_eq!(
+            a_rest, b_rest,
+            "{desc}: display differs after the first line"
+        );
+        // A subset chosen from the XML is the same subset.
+        let k = original.workers().min(3);
+        let sub_a = Topology::new(&src, Some(k)).expect("subset");
+        let sub_b = Topology::new(&TopologySource::Xml(file.0.clone()), Some(k)).expect("subset");
+        for w in 0..k {
+            assert_eq!(sub_a.place(w), sub_b.place(w), "{desc}: subset worker {w}");
+        }
+    }
+}
+
+#[test]
+fn invalid_synthetic_names_the_description() {
+    let bad = "pack:2 bogus:3";
+    let err = Topology::new(&synthetic(bad), None).unwrap_err();
+    assert!(
+        matches!(err, BuildError::InvalidSynthetic { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(bad), "{err}");
+    let err = export_xml(&synthetic(bad)).unwrap_err();
+    assert!(
+        matches!(err, BuildError::InvalidSynthetic { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(bad), "{err}");
+}
+
+#[test]
+fn empty_synthetic_is_refused() {
+    for empty in ["", "   "] {
+        let err = Topology::new(&synthetic(empty), None).unwrap_err();
+        match &err {
+            BuildError::InvalidSynthetic { description, .. } => assert_eq!(description, empty),
+            other => panic!("{empty:?}: expected InvalidSynthetic, got {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("{empty:?}")), "{msg}");
+        assert!(msg.contains("empty"), "{msg}");
+    }
+}
+
+#[test]
+fn missing_xml_file_names_the_path() {
+    let path = temp_path("missing");
+    assert!(!path.exists());
+    let err = Topology::new(&TopologySource::Xml(path.clone()), None).unwrap_err();
+    assert!(matches!(err, BuildError::InvalidXml { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+}
+
+#[test]
+fn garbage_xml_file_names_the_path() {
+    let file = TempFile(temp_path("garbage"));
+    std::fs::write(&file.0, "this is not hwloc XML at all\n<<<>>>\n").expect("write garbage");
+    let err = Topology::new(&TopologySource::Xml(file.0.clone()), None).unwrap_err();
+    assert!(matches!(err, BuildError::InvalidXml { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains(&file.0.display().to_string()), "{msg}");
+}
+
+#[test]
+fn zero_workers_is_refused() {
+    let err = Topology::new(&synthetic(BIG), Some(0)).unwrap_err();
+    assert!(matches!(err, BuildError::ZeroWorkers), "{err:?}");
+    assert!(err.to_string().contains('0'), "{err}");
+}
+
+#[test]
+fn too_many_workers_names_both_counts() {
+    let err = Topology::new(&synthetic(BIG), Some(33)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            BuildError::TooManyWorkers {
+                requested: 33,
+                available: 32
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("33") && msg.contains("32"), "{msg}");
+    // Exactly the PU count is fine.
+    assert_eq!(build(BIG, Some(32)).workers(), 32);
+}
+
+#[test]
+fn empty_cpu_list_is_refused() {
+    let err = Topology::with_cpus(&synthetic(BIG), None, Some(&[])).unwrap_err();
+    assert!(matches!(err, BuildError::EmptyCpuset { .. }), "{err:?}");
+    assert!(err.to_string().contains("empty"), "{err}");
+}
+
+#[test]
+fn cpu_outside_the_topology_is_named() {
+    let err = Topology::with_cpus(&synthetic(BIG), None, Some(&[999])).unwrap_err();
+    assert!(
+        matches!(err, BuildError::CpuOutsideTopology { cpu: 999, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("999"), "{err}");
+    // One good CPU and one bad: the bad one is named.
+    let err = Topology::with_cpus(&synthetic(BIG), None, Some(&[3, 999])).unwrap_err();
+    assert!(
+        matches!(err, BuildError::CpuOutsideTopology { cpu: 999, .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn cpu_list_restricts_the_workers() {
+    let cpus = [0, 1, 16, 17];
+    let topo = Topology::with_cpus(&synthetic(BIG), None, Some(&cpus)).expect("cpus");
+    assert_eq!(topo.workers(), 4);
+    let os: Vec<usize> = (0..4).map(|w| topo.place(w).os_index).collect();
+    assert_eq!(os, cpus);
+    // CPUs 0 and 1 are SMT siblings; as they are also the whole package
+    // here, the equal spans merge into one level (its kind is not checked).
+    assert_eq!(topo.levels(0)[0].span, 0..2);
+    assert_eq!(topo.levels(0)[0].groups, vec![0..1, 1..2]);
+    assert_eq!(topo.levels(3)[0].span, 2..4);
+    assert_eq!(
+        topo.level(0, LevelKind::Machine).map(|l| l.groups.clone()),
+        Some(vec![0..2, 2..4])
+    );
+    check_invariants(&topo, "cpus 0,1,16,17");
+    let err = Topology::with_cpus(&synthetic(BIG), Some(5), Some(&cpus)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            BuildError::TooManyWorkers {
+                requested: 5,
+                available: 4
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn display_nests_the_levels() {
+    let topo = build(BIG, None);
+    let text = topo.to_string();
+    let first = text.lines().next().expect("a first line");
+    assert!(
+        first.contains(BIG) && first.contains("32 workers"),
+        "{first}"
+    );
+    let wanted = ["machine 0..32", "package 0..16", "LLC 0..8", "SMT 0..2"];
+    let mut last_line = 0;
+    let mut last_indent = None;
+    for want in wanted {
+        let (i, line) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| {
+                let t = l.trim_start();
+                t.starts_with(want) && !t[want.len()..].starts_with(|c: char| c.is_ascii_digit())
+            })
+            .unwrap_or_else(|| panic!("no line for {want:?} in:\n{text}"));
+        let indent = line.len() - line.trim_start().len();
+        assert!(
+            i > last_line || last_indent.is_none(),
+            "{want:?} out of order in:\n{text}"
+        );
+        if let Some(prev) = last_indent {
+            assert!(
+                indent > prev,
+                "{want:?} not indented deeper than its parent:\n{text}"
+            );
+        }
+        last_line = i;
+        last_indent = Some(indent);
+    }
+    // Every worker appears once as a leaf, under the SMT line.
+    for w in 0..32 {
+        let leaf = format!("worker {w} (");
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.trim_start().starts_with(&leaf))
+                .count(),
+            1,
+            "worker {w} in:\n{text}"
+        );
+    }
+    let smt_indent = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("SMT 0..2"))
+        .map(|l| l.len() - l.trim_start().len())
+        .unwrap_or(0);
+    let w0 = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("worker 0 ("))
+        .expect("worker 0 line");
+    assert!(w0.len() - w0.trim_start().len() > smt_indent, "{text}");
+    // A topology without levels still displays its workers.
+    let single = build("core:1 pu:1", None).to_string();
+    assert!(single.contains("worker 0 ("), "{single}");
+}

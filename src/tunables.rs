@@ -57,7 +57,6 @@ pub enum IdleMode {
 /// assert_eq!(t.load_update_interval.as_millis(), 1);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct Tunables {
     /// Minimum time between two publishes of a worker's load to the shared
     /// group counters: the kernel's once-per-ms limit in

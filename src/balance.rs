@@ -284,6 +284,6 @@ mod tests {
             b.levels[0].update(0, clock.get());
         }
         b.walk(|| clock.get() + DECAY_PERIOD_NS * 1000, |_| None::<()>);
-        assert!(b.max_idle_balance_cost_ns >= 50 * US);
+        assert_eq!(b.max_idle_balance_cost_ns, 50 * US);
     }
 }

@@ -150,3 +150,55 @@ pub fn measure_park_cost() -> Duration {
     samples.sort();
     samples[samples.len() / 2] / 2
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1_000;
+
+    #[test]
+    fn short_predicted_idle_spins_long_one_parks() {
+        let mut g = Governor::new(IdleMode::Governed, Duration::from_micros(30), 25);
+        assert_eq!(g.choose(0, 10 * US), Choice::Spin { until_ns: 10 * US });
+        assert_eq!(g.choose(0, 30 * US), Choice::Park, "at the park cost: park");
+        assert_eq!(g.choose(0, 500 * US), Choice::Park);
+    }
+
+    #[test]
+    fn always_modes() {
+        let mut p = Governor::new(IdleMode::AlwaysPark, Duration::from_micros(30), 100);
+        assert_eq!(p.choose(0, 1), Choice::Park);
+        let mut s =
+            Governor::new(IdleMode::AlwaysSpin(Duration::from_micros(50)), Duration::ZERO, 100);
+        assert_eq!(s.choose(0, 10 * 1_000 * US), Choice::Spin { until_ns: 50 * US });
+    }
+
+    #[test]
+    fn the_spin_cap_holds_under_a_run_of_mispredictions() {
+        // Predicted 20 us every time, but the work never comes: every spin
+        // runs to its end. Over each 10 ms window at most 25% is spun.
+        let mut g = Governor::new(IdleMode::Governed, Duration::from_micros(30), 25);
+        let mut now = 0u64;
+        let mut spun_total = 0u64;
+        let mut windows = std::collections::BTreeMap::<u64, u64>::new();
+        while now < 100 * 1_000 * US {
+            match g.choose(now, 20 * US) {
+                Choice::Spin { until_ns } => {
+                    let d = until_ns - now;
+                    assert!(d <= 20 * US, "one spin is at most the prediction");
+                    g.record_spin(d);
+                    spun_total += d;
+                    *windows.entry(now / SPIN_WINDOW_NS).or_default() += d;
+                    now = until_ns;
+                }
+                Choice::Park => now += 100 * US, // a park of 100 us
+            }
+        }
+        for (w, spun) in &windows {
+            assert!(*spun <= SPIN_WINDOW_NS / 4 + 20 * US, "window {w}: spun {spun} ns");
+        }
+        assert!(spun_total <= 100 * 1_000 * US / 4 + 10 * 20 * US);
+        assert!(spun_total > 0);
+    }
+}

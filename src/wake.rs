@@ -381,3 +381,149 @@ fn place(
     }
     c.worker
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::TopologySource;
+    use std::cell::{Cell, RefCell};
+
+    struct Scripted {
+        idle: RefCell<Vec<bool>>,
+        hint: Cell<bool>,
+    }
+
+    impl Scripted {
+        fn new(n: usize, idle: &[usize]) -> Self {
+            let mut v = vec![false; n];
+            for &w in idle {
+                v[w] = true;
+            }
+            Scripted { idle: RefCell::new(v), hint: Cell::new(false) }
+        }
+    }
+
+    impl IdleView for Scripted {
+        fn is_idle(&self, w: usize) -> bool {
+            self.idle.borrow()[w]
+        }
+        fn claim(&self, w: usize) -> bool {
+            std::mem::replace(&mut self.idle.borrow_mut()[w], false)
+        }
+        fn has_idle_cores(&self, _: usize) -> bool {
+            self.hint.get()
+        }
+        fn clear_idle_cores(&self, _: usize) {
+            self.hint.set(false)
+        }
+    }
+
+    fn big() -> Topology {
+        Topology::new(&TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()), None).unwrap()
+    }
+
+    const ALL: SisConfig = SisConfig { recent_used: true, idle_core: true, scan_nr: 8 };
+
+    fn sis(topo: &Topology, v: &Scripted, recent: usize, prev: usize, target: usize) -> Choice {
+        select_idle_sibling(topo, v, ALL, &AtomicUsize::new(recent), prev, target)
+    }
+
+    #[test]
+    fn branches_are_taken_in_order() {
+        let t = big();
+        // Worker 0's LLC is 0..8. target 2, prev 5, recent 6.
+        let c = sis(&t, &Scripted::new(32, &[2, 5, 6, 7]), 6, 5, 2);
+        assert_eq!((c.worker, c.outcome), (2, Outcome::Target), "target idle wins over prev");
+        let c = sis(&t, &Scripted::new(32, &[5, 6, 7]), 6, 5, 2);
+        assert_eq!((c.worker, c.outcome), (5, Outcome::Prev), "prev idle wins over recent");
+        let c = sis(&t, &Scripted::new(32, &[6, 7]), 6, 5, 2);
+        assert_eq!((c.worker, c.outcome), (6, Outcome::RecentHit));
+        // prev outside the LLC is not taken.
+        let c = sis(&t, &Scripted::new(32, &[20, 7]), 6, 20, 2);
+        assert_eq!((c.worker, c.outcome, c.recent_miss), (7, Outcome::ScanFound, true));
+        // Scan from target + 1, wrapping: 3,4,..,7,0,1.
+        let c = sis(&t, &Scripted::new(32, &[1, 4]), NO_WORKER, 2, 2);
+        assert_eq!((c.worker, c.outcome, c.scanned), (4, Outcome::ScanFound, 2));
+        let c = sis(&t, &Scripted::new(32, &[1]), NO_WORKER, 2, 2);
+        assert_eq!((c.worker, c.scanned), (1, 7));
+        // Nothing idle in the LLC (idle workers elsewhere do not count).
+        let c = sis(&t, &Scripted::new(32, &[9, 30]), NO_WORKER, 2, 2);
+        assert_eq!((c.worker, c.outcome), (2, Outcome::Fallback));
+    }
+
+    #[test]
+    fn recent_used_becomes_prev_after_every_placement() {
+        let t = big();
+        let recent = AtomicUsize::new(6);
+        for (idle, prev) in [(vec![2usize], 5usize), (vec![5], 3), (vec![], 4), (vec![1], 7)] {
+            let v = Scripted::new(32, &idle);
+            select_idle_sibling(&t, &v, ALL, &recent, prev, 2);
+            assert_eq!(recent.load(std::sync::atomic::Ordering::Relaxed), prev);
+        }
+    }
+
+    #[test]
+    fn idle_core_search_prefers_a_whole_core_then_the_candidate_and_clears_the_hint() {
+        let t = big();
+        // Core 2..4 half idle (3), core 6..8 wholly idle.
+        let v = Scripted::new(32, &[3, 6, 7]);
+        v.hint.set(true);
+        let c = sis(&t, &v, NO_WORKER, 0, 0);
+        assert_eq!((c.worker, c.outcome), (6, Outcome::IdleCore));
+        assert!(v.hint.get(), "success keeps the hint");
+        // Only half-idle cores: the first idle worker seen, and the hint goes.
+        let v = Scripted::new(32, &[3, 5]);
+        v.hint.set(true);
+        let c = sis(&t, &v, NO_WORKER, 0, 0);
+        assert_eq!((c.worker, c.outcome), (3, Outcome::IdleCandidate));
+        assert!(!v.hint.get(), "a failed core search clears the hint");
+        // Without the hint the plain scan runs instead.
+        let v = Scripted::new(32, &[3, 6, 7]);
+        let c = sis(&t, &v, NO_WORKER, 0, 0);
+        assert_eq!((c.worker, c.outcome), (3, Outcome::ScanFound));
+        // Switched off: no core search even with the hint.
+        let v = Scripted::new(32, &[3, 6, 7]);
+        v.hint.set(true);
+        let cfg = SisConfig { idle_core: false, ..ALL };
+        let c = select_idle_sibling(&t, &v, cfg, &AtomicUsize::new(NO_WORKER), 0, 0);
+        assert_eq!(c.outcome, Outcome::ScanFound);
+    }
+
+    #[test]
+    fn recent_used_switch_skips_step_3() {
+        let t = big();
+        let cfg = SisConfig { recent_used: false, ..ALL };
+        let v = Scripted::new(32, &[6]);
+        let c = select_idle_sibling(&t, &v, cfg, &AtomicUsize::new(6), 5, 2);
+        assert_eq!((c.worker, c.outcome, c.recent_miss), (6, Outcome::ScanFound, false));
+    }
+
+    #[test]
+    fn scan_depth_bounds_the_scan() {
+        let t = big();
+        let cfg = SisConfig { scan_nr: 2, ..ALL };
+        let v = Scripted::new(32, &[6]);
+        let c = select_idle_sibling(&t, &v, cfg, &AtomicUsize::new(NO_WORKER), 2, 2);
+        assert_eq!((c.worker, c.outcome, c.scanned), (2, Outcome::Fallback, 2));
+    }
+
+    #[test]
+    fn prop_depth_follows_the_formula() {
+        // span_avg = 8 * avg_idle / 512.
+        assert_eq!(prop_depth(8, 1_000_000, 1_000), 15); // 15625 / 1001
+        assert_eq!(prop_depth(8, 64_000, 100), 9); // 1000 / 101
+        assert_eq!(prop_depth(8, 64_000, 300), 4, "span_avg 1000 <= 4 * 300: the floor of 4");
+        assert_eq!(prop_depth(8, 0, 0), 4);
+        assert_eq!(prop_depth(64, 512_000, 0), 64_000, "free scans: depth capped by the LLC later");
+    }
+
+    #[test]
+    fn util_depth_scans_less_as_the_llc_fills_and_nothing_above_85_percent() {
+        assert_eq!(util_depth(16, 0.0), 16);
+        assert_eq!(util_depth(16, 0.5), 10); // 16 * (1 - 0.342225)
+        assert!(util_depth(16, 0.8) < util_depth(16, 0.5));
+        assert_eq!(util_depth(16, 0.86), 0);
+        assert_eq!(util_depth(64, 0.9), 0);
+        assert_eq!(util_depth(8, 1.0), 0);
+    }
+}

@@ -185,7 +185,7 @@ mod tests {
     fn walk_stops_when_the_next_level_costs_more_than_the_idle_time() {
         let mut b = BalanceState::new(3, 500 * US);
         let clock = Cell::new(0u64);
-        let costs = [1 * US, 3 * US, 20 * US];
+        let costs = [US, 3 * US, 20 * US];
         // Learn the costs with a long expected idle (nothing found).
         let first = b.walk(
             || clock.get(),
@@ -231,10 +231,10 @@ mod tests {
         let mut t = 5;
         for _ in 0..5 {
             // Within the second: no decay however often it is updated.
-            c.update(1 * US, t + DECAY_PERIOD_NS / 2);
+            c.update(US, t + DECAY_PERIOD_NS / 2);
             assert_eq!(c.max_ns, expect);
             t += DECAY_PERIOD_NS + 1;
-            assert!(c.update(1 * US, t));
+            assert!(c.update(US, t));
             expect = expect * 253 / 256;
             assert_eq!(c.max_ns, expect);
         }

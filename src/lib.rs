@@ -47,7 +47,7 @@ pub mod wake;
 mod worker;
 
 pub use error::BuildError;
-pub use runtime::{spawn, Builder, Runtime};
+pub use runtime::{spawn, worker_index, Builder, Runtime};
 pub use stats::{Stats, WorkerStats};
 pub use task::{yield_now, JoinError, JoinHandle, Panic, TaskMeta, YieldNow};
 pub use topology::{Level, LevelKind, Topology, TopologySource};

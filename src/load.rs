@@ -192,7 +192,10 @@ impl Publisher {
             return Publish::Unchanged;
         }
         if !force {
-            if self.stamp_ns.is_some_and(|t| now_ns.saturating_sub(t) < interval_ns) {
+            if self
+                .stamp_ns
+                .is_some_and(|t| now_ns.saturating_sub(t) < interval_ns)
+            {
                 return Publish::HeldByInterval;
             }
             let last_total = u64::from(self.last.running) + u64::from(self.last.queued);
@@ -310,7 +313,13 @@ mod tests {
         g.add(1, 5);
         g.add(1, 0);
         g.add(-1, -3);
-        assert_eq!(g.read(), Load { running: 1, queued: 2 });
+        assert_eq!(
+            g.read(),
+            Load {
+                running: 1,
+                queued: 2
+            }
+        );
         g.add(-1, -2);
         assert_eq!(g.read(), Load::default());
     }
@@ -318,13 +327,28 @@ mod tests {
     #[test]
     fn updates_inside_the_interval_are_held_back_then_published_whole() {
         let mut p = Publisher::new();
-        assert_eq!(p.decide(0, c(1, 0), MS, false), Publish::Now { running: 1, queued: 0 });
+        assert_eq!(
+            p.decide(0, c(1, 0), MS, false),
+            Publish::Now {
+                running: 1,
+                queued: 0
+            }
+        );
         // Within the interval: held, however many changes.
         for q in 1..10 {
-            assert_eq!(p.decide(q * 1000, c(1, q as u32), MS, false), Publish::HeldByInterval);
+            assert_eq!(
+                p.decide(q * 1000, c(1, q as u32), MS, false),
+                Publish::HeldByInterval
+            );
         }
         // After it: one publish carries the whole accumulated delta.
-        assert_eq!(p.decide(MS, c(1, 9), MS, false), Publish::Now { running: 0, queued: 9 });
+        assert_eq!(
+            p.decide(MS, c(1, 9), MS, false),
+            Publish::Now {
+                running: 0,
+                queued: 9
+            }
+        );
         assert_eq!(p.published(), c(1, 9));
         assert_eq!(p.decide(MS + 1, c(1, 9), MS, false), Publish::Unchanged);
     }
@@ -334,33 +358,66 @@ mod tests {
         let mut p = Publisher::new();
         let _ = p.decide(0, c(1, 199), MS, false); // total 200: 1/64 is 3
         assert_eq!(p.decide(2 * MS, c(1, 202), MS, false), Publish::HeldByDelta);
-        assert_eq!(p.decide(3 * MS, c(1, 203), MS, false), Publish::Now { running: 0, queued: 4 });
+        assert_eq!(
+            p.decide(3 * MS, c(1, 203), MS, false),
+            Publish::Now {
+                running: 0,
+                queued: 4
+            }
+        );
         // A change of the running count always counts once the interval passed.
-        assert_eq!(p.decide(5 * MS, c(0, 203), MS, false), Publish::Now { running: -1, queued: 0 });
+        assert_eq!(
+            p.decide(5 * MS, c(0, 203), MS, false),
+            Publish::Now {
+                running: -1,
+                queued: 0
+            }
+        );
         // To zero queued always counts.
         let mut p = Publisher::new();
         let _ = p.decide(0, c(0, 1000), MS, false);
-        assert_eq!(p.decide(2 * MS, c(0, 0), MS, false), Publish::Now { running: 0, queued: -1000 });
+        assert_eq!(
+            p.decide(2 * MS, c(0, 0), MS, false),
+            Publish::Now {
+                running: 0,
+                queued: -1000
+            }
+        );
     }
 
     #[test]
     fn forced_publish_ignores_interval_and_delta() {
         let mut p = Publisher::new();
         let _ = p.decide(0, c(1, 100), MS, false);
-        assert_eq!(p.decide(10, c(0, 101), MS, true), Publish::Now { running: -1, queued: 1 });
+        assert_eq!(
+            p.decide(10, c(0, 101), MS, true),
+            Publish::Now {
+                running: -1,
+                queued: 1
+            }
+        );
     }
 
     #[test]
     fn zero_interval_publishes_every_change() {
         let mut p = Publisher::new();
         let _ = p.decide(0, c(1, 0), 0, false);
-        assert_eq!(p.decide(0, c(1, 1), 0, false), Publish::Now { running: 0, queued: 1 });
+        assert_eq!(
+            p.decide(0, c(1, 1), 0, false),
+            Publish::Now {
+                running: 0,
+                queued: 1
+            }
+        );
     }
 
     #[test]
     fn group_counters_equal_the_sum_of_contributions_once_all_have_published() {
-        let topo = Topology::new(&TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()), None)
-            .unwrap();
+        let topo = Topology::new(
+            &TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()),
+            None,
+        )
+        .unwrap();
         let map = LoadMap::new(&topo);
         let mut pubs: Vec<Publisher> = (0..32).map(|_| Publisher::new()).collect();
         let mut rng = 12345u64;
@@ -373,7 +430,7 @@ mod tests {
             let w = (rng % 32) as usize;
             current[w] = c((rng >> 8) as u32 % 2, (rng >> 16) as u32 % 300);
             now += 50_000; // 50 us per step: most updates are held back
-            // Every 97th step the worker "parks": a forced publish.
+                           // Every 97th step the worker "parks": a forced publish.
             let force = step % 97 == 0;
             if let Publish::Now { running, queued } = pubs[w].decide(now, current[w], MS, force) {
                 map.publish(w, running, queued);
@@ -388,7 +445,14 @@ mod tests {
         for span in topo.all_spans() {
             let r: u32 = span.clone().map(|w| current[w].running).sum();
             let q: u32 = span.clone().map(|w| current[w].queued).sum();
-            assert_eq!(map.load(&span), Load { running: r, queued: q }, "span {span:?}");
+            assert_eq!(
+                map.load(&span),
+                Load {
+                    running: r,
+                    queued: q
+                },
+                "span {span:?}"
+            );
         }
     }
 
@@ -396,12 +460,36 @@ mod tests {
     fn classification_edge_cases() {
         let l = |running, queued| Load { running, queued };
         assert_eq!(GroupClass::of(l(0, 0), 4), GroupClass::HasSpare(4), "empty");
-        assert_eq!(GroupClass::of(l(4, 0), 4), GroupClass::FullyBusy, "exactly full");
-        assert_eq!(GroupClass::of(l(3, 1), 4), GroupClass::FullyBusy, "full counting queued");
-        assert_eq!(GroupClass::of(l(4, 1), 4), GroupClass::Overloaded(1), "one over");
-        assert_eq!(GroupClass::of(l(0, 0), 1), GroupClass::HasSpare(1), "weight 1 idle");
-        assert_eq!(GroupClass::of(l(1, 0), 1), GroupClass::FullyBusy, "weight 1 busy");
-        assert_eq!(GroupClass::of(l(1, 1), 1), GroupClass::Overloaded(1), "weight 1 over");
+        assert_eq!(
+            GroupClass::of(l(4, 0), 4),
+            GroupClass::FullyBusy,
+            "exactly full"
+        );
+        assert_eq!(
+            GroupClass::of(l(3, 1), 4),
+            GroupClass::FullyBusy,
+            "full counting queued"
+        );
+        assert_eq!(
+            GroupClass::of(l(4, 1), 4),
+            GroupClass::Overloaded(1),
+            "one over"
+        );
+        assert_eq!(
+            GroupClass::of(l(0, 0), 1),
+            GroupClass::HasSpare(1),
+            "weight 1 idle"
+        );
+        assert_eq!(
+            GroupClass::of(l(1, 0), 1),
+            GroupClass::FullyBusy,
+            "weight 1 busy"
+        );
+        assert_eq!(
+            GroupClass::of(l(1, 1), 1),
+            GroupClass::Overloaded(1),
+            "weight 1 over"
+        );
         assert!(GroupClass::Overloaded(1).busyness() > GroupClass::FullyBusy.busyness());
         assert!(GroupClass::FullyBusy.busyness() > GroupClass::HasSpare(1).busyness());
         assert!(GroupClass::HasSpare(1).busyness() > GroupClass::HasSpare(2).busyness());

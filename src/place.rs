@@ -110,11 +110,18 @@ mod tests {
     }
 
     fn big() -> Topology {
-        Topology::new(&TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()), None).unwrap()
+        Topology::new(
+            &TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()),
+            None,
+        )
+        .unwrap()
     }
 
     fn busy() -> Load {
-        Load { running: 1, queued: 0 }
+        Load {
+            running: 1,
+            queued: 0,
+        }
     }
 
     #[test]
@@ -126,17 +133,29 @@ mod tests {
         let mut idle = vec![false; 32];
         idle[21] = true;
         for rr in 0..8 {
-            let v = Scripted { load: load.clone(), idle: RefCell::new(idle.clone()) };
+            let v = Scripted {
+                load: load.clone(),
+                idle: RefCell::new(idle.clone()),
+            };
             assert_eq!(find_idlest_group(&topo, &v, rr), (21, true), "rr {rr}");
         }
         // Package 0 overloaded, package 1 has one spare worker in LLC 24..32
         // but nobody is marked idle: the least loaded worker there.
-        let mut load = vec![Load { running: 1, queued: 3 }; 32];
+        let mut load = vec![
+            Load {
+                running: 1,
+                queued: 3
+            };
+            32
+        ];
         for l in &mut load[16..32] {
             *l = busy();
         }
         load[27] = Load::default();
-        let v = Scripted { load, idle: RefCell::new(vec![false; 32]) };
+        let v = Scripted {
+            load,
+            idle: RefCell::new(vec![false; 32]),
+        };
         assert_eq!(find_idlest_group(&topo, &v, 0), (27, false));
     }
 
@@ -145,14 +164,20 @@ mod tests {
         let topo = big();
         // Stale counters (all zero) and every worker idle: claims and
         // round-robin must spread the burst.
-        let v = Scripted { load: vec![Load::default(); 32], idle: RefCell::new(vec![true; 32]) };
+        let v = Scripted {
+            load: vec![Load::default(); 32],
+            idle: RefCell::new(vec![true; 32]),
+        };
         let mut seen = HashSet::new();
         for rr in 0..1000 {
             seen.insert(find_idlest_group(&topo, &v, rr).0);
         }
         assert_eq!(seen.len(), 32);
         // The first two choices are in different packages.
-        let v = Scripted { load: vec![Load::default(); 32], idle: RefCell::new(vec![true; 32]) };
+        let v = Scripted {
+            load: vec![Load::default(); 32],
+            idle: RefCell::new(vec![true; 32]),
+        };
         let a = find_idlest_group(&topo, &v, 0).0;
         let b = find_idlest_group(&topo, &v, 1).0;
         assert_ne!(a / 16, b / 16);

@@ -415,6 +415,20 @@ impl Drop for Runtime {
     }
 }
 
+/// The index of the worker running the caller, or `None` outside a worker
+/// thread (e.g. in [`Runtime::block_on`]).
+///
+/// ```
+/// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+/// let w = rt.block_on(rt.spawn(async { hwsched::worker_index() })).unwrap();
+/// assert!(w.unwrap() < 2);
+/// assert_eq!(hwsched::worker_index(), None);
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+pub fn worker_index() -> Option<usize> {
+    worker::current_index()
+}
+
 /// Spawns a task onto the runtime of the current context: the worker this
 /// code runs on, or the runtime whose [`Runtime::block_on`] is running.
 ///

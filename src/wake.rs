@@ -286,11 +286,16 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             core.push_local(shared, r);
             return;
         }
-        // wake_affine: the waker's worker, unless prev is idle, or the
-        // waker is loaded and prev is not.
+        // wake_affine: the waker's worker, unless prev is idle and shares
+        // the waker's LLC (the kernel's wake_affine_idle: an idle prev in
+        // the same cache is as warm and needs no queueing), or the waker is
+        // loaded and prev is not (wake_affine_weight's spirit). An idle prev
+        // in another LLC does not pull the wakeup away from the waker's
+        // cache, where select_idle_sibling then looks for an idle worker.
         let target = if last != NO_WORKER
             && last != me
-            && (shared.workers[last].mailbox.is_idle()
+            && ((shared.workers[last].mailbox.is_idle()
+                && shared.topology.llc_span(me).contains(&last))
                 || (!core.local.is_empty() && !queue_loaded(shared, last)))
         {
             last
@@ -399,7 +404,10 @@ mod tests {
             for &w in idle {
                 v[w] = true;
             }
-            Scripted { idle: RefCell::new(v), hint: Cell::new(false) }
+            Scripted {
+                idle: RefCell::new(v),
+                hint: Cell::new(false),
+            }
         }
     }
 
@@ -419,10 +427,18 @@ mod tests {
     }
 
     fn big() -> Topology {
-        Topology::new(&TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()), None).unwrap()
+        Topology::new(
+            &TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()),
+            None,
+        )
+        .unwrap()
     }
 
-    const ALL: SisConfig = SisConfig { recent_used: true, idle_core: true, scan_nr: 8 };
+    const ALL: SisConfig = SisConfig {
+        recent_used: true,
+        idle_core: true,
+        scan_nr: 8,
+    };
 
     fn sis(topo: &Topology, v: &Scripted, recent: usize, prev: usize, target: usize) -> Choice {
         select_idle_sibling(topo, v, ALL, &AtomicUsize::new(recent), prev, target)
@@ -433,14 +449,25 @@ mod tests {
         let t = big();
         // Worker 0's LLC is 0..8. target 2, prev 5, recent 6.
         let c = sis(&t, &Scripted::new(32, &[2, 5, 6, 7]), 6, 5, 2);
-        assert_eq!((c.worker, c.outcome), (2, Outcome::Target), "target idle wins over prev");
+        assert_eq!(
+            (c.worker, c.outcome),
+            (2, Outcome::Target),
+            "target idle wins over prev"
+        );
         let c = sis(&t, &Scripted::new(32, &[5, 6, 7]), 6, 5, 2);
-        assert_eq!((c.worker, c.outcome), (5, Outcome::Prev), "prev idle wins over recent");
+        assert_eq!(
+            (c.worker, c.outcome),
+            (5, Outcome::Prev),
+            "prev idle wins over recent"
+        );
         let c = sis(&t, &Scripted::new(32, &[6, 7]), 6, 5, 2);
         assert_eq!((c.worker, c.outcome), (6, Outcome::RecentHit));
         // prev outside the LLC is not taken.
         let c = sis(&t, &Scripted::new(32, &[20, 7]), 6, 20, 2);
-        assert_eq!((c.worker, c.outcome, c.recent_miss), (7, Outcome::ScanFound, true));
+        assert_eq!(
+            (c.worker, c.outcome, c.recent_miss),
+            (7, Outcome::ScanFound, true)
+        );
         // Scan from target + 1, wrapping: 3,4,..,7,0,1.
         let c = sis(&t, &Scripted::new(32, &[1, 4]), NO_WORKER, 2, 2);
         assert_eq!((c.worker, c.outcome, c.scanned), (4, Outcome::ScanFound, 2));
@@ -455,7 +482,12 @@ mod tests {
     fn recent_used_becomes_prev_after_every_placement() {
         let t = big();
         let recent = AtomicUsize::new(6);
-        for (idle, prev) in [(vec![2usize], 5usize), (vec![5], 3), (vec![], 4), (vec![1], 7)] {
+        for (idle, prev) in [
+            (vec![2usize], 5usize),
+            (vec![5], 3),
+            (vec![], 4),
+            (vec![1], 7),
+        ] {
             let v = Scripted::new(32, &idle);
             select_idle_sibling(&t, &v, ALL, &recent, prev, 2);
             assert_eq!(recent.load(std::sync::atomic::Ordering::Relaxed), prev);
@@ -484,7 +516,10 @@ mod tests {
         // Switched off: no core search even with the hint.
         let v = Scripted::new(32, &[3, 6, 7]);
         v.hint.set(true);
-        let cfg = SisConfig { idle_core: false, ..ALL };
+        let cfg = SisConfig {
+            idle_core: false,
+            ..ALL
+        };
         let c = select_idle_sibling(&t, &v, cfg, &AtomicUsize::new(NO_WORKER), 0, 0);
         assert_eq!(c.outcome, Outcome::ScanFound);
     }
@@ -492,10 +527,16 @@ mod tests {
     #[test]
     fn recent_used_switch_skips_step_3() {
         let t = big();
-        let cfg = SisConfig { recent_used: false, ..ALL };
+        let cfg = SisConfig {
+            recent_used: false,
+            ..ALL
+        };
         let v = Scripted::new(32, &[6]);
         let c = select_idle_sibling(&t, &v, cfg, &AtomicUsize::new(6), 5, 2);
-        assert_eq!((c.worker, c.outcome, c.recent_miss), (6, Outcome::ScanFound, false));
+        assert_eq!(
+            (c.worker, c.outcome, c.recent_miss),
+            (6, Outcome::ScanFound, false)
+        );
     }
 
     #[test]
@@ -512,9 +553,17 @@ mod tests {
         // span_avg = 8 * avg_idle / 512.
         assert_eq!(prop_depth(8, 1_000_000, 1_000), 15); // 15625 / 1001
         assert_eq!(prop_depth(8, 64_000, 100), 9); // 1000 / 101
-        assert_eq!(prop_depth(8, 64_000, 300), 4, "span_avg 1000 <= 4 * 300: the floor of 4");
+        assert_eq!(
+            prop_depth(8, 64_000, 300),
+            4,
+            "span_avg 1000 <= 4 * 300: the floor of 4"
+        );
         assert_eq!(prop_depth(8, 0, 0), 4);
-        assert_eq!(prop_depth(64, 512_000, 0), 64_000, "free scans: depth capped by the LLC later");
+        assert_eq!(
+            prop_depth(64, 512_000, 0),
+            64_000,
+            "free scans: depth capped by the LLC later"
+        );
     }
 
     #[test]

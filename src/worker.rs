@@ -115,6 +115,11 @@ pub(crate) fn current_worker(shared: &Shared) -> Option<usize> {
     with_ctx(|c| c.filter(|c| ptr::eq(&*c.shared, shared)).map(|c| c.index))
 }
 
+/// The index of this thread's worker, in whichever runtime.
+pub(crate) fn current_index() -> Option<usize> {
+    with_ctx(|c| c.map(|c| c.index))
+}
+
 /// The runtime of this thread's context: its worker's, or its `block_on`'s.
 pub(crate) fn current_shared() -> Option<Arc<Shared>> {
     with_ctx(|c| c.map(|c| c.shared.clone())).or_else(|| BLOCK_ON.with(|b| b.borrow().clone()))
@@ -516,12 +521,22 @@ fn enter_idle(shared: &Shared, core: &mut Core) {
     core.publish_load(shared, false);
 }
 
-fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>) {
+/// Leaves the idle state. `idle_since` is when the walk first failed (the
+/// kernel's `rq->idle_stamp`); `slept` says whether the worker parked, in
+/// which case the park's own wake-up latency is taken out of the sample:
+/// it is a cost of the state chosen, not idleness of the workload (the teo
+/// governor measures sleep length the same way), and leaving it in would
+/// keep the prediction above the park cost forever once parking starts.
+fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>, slept: bool) {
     core.running = true;
     shared.workers[core.index].mailbox.set_idle(false);
     if let Some(t0) = idle_since {
         let now = shared.now_ns();
-        core.balance.record_idle(now.saturating_sub(t0));
+        let mut sample = now.saturating_sub(t0);
+        if slept {
+            sample = sample.saturating_sub(shared.park_cost_ns.load(Ordering::Relaxed));
+        }
+        core.balance.record_idle(sample);
         WorkerCounters::set(
             &shared.workers[core.index].stats.avg_idle_ns,
             core.balance.avg_idle_ns,
@@ -537,13 +552,14 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
     let me = &shared.workers[core.index];
     let mut kicked_by = None;
     let mut idle_since: Option<u64> = None;
+    let mut slept_any = false;
     loop {
         if let Some(r) = walk(shared, core, kicked_by.take()) {
             // A stolen batch: let the next parked worker help (kick fan-out).
             if !core.local.is_empty() {
                 core.maybe_kick(shared);
             }
-            exit_idle(shared, core, idle_since);
+            exit_idle(shared, core, idle_since, slept_any);
             return Some(r);
         }
         let now = shared.now_ns();
@@ -607,7 +623,7 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
                     WorkerCounters::bump(&st.parks, 1);
                 }
                 WorkerCounters::bump(&st.inbox_pulls, 1);
-                exit_idle(shared, core, Some(t0));
+                exit_idle(shared, core, Some(t0), slept_any || slept);
                 return Some(r);
             }
             Wait::Shutdown => return None,
@@ -616,6 +632,7 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
                 kicked_by: k,
             } => {
                 if slept {
+                    slept_any = true;
                     WorkerCounters::bump(&st.parks, 1);
                 }
                 kicked_by = k;

@@ -12,10 +12,11 @@ use super::domain::{build_levels, LevelKind, Topology, WorkerPlace};
 use crate::error::BuildError;
 
 /// Where a [`Topology`] comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum TopologySource {
     /// hwloc discovery of this machine, restricted to the CPUs this process is
     /// allowed to run on (its affinity mask and hwloc's allowed cpuset).
+    #[default]
     System,
     /// An hwloc synthetic description such as `"pack:2 l3:2 core:4 pu:2"`
     /// (see hwloc's documentation of synthetic topologies). Its workers are
@@ -25,11 +26,6 @@ pub enum TopologySource {
     Xml(PathBuf),
 }
 
-impl Default for TopologySource {
-    fn default() -> Self {
-        TopologySource::System
-    }
-}
 
 fn load(source: &TopologySource) -> Result<HwTopology, BuildError> {
     let builder = HwTopology::builder();
@@ -108,7 +104,7 @@ struct Pu<'t> {
 fn ancestor_key(pu: &TopologyObject, ty: ObjectType) -> Option<u64> {
     pu.ancestors()
         .find(|a| a.object_type() == ty)
-        .map(|a| u64::from(a.global_persistent_index()))
+        .map(|a| a.global_persistent_index())
 }
 
 /// The topmost CPU data (or unified) cache above `pu`: the last-level cache.
@@ -153,7 +149,7 @@ impl Topology {
             .objects_with_type(ObjectType::NUMANode)
             .filter_map(|n| {
                 n.cpuset()
-                    .map(|c| (u64::from(n.global_persistent_index()), c.clone_target()))
+                    .map(|c| (n.global_persistent_index(), c.clone_target()))
             })
             .collect();
 
@@ -171,9 +167,9 @@ impl Topology {
             let keys = [
                 Some(
                     ancestor_key(obj, ObjectType::Core)
-                        .unwrap_or(u64::from(obj.global_persistent_index())),
+                        .unwrap_or(obj.global_persistent_index()),
                 ),
-                llc_of(obj).map(|c| u64::from(c.global_persistent_index())),
+                llc_of(obj).map(|c| c.global_persistent_index()),
                 numa.iter().find(|(_, set)| set.is_set(os)).map(|(k, _)| *k),
                 ancestor_key(obj, ObjectType::Package),
                 Some(0),

@@ -278,6 +278,9 @@ impl fmt::Display for Topology {
     }
 }
 
+/// Tells, for a span, whether its PUs share a cache and the cache's size.
+pub(crate) type CacheOf<'a> = dyn Fn(&Range<usize>) -> (bool, Option<u64>) + 'a;
+
 /// Builds every worker's levels from per-worker keys, one key per
 /// [`LevelKind`] (`None`: this topology has no object of that kind).
 ///
@@ -286,10 +289,7 @@ impl fmt::Display for Topology {
 /// XML files) or that does not nest around the previous kept level is dropped
 /// for that worker, and a kind whose span equals the child's is degenerate.
 /// `cache` tells, for a span, whether its PUs share a cache and its size.
-pub(crate) fn build_levels(
-    keys: &[[Option<u64>; 5]],
-    cache: &dyn Fn(&Range<usize>) -> (bool, Option<u64>),
-) -> Vec<Vec<Level>> {
+pub(crate) fn build_levels(keys: &[[Option<u64>; 5]], cache: &CacheOf<'_>) -> Vec<Vec<Level>> {
     let n = keys.len();
     // spans[kind][worker]
     let mut spans: Vec<Vec<Option<Range<usize>>>> = vec![vec![None; n]; 5];

@@ -1,0 +1,275 @@
+//! End-to-end checks of the scheduling heuristics on a 32-worker synthetic
+//! topology (`pack:2 l3:2 core:4 pu:2`): external spawn placement, wakeup
+//! placement, the idle walk's locality, overload kicks, and the idle
+//! governor. Assertions are on placement and counters, never on timings.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hwsched::{IdleMode, Runtime, TopologySource, Tunables};
+
+const BIG: &str = "pack:2 l3:2 core:4 pu:2";
+
+fn big(tunables: Tunables) -> Runtime {
+    Runtime::builder()
+        .topology(TopologySource::Synthetic(BIG.into()))
+        .tunables(tunables)
+        .build()
+        .expect("32-worker synthetic runtime")
+}
+
+/// The tests of this file run one at a time: each builds a runtime with more
+/// workers than this machine has CPUs, and the governor test measures how
+/// often workers park, which a concurrent test's threads would disturb.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `f` on a thread and fails with a message if it takes longer than
+/// `secs` (instead of hanging the test binary).
+fn bounded<T: Send + 'static>(secs: u64, name: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(v) => v,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{name} did not finish in {secs} s"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{name} failed (see its panic above)"),
+    }
+}
+
+/// Waits until every worker of `rt` has gone to sleep at least once and the
+/// runtime is quiet.
+fn settle(rt: &Runtime) {
+    let t0 = Instant::now();
+    while rt.stats().workers.iter().any(|w| w.parks == 0) && t0.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(5));
+    }
+    thread::sleep(Duration::from_millis(20));
+}
+
+#[test]
+fn external_spawns_into_an_idle_runtime_spread_out() {
+    bounded(60, "external_spawns", || {
+        let rt = big(Tunables::default());
+        settle(&rt);
+        let handles: Vec<_> = (0..1000)
+            .map(|_| rt.spawn(async { hwsched::worker_index() }))
+            .collect();
+        let mut seen = HashSet::new();
+        for h in handles {
+            seen.insert(rt.block_on(h).unwrap().expect("ran on a worker"));
+        }
+        assert!(
+            seen.len() >= 16,
+            "1000 external spawns touched only {} workers",
+            seen.len()
+        );
+        let s = rt.stats();
+        assert!(
+            s.external.spawn_placed_idle > 0,
+            "some spawns found an idle worker"
+        );
+    });
+}
+
+#[test]
+fn a_burst_of_wakes_spreads_near_the_waker() {
+    bounded(60, "burst_of_wakes", || {
+        let rt = big(Tunables::default());
+        // 64 receivers, each waiting on its own channel.
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for _ in 0..64 {
+            let (tx, rx) = async_channel::bounded::<()>(1);
+            senders.push(tx);
+            handles.push(rt.spawn(async move {
+                rx.recv().await.unwrap();
+                let w = hwsched::worker_index().unwrap();
+                // Some work per wake, so that spreading matters. It sleeps
+                // rather than spins: 32 workers share this machine's 2 CPUs,
+                // and a spinning worker would keep the helpers it kicks from
+                // being scheduled by the OS at all.
+                std::thread::sleep(Duration::from_millis(1));
+                w
+            }));
+        }
+        settle(&rt);
+        // One task wakes all 64 at once; it reports where it ran.
+        let waker = rt.spawn(async move {
+            let me = hwsched::worker_index().unwrap();
+            for tx in &senders {
+                tx.try_send(()).unwrap();
+            }
+            me
+        });
+        let me = rt.block_on(waker).unwrap();
+        let ran: Vec<usize> = handles
+            .into_iter()
+            .map(|h| rt.block_on(h).unwrap())
+            .collect();
+        let distinct: HashSet<_> = ran.iter().copied().collect();
+        assert!(
+            distinct.len() >= 16,
+            "64 wakes from worker {me} ran on only {} workers: {ran:?}\n{}",
+            distinct.len(),
+            rt.stats()
+        );
+        let package = (me / 16) * 16..(me / 16) * 16 + 16;
+        let llc = (me / 8) * 8..(me / 8) * 8 + 8;
+        let in_llc = ran.iter().filter(|&&w| llc.contains(&w)).count();
+        // The waker's LLC had 7 idle workers: each of them got a wake
+        // before any wake left the package.
+        let llc_workers: HashSet<_> = ran.iter().filter(|&&w| llc.contains(&w)).collect();
+        assert!(
+            llc_workers.len() >= 7,
+            "waker {me}: only {} LLC workers used: {ran:?}\n{}",
+            llc_workers.len(),
+            rt.stats()
+        );
+        let outside = ran.iter().filter(|&&w| !package.contains(&w)).count();
+        let s = rt.stats().total();
+        println!(
+            "waker {me}: {in_llc} in its LLC, {outside} outside its package; \
+             sis target {} prev {} recent {} idle-core {} cand {} scan {} fallback {}",
+            s.sis_target,
+            s.sis_prev,
+            s.sis_recent_hit,
+            s.sis_idle_core,
+            s.sis_idle_candidate,
+            s.sis_scan_found,
+            s.sis_fallback
+        );
+        let placed_idle = s.sis_prev
+            + s.sis_recent_hit
+            + s.sis_idle_core
+            + s.sis_idle_candidate
+            + s.sis_scan_found;
+        assert!(
+            placed_idle >= 7,
+            "wakes were placed on idle LLC workers ({placed_idle})"
+        );
+        // Every wake placed on an idle worker stayed in the waker's LLC: the
+        // only way out of the package is a steal after the LLC filled up.
+        assert!(
+            outside <= 64 - llc_workers.len(),
+            "{outside} wakes ran outside the package"
+        );
+    });
+}
+
+#[test]
+fn queued_work_is_found_inside_the_llc_first_and_nothing_starves() {
+    bounded(120, "no_starvation", || {
+        let rt = big(Tunables::default());
+        settle(&rt);
+        let done = Arc::new(AtomicUsize::new(0));
+        let first_helper = Arc::new(AtomicUsize::new(usize::MAX));
+        let (d, f) = (done.clone(), first_helper.clone());
+        let owner = rt.spawn(async move {
+            let me = hwsched::worker_index().unwrap();
+            for _ in 0..10_000 {
+                let (d, f) = (d.clone(), f.clone());
+                // Spawned onto this worker's own deque.
+                hwsched::spawn(async move {
+                    let w = hwsched::worker_index().unwrap();
+                    if w != me {
+                        let _ =
+                            f.compare_exchange(usize::MAX, w, Ordering::SeqCst, Ordering::SeqCst);
+                    }
+                    d.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+            // Block this worker in a long task: only other workers can run
+            // the 10,000 tasks, and they are all parked when this starts.
+            let t0 = Instant::now();
+            while d.load(Ordering::SeqCst) < 10_000 && t0.elapsed() < Duration::from_secs(30) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            (me, d.load(Ordering::SeqCst))
+        });
+        let (me, seen) = rt.block_on(owner).unwrap();
+        assert_eq!(
+            seen, 10_000,
+            "tasks queued on a blocked worker were not all run by others"
+        );
+        let helper = first_helper.load(Ordering::SeqCst);
+        let llc = (me / 8) * 8..(me / 8) * 8 + 8;
+        assert!(
+            llc.contains(&helper),
+            "first helper {helper} is outside owner {me}'s LLC {llc:?}"
+        );
+        let s = rt.stats().total();
+        assert!(s.kicks_sent > 0, "the overloaded worker kicked");
+        assert!(s.tasks_stolen > 0);
+    });
+}
+
+fn ping_pong_parks(idle: IdleMode) -> u64 {
+    // Two workers of this machine (they share its cache), the park cost
+    // measured at start-up, and ~3 us of work per message: idle gaps far
+    // shorter than a futex round trip.
+    let rt = Runtime::builder()
+        .topology(TopologySource::System)
+        .worker_threads(2)
+        .tunables(Tunables {
+            idle,
+            park_cost: Some(Duration::from_micros(300)),
+            spin_cap_percent: 100,
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let (a_tx, a_rx) = async_channel::bounded::<u32>(1);
+    let (b_tx, b_rx) = async_channel::bounded::<u32>(1);
+    let spin = |us: u64| {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_micros(us) {
+            std::hint::spin_loop();
+        }
+    };
+    let pong = rt.spawn(async move {
+        while let Ok(v) = b_rx.recv().await {
+            spin(3);
+            if a_tx.send(v + 1).await.is_err() {
+                break;
+            }
+        }
+    });
+    let ping = rt.spawn(async move {
+        for i in 0..2_000 {
+            b_tx.send(i).await.unwrap();
+            let _ = a_rx.recv().await.unwrap();
+            spin(3);
+        }
+    });
+    let before = rt.stats().total().parks;
+    rt.block_on(ping).unwrap();
+    let parks = rt.stats().total().parks - before;
+    if std::env::var_os("HWSCHED_TEST_VERBOSE").is_some() {
+        println!("{}", rt.stats());
+    }
+    drop(pong);
+    parks
+}
+
+#[test]
+fn governed_idle_parks_far_less_than_always_park_on_short_gaps() {
+    bounded(120, "governor_ping_pong", || {
+        let park = ping_pong_parks(IdleMode::AlwaysPark);
+        let governed = ping_pong_parks(IdleMode::Governed);
+        println!("ping-pong parks: AlwaysPark {park}, Governed {governed}");
+        assert!(
+            park >= 1000,
+            "AlwaysPark should park on most of 2000 rounds, parked {park}"
+        );
+        assert!(
+            governed * 2 <= park,
+            "Governed parked {governed}, AlwaysPark {park}"
+        );
+    });
+}

@@ -68,25 +68,26 @@ impl Shared {
     {
         let here = worker::current_worker(self);
         let shard = here.unwrap_or_else(|| self.spawn_rr.load(Ordering::Relaxed));
-        let slot = self.registry.reserve(shard);
-        let key = slot.unwrap_or(crate::task::SlotKey::DEAD);
-        let registry = self.registry.clone();
-        let shared = self.clone();
-        let (runnable, task) = async_task::Builder::new()
-            .metadata(TaskMeta::new(key))
-            .spawn(
-                move |_| TaskFuture::new(future, key, registry),
-                async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
-                    wake::schedule(&shared, r, info)
-                }),
-            );
+        let ((runnable, task), live) = self.registry.register(shard, |key| {
+            let registry = self.registry.clone();
+            let shared = self.clone();
+            let (runnable, task) = async_task::Builder::new()
+                .metadata(TaskMeta::new(key))
+                .spawn(
+                    move |_| TaskFuture::new(future, key, registry),
+                    async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
+                        wake::schedule(&shared, r, info)
+                    }),
+                );
+            let waker = runnable.waker();
+            ((runnable, task), waker)
+        });
         let handle = JoinHandle::new(task, self.registry.clone());
-        if slot.is_none() || self.is_shutdown() {
+        if !live || self.is_shutdown() {
             // Shut down: the task is dropped at once; its handle says Cancelled.
             worker::drop_task(runnable);
             return handle;
         }
-        self.registry.fill(key, runnable.waker());
         worker::place_spawn(self, here, runnable);
         handle
     }

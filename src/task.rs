@@ -329,12 +329,21 @@ impl Registry {
         }
     }
 
-    /// Reserves a slot; `None` once the registry is closed (shutdown).
-    pub(crate) fn reserve(&self, shard: usize) -> Option<SlotKey> {
+    /// Registers a new task under one lock of `shard`: `make` gets the
+    /// task's key and returns the task and its waker, which the slot keeps.
+    /// Once the registry is closed (shutdown) `make` gets
+    /// [`SlotKey::DEAD`] and the second value is `false`: the caller drops
+    /// the task at once.
+    pub(crate) fn register<R>(
+        &self,
+        shard: usize,
+        make: impl FnOnce(SlotKey) -> (R, Waker),
+    ) -> (R, bool) {
         let shard_idx = shard % self.shards.len();
         let mut s = self.shards[shard_idx].lock();
         if s.closed {
-            return None;
+            drop(s);
+            return (make(SlotKey::DEAD).0, false);
         }
         let index = match s.free.pop() {
             Some(i) => i,
@@ -344,22 +353,14 @@ impl Registry {
             }
         };
         let generation = s.slots[index as usize].0;
+        let key = SlotKey { shard: shard_idx as u32, index, generation };
+        // `make` only builds the task (an allocation); it never touches the
+        // registry, so holding the shard lock here cannot deadlock.
+        let (r, waker) = make(key);
+        s.slots[index as usize].1 = Some(waker);
+        drop(s);
         self.spawned.fetch_add(1, Ordering::Relaxed);
-        Some(SlotKey {
-            shard: shard_idx as u32,
-            index,
-            generation,
-        })
-    }
-
-    /// Stores the waker of the task that owns `key`.
-    pub(crate) fn fill(&self, key: SlotKey, waker: Waker) {
-        let mut s = self.shards[key.shard as usize].lock();
-        if let Some(slot) = s.slots.get_mut(key.index as usize) {
-            if slot.0 == key.generation {
-                slot.1 = Some(waker);
-            }
-        }
+        (r, true)
     }
 
     fn remove(&self, key: SlotKey) {

@@ -564,6 +564,10 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
         }
         let now = shared.now_ns();
         let t0 = *idle_since.get_or_insert(now);
+        // A placement may have claimed this worker (marked it not idle) for
+        // a delivery that another worker's steal then took: still idle, say
+        // so again, or wakeups would stop choosing a parked worker.
+        me.mailbox.set_idle(true);
         let choice = core.governor.choose(now, core.balance.avg_idle_ns);
         let st = &me.stats;
         let mut spin_end = None;

@@ -41,8 +41,8 @@
 use std::time::{Duration, Instant};
 
 use crate::park::Parker;
-use crate::sync::Arc;
 use crate::tunables::IdleMode;
+use std::sync::Arc;
 
 /// Length of the window over which the spin cap is measured.
 pub const SPIN_WINDOW_NS: u64 = 10_000_000;
@@ -174,9 +174,22 @@ mod tests {
     #[test]
     fn short_predicted_idle_spins_long_one_parks() {
         let mut g = Governor::new(IdleMode::Governed, Duration::from_micros(30), 25);
-        assert_eq!(g.choose(0, 10 * US), Choice::Spin { until_ns: 20 * US }, "twice the mean");
-        assert_eq!(g.choose(0, 20 * US), Choice::Spin { until_ns: 30 * US }, "capped at the park cost");
-        assert_eq!(g.choose(0, 0), Choice::Spin { until_ns: MIN_SPIN_NS });
+        assert_eq!(
+            g.choose(0, 10 * US),
+            Choice::Spin { until_ns: 20 * US },
+            "twice the mean"
+        );
+        assert_eq!(
+            g.choose(0, 20 * US),
+            Choice::Spin { until_ns: 30 * US },
+            "capped at the park cost"
+        );
+        assert_eq!(
+            g.choose(0, 0),
+            Choice::Spin {
+                until_ns: MIN_SPIN_NS
+            }
+        );
         assert_eq!(g.choose(0, 30 * US), Choice::Park, "at the park cost: park");
         assert_eq!(g.choose(0, 500 * US), Choice::Park);
     }

@@ -64,6 +64,12 @@ use crate::sync::{spin_loop, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 const NOTIFIED: usize = 1;
 const PARKED: usize = 2;
 
+/// Most items one inbox pull moves into the local queue. A burst of
+/// external spawns into a busy worker is drained this many at a time; tokio
+/// takes up to half its local queue (128) from its global queue the same
+/// way.
+pub const INBOX_BATCH: usize = 128;
+
 /// Sentinel for "no worker" in [`Mailbox`]'s kick note.
 pub const NO_WORKER: usize = usize::MAX;
 
@@ -332,15 +338,24 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// Takes one inbox item, moving a batch into `local`.
+    /// Takes one inbox item, moving up to [`INBOX_BATCH`] more into `local`
+    /// (two steals: crossbeam's injector hands out at most one block, 63
+    /// items, per steal).
     pub fn take(&self, local: &Local<T>) -> Option<T> {
-        loop {
-            match self.inbox.steal_batch_and_pop(local) {
-                Steal::Success(t) => return Some(t),
+        let first = loop {
+            match self
+                .inbox
+                .steal_batch_with_limit_and_pop(local, INBOX_BATCH / 2)
+            {
+                Steal::Success(t) => break t,
                 Steal::Empty => return None,
                 Steal::Retry => continue,
             }
+        };
+        if !self.inbox.is_empty() {
+            let _ = self.inbox.steal_batch_with_limit(local, INBOX_BATCH / 2);
         }
+        Some(first)
     }
 
     fn take_kick(&self) -> Option<usize> {

@@ -100,6 +100,14 @@ mod imp {
         pub fn steal_batch_and_pop(&self, dest: &Local<T>) -> Steal<T> {
             self.0.steal_batch_and_pop(&dest.0)
         }
+        /// Moves up to `limit` items into `dest` and returns one more.
+        pub fn steal_batch_with_limit_and_pop(&self, dest: &Local<T>, limit: usize) -> Steal<T> {
+            self.0.steal_batch_with_limit_and_pop(&dest.0, limit)
+        }
+        /// Moves up to `limit` items into `dest`.
+        pub fn steal_batch_with_limit(&self, dest: &Local<T>, limit: usize) -> Steal<()> {
+            self.0.steal_batch_with_limit(&dest.0, limit)
+        }
         /// Number of queued items (a snapshot).
         pub fn len(&self) -> usize {
             self.0.len()
@@ -237,6 +245,22 @@ mod imp {
         /// Moves a batch into `dest` and returns one item.
         pub fn steal_batch_and_pop(&self, dest: &Local<T>) -> Steal<T> {
             batch_into(&self.0, dest)
+        }
+        /// Moves a batch into `dest` and returns one item (the limit is
+        /// `STEAL_BATCH` under loom).
+        pub fn steal_batch_with_limit_and_pop(&self, dest: &Local<T>, _limit: usize) -> Steal<T> {
+            batch_into(&self.0, dest)
+        }
+        /// Moves a batch into `dest`.
+        pub fn steal_batch_with_limit(&self, dest: &Local<T>, _limit: usize) -> Steal<()> {
+            match batch_into(&self.0, dest) {
+                Steal::Success(t) => {
+                    dest.push(t);
+                    Steal::Success(())
+                }
+                Steal::Empty => Steal::Empty,
+                Steal::Retry => Steal::Retry,
+            }
         }
         /// Number of queued items.
         pub fn len(&self) -> usize {

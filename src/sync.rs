@@ -10,7 +10,6 @@
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-    pub(crate) use std::sync::Arc;
 
     /// A mutex whose `lock` cannot fail (parking_lot's, without poisoning).
     #[derive(Debug, Default)]

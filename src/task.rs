@@ -353,7 +353,11 @@ impl Registry {
             }
         };
         let generation = s.slots[index as usize].0;
-        let key = SlotKey { shard: shard_idx as u32, index, generation };
+        let key = SlotKey {
+            shard: shard_idx as u32,
+            index,
+            generation,
+        };
         // `make` only builds the task (an allocation); it never touches the
         // registry, so holding the shard lock here cannot deadlock.
         let (r, waker) = make(key);

@@ -47,10 +47,11 @@ use crate::park::{Mailbox, Notified, Wait};
 use crate::queue::{Local, Steal};
 use crate::runtime::Shared;
 use crate::stats::{WorkerCounters, MAX_LEVELS};
-use crate::sync::{Arc, Ordering};
+use crate::sync::Ordering;
 use crate::task::Runnable;
 use crate::topology::pin_current_thread;
 use crate::tunables::StealWalk;
+use std::sync::Arc;
 
 /// Most polls in a row from the LIFO slot before the deque gets a turn
 /// (tokio's `MAX_LIFO_POLLS_PER_TICK`): a pair of tasks waking each other

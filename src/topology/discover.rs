@@ -26,7 +26,6 @@ pub enum TopologySource {
     Xml(PathBuf),
 }
 
-
 fn load(source: &TopologySource) -> Result<HwTopology, BuildError> {
     let builder = HwTopology::builder();
     let builder = match source {
@@ -165,10 +164,7 @@ impl Topology {
                 }
             }
             let keys = [
-                Some(
-                    ancestor_key(obj, ObjectType::Core)
-                        .unwrap_or(obj.global_persistent_index()),
-                ),
+                Some(ancestor_key(obj, ObjectType::Core).unwrap_or(obj.global_persistent_index())),
                 llc_of(obj).map(|c| c.global_persistent_index()),
                 numa.iter().find(|(_, set)| set.is_set(os)).map(|(k, _)| *k),
                 ancestor_key(obj, ObjectType::Package),

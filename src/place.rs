@@ -5,7 +5,7 @@
 //! Descend from the machine: at each level choose the child group with the
 //! most spare workers by its rate-limited load counter (ties: the lowest
 //! load per worker, then round-robin); in the last group take an idle
-//! worker, else the least loaded one.
+//! worker (one that is not parked first), else the least loaded one.
 //!
 //! The counters may be up to one interval stale, so a burst of spawns would
 //! otherwise pile onto the group that looked idlest a millisecond ago. Two
@@ -27,6 +27,11 @@ pub trait PlacementView {
     /// Claims worker `w` if it is idle (marks it not idle). Returns whether
     /// it was idle and is now claimed.
     fn claim_idle(&self, w: usize) -> bool;
+    /// Whether idle worker `w` is asleep (the deeper idle state, costly to
+    /// leave) rather than walking or spinning.
+    fn is_parked(&self, _w: usize) -> bool {
+        false
+    }
 }
 
 /// Chooses a worker for an external spawn; `rr` is a round-robin ticket.
@@ -45,10 +50,16 @@ pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) 
         rr /= k;
         let order = (0..k).map(|i| (rot + i) % k);
         if children.iter().all(|c| c.len() == 1) {
-            // The last group: an idle worker, else the least loaded.
-            for i in order.clone() {
-                if view.claim_idle(children[i].start) {
-                    return (children[i].start, true);
+            // The last group: an idle worker, the shallowest idle state first
+            // (the kernel's find_idlest_group_cpu() prefers the idle CPU with
+            // the smallest exit latency: here one not parked, which a push
+            // reaches without a futex wake), else the least loaded.
+            for parked in [false, true] {
+                for i in order.clone() {
+                    let w = children[i].start;
+                    if view.is_parked(w) == parked && view.claim_idle(w) {
+                        return (w, true);
+                    }
                 }
             }
             let best = order
@@ -82,6 +93,9 @@ impl PlacementView for RuntimeView<'_> {
     }
     fn claim_idle(&self, w: usize) -> bool {
         self.0.workers[w].mailbox.claim_idle()
+    }
+    fn is_parked(&self, w: usize) -> bool {
+        self.0.workers[w].mailbox.parker.is_parked()
     }
 }
 

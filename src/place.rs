@@ -109,6 +109,7 @@ mod tests {
     struct Scripted {
         load: Vec<Load>,
         idle: RefCell<Vec<bool>>,
+        parked: Vec<bool>,
     }
 
     impl PlacementView for Scripted {
@@ -120,6 +121,9 @@ mod tests {
         }
         fn claim_idle(&self, w: usize) -> bool {
             std::mem::replace(&mut self.idle.borrow_mut()[w], false)
+        }
+        fn is_parked(&self, w: usize) -> bool {
+            self.parked[w]
         }
     }
 
@@ -150,6 +154,7 @@ mod tests {
             let v = Scripted {
                 load: load.clone(),
                 idle: RefCell::new(idle.clone()),
+                parked: vec![false; 32],
             };
             assert_eq!(find_idlest_group(&topo, &v, rr), (21, true), "rr {rr}");
         }
@@ -169,6 +174,7 @@ mod tests {
         let v = Scripted {
             load,
             idle: RefCell::new(vec![false; 32]),
+            parked: vec![false; 32],
         };
         assert_eq!(find_idlest_group(&topo, &v, 0), (27, false));
     }
@@ -181,6 +187,7 @@ mod tests {
         let v = Scripted {
             load: vec![Load::default(); 32],
             idle: RefCell::new(vec![true; 32]),
+            parked: vec![false; 32],
         };
         let mut seen = HashSet::new();
         for rr in 0..1000 {
@@ -191,9 +198,35 @@ mod tests {
         let v = Scripted {
             load: vec![Load::default(); 32],
             idle: RefCell::new(vec![true; 32]),
+            parked: vec![false; 32],
         };
         let a = find_idlest_group(&topo, &v, 0).0;
         let b = find_idlest_group(&topo, &v, 1).0;
         assert_ne!(a / 16, b / 16);
+    }
+
+    #[test]
+    fn an_idle_worker_that_is_not_parked_is_preferred() {
+        let topo = big();
+        // Core 0..2: both idle, worker 0 parked, worker 1 spinning.
+        let mut idle = vec![false; 32];
+        idle[0] = true;
+        idle[1] = true;
+        let mut parked = vec![false; 32];
+        parked[0] = true;
+        let mut load = vec![busy(); 32];
+        load[0] = Load::default();
+        load[1] = Load::default();
+        let v = Scripted {
+            load,
+            idle: RefCell::new(idle),
+            parked,
+        };
+        assert_eq!(find_idlest_group(&topo, &v, 0), (1, true));
+        assert_eq!(
+            find_idlest_group(&topo, &v, 0),
+            (0, true),
+            "then the parked one"
+        );
     }
 }

@@ -24,7 +24,7 @@ deps:
 	fi
 
 demo: deps
-	$(CARGO) run --release --example topology
+	$(CARGO) run --release --example hackbench
 
 test: deps test-unit test-loom
 

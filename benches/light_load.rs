@@ -285,6 +285,28 @@ fn rows() -> Vec<(&'static str, Make)> {
             "hwsched-32",
             hw("hwsched-32", Some(rt::SYNTH_32), Tunables::default()),
         ),
+        (
+            "hwsched-32 walk=unbounded",
+            hw(
+                "hwsched-32 walk=unbounded",
+                Some(rt::SYNTH_32),
+                Tunables {
+                    walk: StealWalk::Unbounded,
+                    ..Default::default()
+                },
+            ),
+        ),
+        (
+            "hwsched-32 idle=governed",
+            hw(
+                "hwsched-32 idle=governed",
+                Some(rt::SYNTH_32),
+                Tunables {
+                    idle: IdleMode::Governed,
+                    ..Default::default()
+                },
+            ),
+        ),
     ]
 }
 

@@ -36,6 +36,11 @@
 //!   without touching its members. Within it, members are tried from a
 //!   random start with `steal_batch_and_pop` (half the victim's deque) and
 //!   then their inboxes.
+//! - Before a worker parks, a walk that the bound cut short is finished
+//!   when the runtime's overload flag says something is queued behind a
+//!   task somewhere: a park's futex round trip costs more than any level's
+//!   search, and the periodic balance that rescues the kernel from an
+//!   over-eager cut (the tick of the busy CPU) has no counterpart here.
 //! - [`StealWalk::Unbounded`](crate::StealWalk::Unbounded) is the classic
 //!   pass over every other worker, with no gate and no bound, for ablation.
 //!
@@ -136,6 +141,18 @@ impl BalanceState {
     /// after each level); `try_level(i)` attempts a steal at level `i`.
     pub fn walk<T>(
         &mut self,
+        now: impl FnMut() -> u64,
+        try_level: impl FnMut(usize) -> Option<T>,
+    ) -> WalkOutcome<T> {
+        self.walk_with(true, now, try_level)
+    }
+
+    /// [`walk`](Self::walk), with the cost bound on (`bounded`) or off (a
+    /// worker about to sleep: the futex round trip of a park costs more than
+    /// any level's search, so a walk cut short is finished first).
+    pub fn walk_with<T>(
+        &mut self,
+        bounded: bool,
         mut now: impl FnMut() -> u64,
         mut try_level: impl FnMut(usize) -> Option<T>,
     ) -> WalkOutcome<T> {
@@ -147,7 +164,7 @@ impl BalanceState {
         };
         let mut decayed = false;
         for i in 0..self.levels.len() {
-            if self.avg_idle_ns < out.cost_ns + self.levels[i].max_ns {
+            if bounded && self.avg_idle_ns < out.cost_ns + self.levels[i].max_ns {
                 out.cut_at = Some(i);
                 break;
             }

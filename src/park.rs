@@ -149,6 +149,15 @@ impl Parker {
     /// Sleeps until notified. Returns `true` if it slept, `false` if a token
     /// was already there (no sleep). Either way the token is consumed.
     pub fn park(&self) -> bool {
+        self.park_timeout(None)
+    }
+
+    /// [`park`](Self::park), waking by itself after `timeout` if given. A
+    /// timeout is handled like a notification that brought nothing: the
+    /// final `swap(0)` clears `PARKED` (and any token that raced in), and the
+    /// caller re-checks its queues, so a notify racing with the timeout is
+    /// never lost (its signal finds nobody waiting, and is not needed).
+    pub fn park_timeout(&self, timeout: Option<std::time::Duration>) -> bool {
         let mut guard = self.lock.lock();
         // AcqRel: pairs with notify's fetch_or; see the module docs.
         let prev = self.state.fetch_or(PARKED, Ordering::AcqRel);
@@ -156,7 +165,16 @@ impl Parker {
         if slept {
             // Acquire: pairs with notify's release.
             while self.state.load(Ordering::Acquire) & NOTIFIED == 0 {
-                guard = self.cvar.wait(guard);
+                match timeout {
+                    None => guard = self.cvar.wait(guard),
+                    Some(d) => {
+                        let (g, timed_out) = self.cvar.wait_for(guard, d);
+                        guard = g;
+                        if timed_out {
+                            break;
+                        }
+                    }
+                }
             }
         }
         drop(guard);
@@ -303,8 +321,21 @@ impl<T> Mailbox<T> {
         &self,
         local: &Local<T>,
         shutdown: &AtomicBool,
+        keep_spinning: impl FnMut() -> bool,
+        before_sleep: impl FnOnce(),
+    ) -> Wait<T> {
+        self.wait_for(local, shutdown, keep_spinning, before_sleep, None)
+    }
+
+    /// [`wait`](Self::wait), with the park bounded by `timeout` when given
+    /// (the worker then returns [`Wait::Woken`] to look around again).
+    pub fn wait_for(
+        &self,
+        local: &Local<T>,
+        shutdown: &AtomicBool,
         mut keep_spinning: impl FnMut() -> bool,
         before_sleep: impl FnOnce(),
+        timeout: Option<std::time::Duration>,
     ) -> Wait<T> {
         self.parker.prepare();
         if let Some(item) = self.take(local) {
@@ -325,7 +356,7 @@ impl<T> Mailbox<T> {
             spin_loop();
         }
         before_sleep();
-        let slept = self.parker.park();
+        let slept = self.parker.park_timeout(timeout);
         if let Some(item) = self.take(local) {
             return Wait::Work { item, slept };
         }
@@ -358,7 +389,9 @@ impl<T> Mailbox<T> {
         Some(first)
     }
 
-    fn take_kick(&self) -> Option<usize> {
+    /// Takes the kick note, if any: who kicked this worker since it last
+    /// looked.
+    pub fn take_kick(&self) -> Option<usize> {
         if self.kicked_by.load(Ordering::Relaxed) == NO_WORKER {
             return None;
         }

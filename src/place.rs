@@ -32,6 +32,11 @@ pub trait PlacementView {
     fn is_parked(&self, _w: usize) -> bool {
         false
     }
+    /// Tasks waiting on `w` now, in its inbox and deque (the load counters
+    /// lag them, and a worker stuck in a long poll does not publish at all).
+    fn backlog(&self, _w: usize) -> usize {
+        0
+    }
 }
 
 /// Chooses a worker for an external spawn; `rr` is a round-robin ticket.
@@ -62,8 +67,12 @@ pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) 
                     }
                 }
             }
+            // Least loaded: the counter plus the inbox backlog, which a
+            // worker stuck in a long poll cannot publish.
             let best = order
-                .min_by_key(|&i| view.load(&children[i]).total())
+                .min_by_key(|&i| {
+                    view.load(&children[i]).total() + view.backlog(children[i].start) as u64
+                })
                 .unwrap_or(0);
             return (children[best].start, false);
         }
@@ -96,6 +105,10 @@ impl PlacementView for RuntimeView<'_> {
     }
     fn is_parked(&self, w: usize) -> bool {
         self.0.workers[w].mailbox.parker.is_parked()
+    }
+    fn backlog(&self, w: usize) -> usize {
+        let ws = &self.0.workers[w];
+        ws.mailbox.inbox.len() + ws.stealer.len()
     }
 }
 

@@ -11,9 +11,9 @@ use crate::error::BuildError;
 use crate::governor;
 use crate::load::LoadMap;
 use crate::park::Mailbox;
-use crate::queue::{Local, Stealer};
+use crate::queue::{Inbox, Local, Stealer};
 use crate::stats::{Stats, WorkerCounters};
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::task::{JoinHandle, Registry, Runnable, TaskFuture, TaskMeta};
 use crate::topology::{Topology, TopologySource};
 use crate::tunables::Tunables;
@@ -39,11 +39,24 @@ pub(crate) struct Shared {
     /// Per LLC: the kernel's `sd_llc_shared->has_idle_cores` hint.
     pub(crate) llc_idle_cores: Box<[CachePadded<AtomicBool>]>,
     pub(crate) shutdown: CachePadded<AtomicBool>,
+    /// The kernel's `rd->overload`, set at enqueue: a task was queued behind
+    /// another on some worker (a push onto a non-empty deque, or a delivery
+    /// to a busy worker). Set read-before-write, so it is written once per
+    /// episode, not per push; cleared by a walk that found nothing. It
+    /// covers what the rate-limited counters cannot show yet (or ever, for a
+    /// worker stuck in a long poll).
+    pub(crate) overload: CachePadded<AtomicBool>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) external: CachePadded<WorkerCounters>,
     pub(crate) spawn_rr: CachePadded<AtomicUsize>,
     pub(crate) park_cost_ns: AtomicU64,
     pub(crate) start: Instant,
+    /// Tasks to drop after shutdown, queued instead of dropped where they
+    /// were found (see [`Shared::bury`]).
+    pub(crate) graveyard: Inbox<Runnable>,
+    /// Set when the shutdown sequence has reaped the graveyard for the last
+    /// time: later burials drop at once.
+    pub(crate) reaper_done: AtomicBool,
 }
 
 impl Shared {
@@ -51,6 +64,49 @@ impl Shared {
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Disposes of a task found after shutdown started, without dropping it
+    /// here: this may run inside a waker call, and the waker's caller may
+    /// hold a lock that the task's destructor needs (dropping an
+    /// `async_channel::Sender` wakes receivers from inside event-listener's
+    /// lock; dropping a receiver's future there would take that lock again).
+    /// The shutdown sequence drops buried tasks outside any wake. Once it has
+    /// finished, nobody else will: a burial then drops at once.
+    pub(crate) fn bury(&self, r: Runnable) {
+        self.graveyard.push(r);
+        // SeqCst fence: pairs with the one in `Runtime::shutdown` after it
+        // sets `reaper_done` (store-buffering): either the reaper's final
+        // drain sees this push, or this load sees the flag and drains.
+        fence(Ordering::SeqCst);
+        if self.reaper_done.load(Ordering::Relaxed) {
+            self.reap();
+        }
+    }
+
+    /// Drops every buried task; returns how many.
+    pub(crate) fn reap(&self) -> usize {
+        let mut n = 0;
+        loop {
+            match self.graveyard.steal() {
+                crate::queue::Steal::Success(r) => {
+                    worker::drop_task(r);
+                    n += 1;
+                }
+                crate::queue::Steal::Empty => return n,
+                crate::queue::Steal::Retry => continue,
+            }
+        }
+    }
+
+    /// Notes that a task is queued behind another (see `overload`).
+    #[inline]
+    pub(crate) fn set_overload(&self) {
+        // Relaxed: a hint for idle walks; work is never lost by missing it
+        // (kicks and the counters cover it).
+        if !self.overload.load(Ordering::Relaxed) {
+            self.overload.store(true, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
@@ -228,11 +284,14 @@ impl Builder {
             tunables: self.tunables,
             workers,
             shutdown: CachePadded::new(AtomicBool::new(false)),
+            overload: CachePadded::new(AtomicBool::new(false)),
             registry: Arc::new(Registry::new(n)),
             external: CachePadded::new(WorkerCounters::default()),
             spawn_rr: CachePadded::new(AtomicUsize::new(0)),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
             start: Instant::now(),
+            graveyard: Inbox::new(),
+            reaper_done: AtomicBool::new(false),
         });
         let mut threads = Vec::with_capacity(n);
         for (index, local) in locals.into_iter().enumerate() {
@@ -398,14 +457,26 @@ impl Runtime {
             }
         }
         // Drop what is still queued in inboxes, then wake every task that is
-        // pending on a waker: its schedule sees the shutdown and drops it.
+        // pending on a waker: its schedule sees the shutdown and buries it.
+        // Dropping a task may wake others (a dropped channel sender wakes
+        // its receivers): they are buried too, so reap until nothing is left.
         for w in shared.workers.iter() {
             worker::drain_inbox(&w.mailbox);
         }
         shared.registry.close_and_wake_all();
-        for w in shared.workers.iter() {
-            worker::drain_inbox(&w.mailbox);
+        loop {
+            let mut n = shared.reap();
+            for w in shared.workers.iter() {
+                n += worker::drain_inbox(&w.mailbox);
+            }
+            if n == 0 {
+                break;
+            }
         }
+        // Relaxed store + SeqCst fence: pairs with the fence in `bury`.
+        shared.reaper_done.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        shared.reap();
         all_joined
     }
 }

@@ -9,7 +9,7 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
     /// A mutex whose `lock` cannot fail (parking_lot's, without poisoning).
     #[derive(Debug, Default)]
@@ -40,6 +40,15 @@ mod imp {
         pub(crate) fn notify_one(&self) {
             self.0.notify_one();
         }
+        /// Waits at most `dur`; returns the guard and whether it timed out.
+        pub(crate) fn wait_for<'a, T>(
+            &self,
+            mut guard: MutexGuard<'a, T>,
+            dur: std::time::Duration,
+        ) -> (MutexGuard<'a, T>, bool) {
+            let r = self.0.wait_for(&mut guard, dur);
+            (guard, r.timed_out())
+        }
     }
 
     /// Spin hint.
@@ -50,7 +59,7 @@ mod imp {
 
 #[cfg(loom)]
 mod imp {
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use loom::sync::Arc;
 
     /// Loom's mutex behind the same infallible `lock` as production's.
@@ -80,6 +89,16 @@ mod imp {
         }
         pub(crate) fn notify_one(&self) {
             self.0.notify_one();
+        }
+        /// Loom does not model timeouts: this waits like `wait`, so models
+        /// check that no protocol depends on a timeout firing.
+        pub(crate) fn wait_for<'a, T>(
+            &self,
+            guard: MutexGuard<'a, T>,
+            dur: std::time::Duration,
+        ) -> (MutexGuard<'a, T>, bool) {
+            let (g, r) = self.0.wait_timeout(guard, dur).unwrap();
+            (g, r.timed_out())
         }
     }
 

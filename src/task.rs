@@ -253,7 +253,10 @@ impl<F: Future> Future for TaskFuture<F> {
         let out = match res {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(v)) => Ok(v),
-            Err(p) => Err(p),
+            Err(p) => {
+                crate::worker::count_panic();
+                Err(p)
+            }
         };
         this.done = true;
         // Drop the finished future here, where a panic in its Drop can be
@@ -264,7 +267,10 @@ impl<F: Future> Future for TaskFuture<F> {
         }));
         Poll::Ready(match (out, dropped) {
             (Ok(v), Ok(())) => Ok(v),
-            (Ok(_), Err(p)) => Err(p),
+            (Ok(_), Err(p)) => {
+                crate::worker::count_panic();
+                Err(p)
+            }
             (Err(p), _) => Err(p),
         })
     }
@@ -275,11 +281,14 @@ impl<F> Drop for TaskFuture<F> {
         if !self.done {
             // A cancelled task (abort, shutdown): a panic in the future's
             // Drop is swallowed here; there is nobody to report it to.
-            let _ = catch_unwind(AssertUnwindSafe(|| {
+            let dropped = catch_unwind(AssertUnwindSafe(|| {
                 // SAFETY: not done, so `inner` was not dropped yet; it is
                 // dropped in place, which the pinning contract allows.
                 unsafe { ManuallyDrop::drop(&mut self.inner) }
             }));
+            if dropped.is_err() {
+                crate::worker::count_panic();
+            }
         }
         self.registry.remove(self.slot);
     }

@@ -253,7 +253,8 @@ fn queue_loaded(shared: &Shared, w: usize) -> bool {
 /// The schedule function of every task: runs when a task is woken.
 pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleInfo) {
     if shared.is_shutdown() {
-        worker::drop_task(r);
+        // Not dropped here: we are inside a waker call (see Shared::bury).
+        shared.bury(r);
         return;
     }
     worker::with_core(shared, |cur| {

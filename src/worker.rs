@@ -47,7 +47,7 @@ use crate::park::{Mailbox, Notified, Wait};
 use crate::queue::{Local, Steal};
 use crate::runtime::Shared;
 use crate::stats::{WorkerCounters, MAX_LEVELS};
-use crate::sync::Ordering;
+use crate::sync::{fence, Ordering};
 use crate::task::Runnable;
 use crate::topology::pin_current_thread;
 use crate::tunables::StealWalk;
@@ -61,6 +61,13 @@ pub const MAX_LIFO_POLLS: u32 = 3;
 /// Every this many polls the inbox is checked first (tokio and Go use 61: a
 /// prime, so it does not fall in step with periodic workloads).
 pub const INBOX_CHECK_INTERVAL: u32 = 61;
+
+/// How long a worker parks, at most, while the runtime's overload flag is
+/// set: its stand-in for the kernel's periodic (tick) balance, which pulls
+/// work that a busy CPU's queue holds even when nobody kicks. One load
+/// interval's worth; the flag is cleared by the first walk that finds
+/// nothing, so an idle runtime parks without a timeout.
+const OVERLOAD_PARK_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Polls or pushes between two (rate-limited) load publishes.
 const PUBLISH_CHECK_EVERY: u32 = 32;
@@ -81,6 +88,11 @@ pub(crate) struct Core {
     rng: u64,
     pushes_since_kick_check: u32,
     last_kick_ns: u64,
+    /// The worker this one last stole from: tried first on the next idle
+    /// walk, before the load-counter gate (see `walk`).
+    last_victim: Option<usize>,
+    /// Whether the last walk was cut short by the cost bound.
+    last_walk_cut: bool,
 }
 
 /// What the thread-local context points at.
@@ -121,6 +133,16 @@ pub(crate) fn current_index() -> Option<usize> {
     with_ctx(|c| c.map(|c| c.index))
 }
 
+/// Counts a panic caught in a task's poll or drop on this worker's counters
+/// (nothing when the task runs elsewhere, e.g. dropped by shutdown).
+pub(crate) fn count_panic() {
+    with_ctx(|c| {
+        if let Some(c) = c {
+            WorkerCounters::bump(&c.shared.workers[c.index].stats.panics, 1);
+        }
+    })
+}
+
 /// The runtime of this thread's context: its worker's, or its `block_on`'s.
 pub(crate) fn current_shared() -> Option<Arc<Shared>> {
     with_ctx(|c| c.map(|c| c.shared.clone())).or_else(|| BLOCK_ON.with(|b| b.borrow().clone()))
@@ -147,12 +169,17 @@ pub(crate) fn drop_task(r: Runnable) {
     let _ = catch_unwind(AssertUnwindSafe(move || drop(r)));
 }
 
-/// Drops everything in an inbox.
-pub(crate) fn drain_inbox(m: &Mailbox<Runnable>) {
+/// Drops everything in an inbox (never call this inside a wake: see
+/// [`Shared::bury`]); returns how many tasks it dropped.
+pub(crate) fn drain_inbox(m: &Mailbox<Runnable>) -> usize {
+    let mut n = 0;
     loop {
         match m.inbox.steal() {
-            Steal::Success(r) => drop_task(r),
-            Steal::Empty => break,
+            Steal::Success(r) => {
+                drop_task(r);
+                n += 1;
+            }
+            Steal::Empty => return n,
             Steal::Retry => continue,
         }
     }
@@ -162,10 +189,30 @@ pub(crate) fn drain_inbox(m: &Mailbox<Runnable>) {
 /// the caller's counters (`from`: the caller's worker, if any).
 pub(crate) fn deliver(shared: &Shared, from: Option<usize>, to: usize, r: Runnable) {
     let m = &shared.workers[to].mailbox;
-    if m.deliver_or_drain(r, &shared.shutdown, drop_task) == Notified::Unparked {
-        match from {
-            Some(w) => WorkerCounters::bump(&shared.workers[w].stats.unparks, 1),
-            None => WorkerCounters::bump_shared(&shared.external.unparks, 1),
+    let bump = |c: fn(&WorkerCounters) -> &crate::sync::AtomicU64| match from {
+        Some(w) => WorkerCounters::bump(c(&shared.workers[w].stats), 1),
+        None => WorkerCounters::bump_shared(c(&shared.external), 1),
+    };
+    if m.deliver_or_drain(r, &shared.shutdown, |r| shared.bury(r)) == Notified::Unparked {
+        bump(|s| &s.unparks);
+        return;
+    }
+    // Delivered to a busy worker: if its inbox is backing up, it may be
+    // stuck in a long poll that publishes no load and kicks nobody. Kick the
+    // nearest parked worker on its behalf (the kernel's nohz kick from a
+    // busy CPU), at the first backlog and every 32 items after; the kicked
+    // worker steals from `to`.
+    if m.is_idle() {
+        return;
+    }
+    shared.set_overload();
+    let len = m.inbox.len();
+    if len == 2 || (len > 0 && len % 32 == 0) {
+        if let Some(v) = nearest_parked(shared, to) {
+            bump(|s| &s.kicks_sent);
+            if shared.workers[v].mailbox.kick(to) == Notified::Unparked {
+                bump(|s| &s.unparks);
+            }
         }
     }
 }
@@ -224,6 +271,8 @@ impl Core {
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             pushes_since_kick_check: 0,
             last_kick_ns: 0,
+            last_victim: None,
+            last_walk_cut: false,
         }
     }
 
@@ -314,6 +363,7 @@ impl Core {
         self.local.push(r);
         self.maybe_publish(shared);
         if had_work {
+            shared.set_overload();
             self.pushes_since_kick_check += 1;
             if self.pushes_since_kick_check >= KICK_CHECK_EVERY {
                 self.pushes_since_kick_check = 0;
@@ -333,9 +383,6 @@ impl Core {
     /// Kicks the nearest parked worker if the rate limit allows and some
     /// worker looks idle.
     pub(crate) fn maybe_kick(&mut self, shared: &Shared) {
-        if !shared.load.has_idle() {
-            return;
-        }
         let now = shared.now_ns();
         let interval = shared.tunables.kick_interval.as_nanos() as u64;
         if self.last_kick_ns != 0 && now.saturating_sub(self.last_kick_ns) < interval {
@@ -399,6 +446,7 @@ pub(crate) fn steal_from(
             }
         };
         if let Steal::Success(r) = res {
+            core.last_victim = Some(victim);
             let moved = 1 + core.local.len().saturating_sub(before);
             WorkerCounters::bump(&st.steals_succeeded, 1);
             WorkerCounters::bump(&st.tasks_stolen, moved as u64);
@@ -432,6 +480,23 @@ fn steal_from_level(
             best = Some((b, g));
         }
     }
+    if best.is_none() && shared.overload.load(Ordering::Relaxed) {
+        // The counters show nothing queued here, but something was queued
+        // behind a task since the last walk that found nothing: the counters
+        // lag (a worker in a long poll never publishes). Look at the
+        // members' queues directly, nearest group first.
+        best = lvl
+            .groups
+            .iter()
+            .filter(|g| !(g.start <= searched.start && searched.end <= g.end))
+            .find(|g| {
+                (*g).clone().any(|w| {
+                    let ws = &shared.workers[w];
+                    !ws.stealer.is_empty() || !ws.mailbox.inbox.is_empty()
+                })
+            })
+            .map(|g| (0, g));
+    }
     let (_, group) = best?;
     let group = group.clone();
     let n = group.len();
@@ -449,13 +514,31 @@ fn steal_from_level(
 }
 
 /// The idle walk; see balance.rs.
-fn walk(shared: &Shared, core: &mut Core, kicked_by: Option<usize>) -> Option<Runnable> {
+fn walk(
+    shared: &Shared,
+    core: &mut Core,
+    kicked_by: Option<usize>,
+    bounded: bool,
+) -> Option<Runnable> {
     let st = &shared.workers[core.index].stats;
     WorkerCounters::bump(&st.walks, 1);
+    core.last_walk_cut = false;
     if let Some(k) = kicked_by {
         WorkerCounters::bump(&st.kicks_received, 1);
         if k != core.index {
             if let Some((r, _)) = steal_from(shared, core, k) {
+                return Some(r);
+            }
+        }
+    }
+    // The counters are up to one interval stale, and a worker stuck in a
+    // long poll cannot publish at all: retry the last victim first, which
+    // is cheap (two reads when it is empty) and the likeliest to have more
+    // (a steal takes at most a batch of 32).
+    if let Some(v) = core.last_victim.take() {
+        let vs = &shared.workers[v];
+        if v != core.index && (!vs.stealer.is_empty() || !vs.mailbox.inbox.is_empty()) {
+            if let Some((r, _)) = steal_from(shared, core, v) {
                 return Some(r);
             }
         }
@@ -473,14 +556,15 @@ fn walk(shared: &Shared, core: &mut Core, kicked_by: Option<usize>) -> Option<Ru
         }
         return None;
     }
-    if !shared.load.overloaded() {
+    if !shared.load.overloaded() && !shared.overload.load(Ordering::Relaxed) {
         WorkerCounters::bump(&st.walks_skipped, 1);
         return None;
     }
     let me = core.index;
     let mut searched = me..me + 1;
     let mut balance = std::mem::replace(&mut core.balance, BalanceState::new(0, 1));
-    let out = balance.walk(
+    let out = balance.walk_with(
+        bounded,
         || shared.now_ns(),
         |i| {
             let found = steal_from_level(shared, core, i, &searched);
@@ -494,11 +578,34 @@ fn walk(shared: &Shared, core: &mut Core, kicked_by: Option<usize>) -> Option<Ru
     }
     if let Some(i) = out.cut_at {
         WorkerCounters::bump(&st.walk_cut[i], 1);
+        core.last_walk_cut = true;
     }
     for (i, l) in core.balance.levels.iter().enumerate().take(MAX_LEVELS) {
         WorkerCounters::set(&st.max_cost_ns[i], l.max_ns);
     }
-    let (level, (r, moved)) = out.found?;
+    let Some((level, (r, moved))) = out.found else {
+        if out.cut_at.is_none() {
+            // A full walk found nothing: the overload episode is over (the
+            // kernel clears rd->overload in load balancing the same way).
+            if shared.overload.load(Ordering::Relaxed) {
+                shared.overload.store(false, Ordering::Relaxed);
+                // A push may have come between our look at a queue and the
+                // clear, finding the flag still set (so not setting it): look
+                // once more after the clear. The fence orders the clear
+                // before these loads; this is a hint, so the pusher side has
+                // none (kicks and counters cover a miss).
+                fence(Ordering::SeqCst);
+                let queued = shared
+                    .workers
+                    .iter()
+                    .any(|w| !w.stealer.is_empty() || !w.mailbox.inbox.is_empty());
+                if queued {
+                    shared.set_overload();
+                }
+            }
+        }
+        return None;
+    };
     WorkerCounters::bump(&st.walk_success[level], 1);
     WorkerCounters::bump(&st.walk_moved[level], moved as u64);
     Some(r)
@@ -555,7 +662,10 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
     let mut idle_since: Option<u64> = None;
     let mut slept_any = false;
     loop {
-        if let Some(r) = walk(shared, core, kicked_by.take()) {
+        // A kick may have come with other work (the wait then returned
+        // that work, not the kick): take the note here so it is not lost.
+        let kick = kicked_by.take().or_else(|| me.mailbox.take_kick());
+        if let Some(r) = walk(shared, core, kick, true) {
             // A stolen batch: let the next parked worker help (kick fan-out).
             if !core.local.is_empty() {
                 core.maybe_kick(shared);
@@ -570,6 +680,14 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
         // so again, or wakeups would stop choosing a parked worker.
         me.mailbox.set_idle(true);
         let choice = core.governor.choose(now, core.balance.avg_idle_ns);
+        if choice == Choice::Park && core.last_walk_cut && shared.overload.load(Ordering::Relaxed) {
+            // About to sleep with work queued somewhere: finish the walk the
+            // cost bound cut short (see balance.rs).
+            if let Some(r) = walk(shared, core, None, false) {
+                exit_idle(shared, core, idle_since, slept_any);
+                return Some(r);
+            }
+        }
         let st = &me.stats;
         let mut spin_end = None;
         if let Choice::Spin { until_ns } = choice {
@@ -583,7 +701,14 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
             local, publisher, ..
         } = &mut *core;
         let mut published = None;
-        let res = me.mailbox.wait(
+        // Parking while something is queued behind a task somewhere: wake
+        // by itself after one load interval to look again (see balance.rs,
+        // "the periodic balance").
+        let timeout = shared
+            .overload
+            .load(Ordering::Relaxed)
+            .then_some(OVERLOAD_PARK_TIMEOUT);
+        let res = me.mailbox.wait_for(
             local,
             &shared.shutdown,
             || {
@@ -607,6 +732,7 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
                 let interval = shared.tunables.load_update_interval.as_nanos() as u64;
                 published = Some(publisher.decide(shared.now_ns(), cur, interval, true));
             },
+            timeout,
         );
         if let Some(Publish::Now { running, queued }) = published {
             let n = shared.load.publish(core.index, running, queued);

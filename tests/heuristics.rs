@@ -144,7 +144,9 @@ fn a_burst_of_wakes_spreads_near_the_waker() {
             s.sis_scan_found,
             s.sis_fallback
         );
-        let placed_idle = s.sis_prev
+        // (sis_target counts wakes whose target was the task's idle prev.)
+        let placed_idle = s.sis_target
+            + s.sis_prev
             + s.sis_recent_hit
             + s.sis_idle_core
             + s.sis_idle_candidate

@@ -46,7 +46,7 @@ pub(crate) struct Shared {
     /// covers what the rate-limited counters cannot show yet (or ever, for a
     /// worker stuck in a long poll).
     pub(crate) overload: CachePadded<AtomicBool>,
-    pub(crate) registry: Arc<Registry>,
+    pub(crate) registry: Registry,
     pub(crate) external: CachePadded<WorkerCounters>,
     pub(crate) spawn_rr: CachePadded<AtomicUsize>,
     pub(crate) park_cost_ns: AtomicU64,
@@ -123,23 +123,25 @@ impl Shared {
         F::Output: Send + 'static,
     {
         let here = worker::current_worker(self);
-        let shard = here.unwrap_or_else(|| self.spawn_rr.load(Ordering::Relaxed));
-        let ((runnable, task), live) = self.registry.register(shard, |key| {
-            let registry = self.registry.clone();
-            let shared = self.clone();
-            let (runnable, task) = async_task::Builder::new()
-                .metadata(TaskMeta::new(key))
-                .spawn(
-                    move |_| TaskFuture::new(future, key, registry),
-                    async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
-                        wake::schedule(&shared, r, info)
-                    }),
-                );
-            let waker = runnable.waker();
-            ((runnable, task), waker)
-        });
-        let handle = JoinHandle::new(task, self.registry.clone());
-        if !live || self.is_shutdown() {
+        let shared = self.clone();
+        let registry: *const Registry = &self.registry;
+        let (runnable, task) = async_task::Builder::new().metadata(TaskMeta::new()).spawn(
+            move |meta: &TaskMeta| {
+                // SAFETY: the registry lives in `Shared`, which the schedule
+                // function (owned by this same task) keeps alive for as long
+                // as the task exists; see task.rs's module docs.
+                TaskFuture::new(future, meta, unsafe { &*registry })
+            },
+            async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
+                wake::schedule(&shared, r, info)
+            }),
+        );
+        let handle = JoinHandle::new(task, &self.registry);
+        match here {
+            Some(w) => WorkerCounters::bump(&self.workers[w].stats.spawned, 1),
+            None => WorkerCounters::bump_shared(&self.external.spawned, 1),
+        }
+        if self.is_shutdown() {
             // Shut down: the task is dropped at once; its handle says Cancelled.
             worker::drop_task(runnable);
             return handle;
@@ -149,9 +151,14 @@ impl Shared {
     }
 
     pub(crate) fn stats(&self) -> Stats {
+        let workers: Vec<_> = self.workers.iter().map(|w| w.stats.snapshot()).collect();
+        let external = self.external.snapshot();
+        let spawned = workers.iter().map(|w| w.spawned).sum::<u64>() + external.spawned;
+        let retired = workers.iter().map(|w| w.retired).sum::<u64>()
+            + self.registry.retired_elsewhere.load(Ordering::Relaxed);
         Stats {
-            workers: self.workers.iter().map(|w| w.stats.snapshot()).collect(),
-            external: self.external.snapshot(),
+            workers,
+            external,
             level_names: self
                 .topology
                 .levels(0)
@@ -159,8 +166,8 @@ impl Shared {
                 .map(|l| l.kind.name())
                 .collect(),
             park_cost: Duration::from_nanos(self.park_cost_ns.load(Ordering::Relaxed)),
-            spawned: self.registry.spawned(),
-            retired: self.registry.retired(),
+            spawned,
+            retired,
         }
     }
 }
@@ -285,7 +292,7 @@ impl Builder {
             workers,
             shutdown: CachePadded::new(AtomicBool::new(false)),
             overload: CachePadded::new(AtomicBool::new(false)),
-            registry: Arc::new(Registry::new(n)),
+            registry: Registry::new(n),
             external: CachePadded::new(WorkerCounters::default()),
             spawn_rr: CachePadded::new(AtomicUsize::new(0)),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
@@ -414,7 +421,8 @@ impl Runtime {
 
     /// Tasks spawned and not yet finished or dropped.
     pub fn live_tasks(&self) -> u64 {
-        self.shared.registry.live()
+        let s = self.shared.stats();
+        s.spawned.saturating_sub(s.retired)
     }
 
     /// Shuts down, waiting at most `timeout` for workers to finish the task

@@ -64,6 +64,10 @@ macro_rules! counters {
 counters! {
     /// A snapshot of one worker's counters (or their sum).
     WorkerCounters, WorkerStats {
+        /// Tasks spawned by this worker (or, for `external`, from outside).
+        spawned,
+        /// Tasks finished or dropped on this worker.
+        retired,
         /// Tasks polled.
         polls,
         /// Polls taken from the LIFO slot.

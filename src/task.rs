@@ -6,10 +6,18 @@
 //! - catches a panic in `poll` (the handle yields [`JoinError::Panicked`])
 //!   and in the inner future's `Drop` (so no panic ever crosses into a
 //!   worker's loop), and
-//! - owns a slot in the runtime's [`Registry`], which keeps a waker of every
-//!   live task so that shutdown and `abort` can reach a task that no queue
-//!   holds (one pending on a waker that will never fire). Dropping the
-//!   wrapper frees the slot.
+//! - registers the task in the runtime's [`Registry`] the first time it
+//!   returns `Pending`: the registry keeps a waker of every task that is
+//!   waiting on something, so that shutdown and `abort` can reach a task no
+//!   queue holds (one pending on a waker that will never fire). A task that
+//!   completes in its first poll (most of them) never touches the registry;
+//!   one that is queued is reached through its queue. Dropping the wrapper
+//!   frees the slot.
+//!
+//! Raw pointers, not `Arc`s, lead from a task to the registry: the registry
+//! lives in the runtime's shared state, which the task's schedule function
+//! keeps alive (`Arc<Shared>`) until async-task destroys the task, after its
+//! future and every handle are gone. So a spawn clones exactly one `Arc`.
 
 use std::any::Any;
 use std::fmt;
@@ -17,8 +25,8 @@ use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use crossbeam_utils::CachePadded;
@@ -38,17 +46,20 @@ pub struct TaskMeta {
     /// Set by `JoinHandle::abort`: the next time the task is scheduled it is
     /// dropped instead of polled.
     pub(crate) aborted: AtomicBool,
-    /// The task's registry slot (shard, index, generation).
-    pub(crate) slot: SlotKey,
+    /// The task's registry slot, packed ([`SlotKey::pack`]); `NO_SLOT` until
+    /// its first `Pending`.
+    pub(crate) slot: AtomicU64,
 }
 
+const NO_SLOT: u64 = u64::MAX;
+
 impl TaskMeta {
-    pub(crate) fn new(slot: SlotKey) -> Self {
+    pub(crate) fn new() -> Self {
         TaskMeta {
             last_worker: AtomicUsize::new(NO_WORKER),
             recent_used: AtomicUsize::new(NO_WORKER),
             aborted: AtomicBool::new(false),
-            slot,
+            slot: AtomicU64::new(NO_SLOT),
         }
     }
 }
@@ -134,13 +145,16 @@ pub struct JoinHandle<T> {
     /// The task's metadata, inside the task's allocation (FallibleTask does
     /// not expose it). Valid while `task` is `Some`: the handle holds a
     /// reference on the allocation, which never moves.
-    meta: std::ptr::NonNull<TaskMeta>,
-    registry: Arc<Registry>,
+    meta: NonNull<TaskMeta>,
+    /// The runtime's registry: valid while `task` is `Some` (the task's
+    /// schedule function keeps the runtime alive; see the module docs).
+    registry: NonNull<Registry>,
 }
 
-// SAFETY: the handle is a FallibleTask (Send/Sync when T: Send) plus a
-// pointer to TaskMeta, which is Sync (atomics only) and lives in the task's
-// shared allocation; async-task's own Task is Send + Sync for T: Send.
+// SAFETY: the handle is a FallibleTask (Send/Sync when T: Send) plus
+// pointers to TaskMeta and Registry, both Sync (atomics and mutexes), kept
+// alive by the task allocation the handle references; async-task's own Task
+// is Send + Sync for T: Send.
 unsafe impl<T: Send> Send for JoinHandle<T> {}
 // SAFETY: as above; &JoinHandle only reads TaskMeta's atomics.
 unsafe impl<T: Send> Sync for JoinHandle<T> {}
@@ -148,9 +162,10 @@ unsafe impl<T: Send> Sync for JoinHandle<T> {}
 impl<T> JoinHandle<T> {
     pub(crate) fn new(
         task: async_task::Task<Result<T, Panic>, TaskMeta>,
-        registry: Arc<Registry>,
+        registry: &Registry,
     ) -> Self {
-        let meta = std::ptr::NonNull::from(task.metadata());
+        let meta = NonNull::from(task.metadata());
+        let registry = NonNull::from(registry);
         JoinHandle {
             task: Some(task.fallible()),
             meta,
@@ -167,10 +182,18 @@ impl<T> JoinHandle<T> {
             // SAFETY: `task` is Some, so the allocation holding the metadata
             // is alive (see the field's comment).
             let meta = unsafe { self.meta.as_ref() };
-            // Release: pairs with the Acquire load in the worker before it
-            // runs the task (worker.rs, run_task).
-            meta.aborted.store(true, Ordering::Release);
-            self.registry.wake(meta.slot);
+            // SeqCst store, then SeqCst load of the slot: pairs with the
+            // task's SeqCst store of its slot and load of `aborted` when it
+            // registers (TaskFuture::poll), so either we see its slot and
+            // wake it, or it sees the flag and wakes itself. The flag is also
+            // read (Acquire) by the worker before it runs the task.
+            meta.aborted.store(true, Ordering::SeqCst);
+            let slot = meta.slot.load(Ordering::SeqCst);
+            if slot != NO_SLOT {
+                // SAFETY: `task` is Some, so the runtime (and its registry)
+                // is alive (see the field's comment).
+                unsafe { self.registry.as_ref() }.wake(SlotKey::unpack(slot));
+            }
         }
     }
 
@@ -221,17 +244,48 @@ impl<T> fmt::Debug for JoinHandle<T> {
 pub(crate) struct TaskFuture<F> {
     inner: ManuallyDrop<F>,
     done: bool,
-    slot: SlotKey,
-    registry: Arc<Registry>,
+    /// This task's metadata (in the same allocation as this future).
+    meta: NonNull<TaskMeta>,
+    /// The runtime's registry (kept alive by the task's schedule function).
+    registry: NonNull<Registry>,
+    /// Set at the first `Pending`.
+    slot: Option<SlotKey>,
 }
 
+// SAFETY: the pointers lead to TaskMeta and Registry, which are Sync and
+// outlive this future (module docs); the future itself moves only if F does.
+unsafe impl<F: Send> Send for TaskFuture<F> {}
+
 impl<F> TaskFuture<F> {
-    pub(crate) fn new(inner: F, slot: SlotKey, registry: Arc<Registry>) -> Self {
+    pub(crate) fn new(inner: F, meta: &TaskMeta, registry: &Registry) -> Self {
         TaskFuture {
             inner: ManuallyDrop::new(inner),
             done: false,
-            slot,
-            registry,
+            meta: NonNull::from(meta),
+            registry: NonNull::from(registry),
+            slot: None,
+        }
+    }
+
+    /// Registers the task at its first `Pending` (see the module docs).
+    #[cold]
+    fn register(&mut self, waker: &Waker) {
+        // SAFETY: the registry outlives this future (module docs).
+        let registry = unsafe { self.registry.as_ref() };
+        // SAFETY: the metadata lives in this task's allocation.
+        let meta = unsafe { self.meta.as_ref() };
+        let shard = crate::worker::current_index().unwrap_or(0);
+        match registry.register(shard, waker.clone()) {
+            Some(key) => {
+                self.slot = Some(key);
+                // SeqCst: pairs with JoinHandle::abort (see there).
+                meta.slot.store(key.pack(), Ordering::SeqCst);
+                if meta.aborted.load(Ordering::SeqCst) {
+                    waker.wake_by_ref();
+                }
+            }
+            // Shutting down: be scheduled once more, to be dropped.
+            None => waker.wake_by_ref(),
         }
     }
 }
@@ -251,7 +305,12 @@ impl<F: Future> Future for TaskFuture<F> {
             unsafe { Pin::new_unchecked(&mut *this.inner) }.poll(cx)
         }));
         let out = match res {
-            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Pending) => {
+                if this.slot.is_none() {
+                    this.register(cx.waker());
+                }
+                return Poll::Pending;
+            }
             Ok(Poll::Ready(v)) => Ok(v),
             Err(p) => {
                 crate::worker::count_panic();
@@ -290,7 +349,14 @@ impl<F> Drop for TaskFuture<F> {
                 crate::worker::count_panic();
             }
         }
-        self.registry.remove(self.slot);
+        // SAFETY: the registry outlives this future (module docs).
+        let registry = unsafe { self.registry.as_ref() };
+        if let Some(key) = self.slot {
+            registry.remove(key);
+        }
+        if !crate::worker::count_retired(registry) {
+            registry.retired_elsewhere.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -303,12 +369,19 @@ pub(crate) struct SlotKey {
 }
 
 impl SlotKey {
-    /// The key of a task spawned after shutdown: it names no slot.
-    pub(crate) const DEAD: SlotKey = SlotKey {
-        shard: 0,
-        index: u32::MAX,
-        generation: u32::MAX,
-    };
+    /// Packs into a u64 (16 bits of shard, 32 of index, 16 of generation);
+    /// never `NO_SLOT`, as the generation wraps below 0xFFFF.
+    fn pack(self) -> u64 {
+        (u64::from(self.shard) << 48) | (u64::from(self.index) << 16) | u64::from(self.generation)
+    }
+
+    fn unpack(v: u64) -> SlotKey {
+        SlotKey {
+            shard: (v >> 48) as u32,
+            index: (v >> 16) as u32,
+            generation: (v & 0xFFFF) as u32,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -318,41 +391,35 @@ struct Shard {
     closed: bool,
 }
 
-/// A waker for every live task, sharded by the spawning worker so that spawn
-/// and completion lock a shard that is rarely contended (async-executor keeps
-/// one such slab; tokio shards its `OwnedTasks` the same way).
+/// A waker for every task that is waiting on something (has returned
+/// `Pending`), sharded by the worker that polled it when it first waited, so
+/// that registering and removing lock a shard that is rarely contended
+/// (async-executor keeps one such slab; tokio shards its `OwnedTasks` the
+/// same way).
 pub(crate) struct Registry {
     shards: Box<[CachePadded<Mutex<Shard>>]>,
-    spawned: CachePadded<std::sync::atomic::AtomicU64>,
-    retired: CachePadded<std::sync::atomic::AtomicU64>,
+    /// Tasks retired on threads that are not workers (a drop during
+    /// shutdown, or by a user's waker): workers count theirs in their stats.
+    pub(crate) retired_elsewhere: CachePadded<AtomicU64>,
 }
 
 impl Registry {
     pub(crate) fn new(shards: usize) -> Self {
         Registry {
-            shards: (0..shards.max(1))
+            shards: (0..shards.clamp(1, 0xFFFF))
                 .map(|_| CachePadded::new(Mutex::new(Shard::default())))
                 .collect(),
-            spawned: CachePadded::new(Default::default()),
-            retired: CachePadded::new(Default::default()),
+            retired_elsewhere: CachePadded::new(AtomicU64::new(0)),
         }
     }
 
-    /// Registers a new task under one lock of `shard`: `make` gets the
-    /// task's key and returns the task and its waker, which the slot keeps.
-    /// Once the registry is closed (shutdown) `make` gets
-    /// [`SlotKey::DEAD`] and the second value is `false`: the caller drops
-    /// the task at once.
-    pub(crate) fn register<R>(
-        &self,
-        shard: usize,
-        make: impl FnOnce(SlotKey) -> (R, Waker),
-    ) -> (R, bool) {
+    /// Registers `waker` in `shard`; `None` once the registry is closed
+    /// (shutdown).
+    fn register(&self, shard: usize, waker: Waker) -> Option<SlotKey> {
         let shard_idx = shard % self.shards.len();
         let mut s = self.shards[shard_idx].lock();
         if s.closed {
-            drop(s);
-            return (make(SlotKey::DEAD).0, false);
+            return None;
         }
         let index = match s.free.pop() {
             Some(i) => i,
@@ -361,19 +428,13 @@ impl Registry {
                 (s.slots.len() - 1) as u32
             }
         };
-        let generation = s.slots[index as usize].0;
-        let key = SlotKey {
+        let slot = &mut s.slots[index as usize];
+        slot.1 = Some(waker);
+        Some(SlotKey {
             shard: shard_idx as u32,
             index,
-            generation,
-        };
-        // `make` only builds the task (an allocation); it never touches the
-        // registry, so holding the shard lock here cannot deadlock.
-        let (r, waker) = make(key);
-        s.slots[index as usize].1 = Some(waker);
-        drop(s);
-        self.spawned.fetch_add(1, Ordering::Relaxed);
-        (r, true)
+            generation: slot.0,
+        })
     }
 
     fn remove(&self, key: SlotKey) {
@@ -381,7 +442,7 @@ impl Registry {
             let mut s = self.shards[key.shard as usize].lock();
             match s.slots.get_mut(key.index as usize) {
                 Some(slot) if slot.0 == key.generation => {
-                    slot.0 = slot.0.wrapping_add(1);
+                    slot.0 = (slot.0 + 1) & 0x7FFF;
                     let w = slot.1.take();
                     s.free.push(key.index);
                     w
@@ -389,14 +450,11 @@ impl Registry {
                 _ => None,
             }
         };
-        if key != SlotKey::DEAD {
-            self.retired.fetch_add(1, Ordering::Relaxed);
-        }
         // Dropped outside the lock: dropping a waker may drop a task.
         drop(waker);
     }
 
-    /// Wakes the task owning `key`, if it is still live.
+    /// Wakes the task owning `key`, if it is still registered.
     fn wake(&self, key: SlotKey) {
         let waker = {
             let s = self.shards[key.shard as usize].lock();
@@ -410,8 +468,8 @@ impl Registry {
         }
     }
 
-    /// Closes every shard to new tasks and wakes every live task, so that a
-    /// scheduler that is shutting down drops each one.
+    /// Closes every shard to new registrations and wakes every registered
+    /// task, so that a scheduler that is shutting down drops each one.
     pub(crate) fn close_and_wake_all(&self) {
         for shard in self.shards.iter() {
             let wakers: Vec<Waker> = {
@@ -423,18 +481,6 @@ impl Registry {
                 w.wake();
             }
         }
-    }
-
-    pub(crate) fn spawned(&self) -> u64 {
-        self.spawned.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn retired(&self) -> u64 {
-        self.retired.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn live(&self) -> u64 {
-        self.spawned().saturating_sub(self.retired())
     }
 }
 

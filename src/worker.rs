@@ -143,6 +143,19 @@ pub(crate) fn count_panic() {
     })
 }
 
+/// Counts a retired task (finished or dropped) on this worker's counters if
+/// this thread is a worker of the runtime owning `registry`; returns whether
+/// it did.
+pub(crate) fn count_retired(registry: &crate::task::Registry) -> bool {
+    with_ctx(|c| match c {
+        Some(c) if ptr::eq(&c.shared.registry, registry) => {
+            WorkerCounters::bump(&c.shared.workers[c.index].stats.retired, 1);
+            true
+        }
+        _ => false,
+    })
+}
+
 /// The runtime of this thread's context: its worker's, or its `block_on`'s.
 pub(crate) fn current_shared() -> Option<Arc<Shared>> {
     with_ctx(|c| c.map(|c| c.shared.clone())).or_else(|| BLOCK_ON.with(|b| b.borrow().clone()))

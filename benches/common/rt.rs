@@ -57,6 +57,43 @@ impl Drop for AeRt {
     }
 }
 
+/// Applies the `HWSCHED_TUNE` environment variable to the standard rows'
+/// tunables, for ablations without a row per variant: a comma-separated
+/// list of `sis=prop|util|full|off`, `recent=on|off`, `idle_core=on|off`,
+/// `walk=bounded|unbounded`, `idle=park|governed|spin:<us>`,
+/// `interval_us=<n>`. An unknown item aborts the bench with its name.
+pub fn env_tunables(mut t: hwsched::Tunables) -> hwsched::Tunables {
+    use hwsched::{IdleMode, SisMode, StealWalk};
+    let Ok(spec) = std::env::var("HWSCHED_TUNE") else {
+        return t;
+    };
+    for item in spec.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = item.split_once('=').unwrap_or((item, ""));
+        match (k, v) {
+            ("sis", "prop") => t.sis = SisMode::Prop,
+            ("sis", "util") => t.sis = SisMode::Util,
+            ("sis", "full") => t.sis = SisMode::Full,
+            ("sis", "off") => t.sis = SisMode::Off,
+            ("recent", v) => t.sis_recent_used = v == "on",
+            ("idle_core", v) => t.sis_idle_core = v == "on",
+            ("walk", "bounded") => t.walk = StealWalk::Bounded,
+            ("walk", "unbounded") => t.walk = StealWalk::Unbounded,
+            ("idle", "park") => t.idle = IdleMode::AlwaysPark,
+            ("idle", "governed") => t.idle = IdleMode::Governed,
+            ("idle", v) if v.starts_with("spin:") => {
+                let us: u64 = v[5..].parse().expect("HWSCHED_TUNE idle=spin:<us>");
+                t.idle = IdleMode::AlwaysSpin(std::time::Duration::from_micros(us));
+            }
+            ("interval_us", v) => {
+                let us: u64 = v.parse().expect("HWSCHED_TUNE interval_us=<n>");
+                t.load_update_interval = std::time::Duration::from_micros(us);
+            }
+            _ => panic!("HWSCHED_TUNE: unknown item {item:?}"),
+        }
+    }
+    t
+}
+
 /// Builds a hwsched runtime; `topology` is a hwloc synthetic string or
 /// `None` for this machine, `workers` `None` for one per PU.
 pub fn hwsched(
@@ -125,11 +162,16 @@ pub fn async_executor(workers: usize) -> Rt {
 pub fn standard_set() -> Vec<Rt> {
     let n = default_workers();
     vec![
-        hwsched("hwsched", None, None, Default::default()).expect("hwsched runtime"),
+        hwsched("hwsched", None, None, env_tunables(Default::default())).expect("hwsched runtime"),
         tokio(n),
         async_executor(n),
-        hwsched("hwsched-32", None, Some(SYNTH_32), Default::default())
-            .expect("hwsched-32 runtime"),
+        hwsched(
+            "hwsched-32",
+            None,
+            Some(SYNTH_32),
+            env_tunables(Default::default()),
+        )
+        .expect("hwsched-32 runtime"),
     ]
 }
 

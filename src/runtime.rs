@@ -13,7 +13,7 @@ use crate::load::LoadMap;
 use crate::park::Mailbox;
 use crate::queue::{Inbox, Local, Stealer};
 use crate::stats::{Stats, WorkerCounters};
-use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
 use crate::task::{JoinHandle, Registry, Runnable, TaskFuture, TaskMeta};
 use crate::topology::{Topology, TopologySource};
 use crate::tunables::Tunables;
@@ -48,7 +48,6 @@ pub(crate) struct Shared {
     pub(crate) overload: CachePadded<AtomicBool>,
     pub(crate) registry: Registry,
     pub(crate) external: CachePadded<WorkerCounters>,
-    pub(crate) spawn_rr: CachePadded<AtomicUsize>,
     pub(crate) park_cost_ns: AtomicU64,
     pub(crate) start: Instant,
     /// Tasks to drop after shutdown, queued instead of dropped where they
@@ -294,7 +293,6 @@ impl Builder {
             overload: CachePadded::new(AtomicBool::new(false)),
             registry: Registry::new(n),
             external: CachePadded::new(WorkerCounters::default()),
-            spawn_rr: CachePadded::new(AtomicUsize::new(0)),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
             start: Instant::now(),
             graveyard: Inbox::new(),

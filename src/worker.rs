@@ -104,6 +104,8 @@ pub(crate) struct WorkerCtx {
 
 thread_local! {
     static CURRENT: Cell<*const WorkerCtx> = const { Cell::new(ptr::null()) };
+    /// Round-robin ticket of this thread's external spawns (see place.rs).
+    static SPAWN_RR: Cell<usize> = const { Cell::new(0) };
     /// The runtime whose `block_on` runs on this thread, if any.
     pub(crate) static BLOCK_ON: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
 }
@@ -249,10 +251,14 @@ pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
             Some(r) => return deliver(shared, here, here.unwrap_or(0), r),
         }
     }
-    let rr = shared.spawn_rr.fetch_add(1, Ordering::Relaxed);
+    let c = &shared.external;
+    let rr = SPAWN_RR.with(|x| {
+        let v = x.get().wrapping_add(1);
+        x.set(v);
+        v
+    });
     let (to, idle) =
         crate::place::find_idlest_group(&shared.topology, &crate::place::RuntimeView(shared), rr);
-    let c = &shared.external;
     if idle {
         WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
     } else {

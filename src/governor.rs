@@ -17,9 +17,13 @@
 //! when the predicted idle time (the balance's `avg_idle`, the kernel's
 //! `rq->avg_idle` that `newidle_balance` uses, an EWMA of recent idle
 //! periods) is below the park cost; otherwise, or when the spin ends empty,
-//! the worker parks. The prediction is a mean, so the spin lasts up to twice
-//! it (at least [`MIN_SPIN_NS`]), and never longer than the park cost: past
-//! that, parking would have been the better choice anyway.
+//! the worker parks. A spin lasts at most the park cost: the ski-rental
+//! rule (keep renting until the rent paid equals the price of buying), which
+//! costs at most twice what the best choice in hindsight would have, however
+//! long the idle period turns out to be. (The prediction is a mean of a
+//! noisy quantity; bounding the spin by it instead, as a first version did,
+//! made a prediction of ~0 spin too briefly to catch a reply already in
+//! flight, which then parked, which drove the prediction down further.)
 //!
 //! An idle period that ended in a park is sampled without the park's own
 //! wake-up latency (the measured park cost): that latency is a cost of the
@@ -30,7 +34,7 @@
 //! # The cap
 //!
 //! A mispredicting workload must not turn the runtime into a busy loop:
-//! - one spin lasts at most `min(predicted idle, park cost)`;
+//! - one spin lasts at most the park cost;
 //! - over each 10 ms window a worker spins at most
 //!   [`Tunables::spin_cap_percent`](crate::Tunables::spin_cap_percent)
 //!   of the window; past it, it parks until the next window.
@@ -101,10 +105,12 @@ impl Governor {
                 if predicted_ns >= self.park_cost_ns {
                     return Choice::Park;
                 }
-                // The prediction is a mean: spin up to twice it (and at
-                // least MIN_SPIN_NS, so a prediction of ~0 still catches a
-                // reply already in flight), never longer than a park costs.
-                (2 * predicted_ns).max(MIN_SPIN_NS).min(self.park_cost_ns)
+                // Spin for as long as a park costs, then park: the ski-rental
+                // rule (rent until the rent paid equals the price), which
+                // never pays more than twice the best choice in hindsight,
+                // whatever the idle period turns out to be. The prediction
+                // decides whether to rent at all.
+                self.park_cost_ns.max(MIN_SPIN_NS)
             }
         };
         let spin = want.min(budget_left);
@@ -174,22 +180,9 @@ mod tests {
     #[test]
     fn short_predicted_idle_spins_long_one_parks() {
         let mut g = Governor::new(IdleMode::Governed, Duration::from_micros(30), 25);
-        assert_eq!(
-            g.choose(0, 10 * US),
-            Choice::Spin { until_ns: 20 * US },
-            "twice the mean"
-        );
-        assert_eq!(
-            g.choose(0, 20 * US),
-            Choice::Spin { until_ns: 30 * US },
-            "capped at the park cost"
-        );
-        assert_eq!(
-            g.choose(0, 0),
-            Choice::Spin {
-                until_ns: MIN_SPIN_NS
-            }
-        );
+        // Below the park cost: spin, for as long as a park costs (ski rental).
+        assert_eq!(g.choose(0, 10 * US), Choice::Spin { until_ns: 30 * US });
+        assert_eq!(g.choose(0, 0), Choice::Spin { until_ns: 30 * US });
         assert_eq!(g.choose(0, 30 * US), Choice::Park, "at the park cost: park");
         assert_eq!(g.choose(0, 500 * US), Choice::Park);
     }

@@ -20,6 +20,11 @@
 //!    `nr` workers ([`SisMode`]);
 //! 6. -> target.
 //!
+//! Before step 1, a wakeup whose target is the waker's own worker, when that
+//! worker has nothing else queued, goes straight to its LIFO slot: the
+//! kernel's sync wakeup (`wake_affine_idle`: the waker's CPU runs only the
+//! waker, which is about to sleep), the common case of a message reply.
+//!
 //! Every "is idle" test that picks a worker claims it (marks it not idle)
 //! before the task is pushed, so a burst of wakes spreads over the idle
 //! workers instead of stacking on the first. The policy is plain code over
@@ -303,6 +308,18 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         } else {
             me
         };
+        if target == me && core.lifo.is_none() && core.local.is_empty() {
+            // The waker's worker has nothing else queued: the wakee runs as
+            // soon as the waker yields, with a warm cache and no cross-worker
+            // hand-off. This is the kernel's sync wakeup in wake_affine_idle
+            // (`sync && cpu_rq(this_cpu)->nr_running == 1` -> this_cpu), and
+            // what tokio's LIFO slot does for a message reply. A second wake
+            // while this one waits in the LIFO slot goes through
+            // select_idle_sibling and spreads.
+            WorkerCounters::bump(&stats.wake_local, 1);
+            core.push_lifo(shared, r);
+            return;
+        }
         let prev = if last == NO_WORKER { target } else { last };
         let t0 = (shared.tunables.sis == SisMode::Prop).then(|| shared.now_ns());
         let scan_nr = scan_depth(

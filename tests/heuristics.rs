@@ -212,9 +212,10 @@ fn queued_work_is_found_inside_the_llc_first_and_nothing_starves() {
 }
 
 fn ping_pong_parks(idle: IdleMode) -> u64 {
-    // Two workers of this machine (they share its cache), the park cost
-    // measured at start-up, and ~3 us of work per message: idle gaps far
-    // shorter than a futex round trip.
+    // A task on a 2-worker runtime and a thread outside it bounce a message
+    // 2,000 times with ~3 us of work per side (a ping-pong across two CPUs):
+    // the worker's idle gaps are far shorter than a park. The park cost is fixed (300 us) so the result
+    // does not depend on this VM's futex latency.
     let rt = Runtime::builder()
         .topology(TopologySource::System)
         .worker_threads(2)
@@ -234,10 +235,14 @@ fn ping_pong_parks(idle: IdleMode) -> u64 {
             std::hint::spin_loop();
         }
     };
-    let pong = rt.spawn(async move {
-        while let Ok(v) = b_rx.recv().await {
+    // The outside side blocks between messages (it needs no CPU of its own
+    // while waiting, so the test holds up on a loaded machine): each reply
+    // comes a thread wake-up (tens of us here) plus 3 us after the request,
+    // well under the 300 us park cost.
+    let pong = thread::spawn(move || {
+        while let Ok(v) = b_rx.recv_blocking() {
             spin(3);
-            if a_tx.send(v + 1).await.is_err() {
+            if a_tx.send_blocking(v + 1).is_err() {
                 break;
             }
         }
@@ -255,7 +260,7 @@ fn ping_pong_parks(idle: IdleMode) -> u64 {
     if std::env::var_os("HWSCHED_TEST_VERBOSE").is_some() {
         println!("{}", rt.stats());
     }
-    drop(pong);
+    pong.join().unwrap();
     parks
 }
 

@@ -41,6 +41,22 @@
 //!   task somewhere: a park's futex round trip costs more than any level's
 //!   search, and the periodic balance that rescues the kernel from an
 //!   over-eager cut (the tick of the busy CPU) has no counterpart here.
+//!
+//! # When the counters lag
+//!
+//! The counters are up to one interval stale, and a worker stuck in a long
+//! poll never publishes at all. Three things cover that, each cheap:
+//! - the runtime's overload flag, the kernel's `rd->overload` set at
+//!   enqueue: a push onto a non-empty deque or a delivery to a busy worker
+//!   sets it (read before write), a walk that finds nothing clears it. The
+//!   walk's gate is "the machine counter shows queued work, or the flag is
+//!   set"; a level whose counters show nothing queued while the flag is set
+//!   looks at its members' queues directly;
+//! - a worker first retries the worker it last stole from (two reads when
+//!   that one is empty), before the gate;
+//! - a worker that parks while the flag is set parks with a 1 ms timeout,
+//!   its stand-in for the periodic balance of the kernel's tick.
+//!
 //! - [`StealWalk::Unbounded`](crate::StealWalk::Unbounded) is the classic
 //!   pass over every other worker, with no gate and no bound, for ablation.
 //!
@@ -54,10 +70,13 @@
 //!
 //! Kicks are rate-limited so that nothing shared is written on idle
 //! transitions or on every push: the check runs only every
-//! [`KICK_CHECK_EVERY`] pushes onto a non-empty deque; it reads the machine's
-//! rate-limited load counter (is any worker idle?) and then the candidates'
-//! parker states, both plain loads; and a worker sends at most one kick per
-//! [`Tunables::kick_interval`](crate::Tunables::kick_interval). The only
+//! [`KICK_CHECK_EVERY`] pushes onto a non-empty deque; it reads the
+//! candidates' parker states (plain loads, nearest first); and a worker
+//! sends at most one kick per
+//! [`Tunables::kick_interval`](crate::Tunables::kick_interval). A delivery
+//! into the inbox of a busy worker (which may be stuck in a long poll, and
+//! then kicks nobody) kicks on that worker's behalf at the first backlog and
+//! every 32 items after. The only
 //! shared write is the kick itself (the kicked worker's parker).
 
 /// Pushes onto a non-empty deque between two kick checks.

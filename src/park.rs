@@ -54,6 +54,13 @@
 //!   `PARKED|NOTIFIED`, sent no signal, and the worker would not see its
 //!   push; loom finds that mutation).
 //!
+//! A park may be bounded by a timeout ([`Parker::park_timeout`]): the worker
+//! then wakes by itself, which the protocol treats as a notification that
+//! brought nothing (the final `swap(0)` clears `PARKED`; a notify racing with
+//! the timeout finds nobody to signal and needs nobody, because the worker
+//! re-checks its queues after the swap). Loom does not model timeouts, so
+//! the models check that nothing depends on one firing.
+//!
 //! The idle flag is a placement hint only (the kernel's
 //! `available_idle_cpu()`): correctness never depends on it, because a
 //! delivery always goes through the parker. It uses `Relaxed`.

@@ -30,11 +30,13 @@
 //!    each drop inside `catch_unwind` so a panicking destructor cannot abort
 //!    the exit.
 //! 4. The runtime joins the workers, drops what remains in the inboxes, and
-//!    wakes every live task through the registry; a task woken after the
-//!    flag is set is dropped by its schedule function instead of queued, and
-//!    a deliverer that pushed into an inbox concurrently with the shutdown
-//!    sees the flag after its parker RMW and drops what it pushed (see
-//!    [`Mailbox::deliver_or_drain`]).
+//!    wakes every task registered as waiting (task.rs). A task found after
+//!    the flag is set (woken, or delivered concurrently with the shutdown:
+//!    see [`Mailbox::deliver_or_drain`]) is *buried*, not dropped where it
+//!    was found: that may be inside a waker call whose caller holds a lock
+//!    the task's destructor needs. The runtime then reaps the buried tasks,
+//!    outside any wake, until no drop buries another; later burials (a
+//!    worker that outlived `shutdown_timeout`, a user's waker) drop at once.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};

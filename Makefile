@@ -6,7 +6,7 @@
 CARGO ?= cargo
 PKGS := libhwloc-dev libudev-dev pkg-config
 # Preemption bound for the loom models (see README, "Model checking").
-LOOM_MAX_PREEMPTIONS ?= 2
+LOOM_MAX_PREEMPTIONS ?= 3
 
 .PHONY: deps demo test test-unit test-loom bench fmt clippy ci
 
@@ -31,8 +31,11 @@ test: deps test-unit test-loom
 test-unit:
 	$(CARGO) test --workspace
 
+# Optimized (--release) for speed, with debug assertions kept on
+# (-C debug-assertions): the models exercise hwsched's debug_assert!s, and
+# loom-tests refuses to build without them.
 test-loom:
-	RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
+	RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=$(LOOM_MAX_PREEMPTIONS) \
 		$(CARGO) test -p loom-tests --release --target-dir target/loom
 
 bench: deps

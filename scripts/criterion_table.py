@@ -4,8 +4,10 @@
 Reads `cargo bench` output on stdin (one or more runs, each optionally
 preceded by a line `### <label>`), takes the middle estimate of each
 `group/runtime  time: [lo mid hi]` line, and prints, per label, one row per
-group with a column per runtime and the ratio best-peer / hwsched (above 1:
-hwsched is faster).
+group with a column per runtime and the ratio hwsched / best peer (of
+times: below 1 means hwsched is faster). With `--csv FILE`, also appends
+`workload,hwsched,best_peer` rows of the first label to FILE, the input of
+scripts/chart.py.
 
     cargo bench --bench runtime 2>&1 | python3 scripts/criterion_table.py
 """
@@ -41,8 +43,9 @@ def fmt(secs):
 
 
 def main():
+    csv_path = sys.argv[sys.argv.index("--csv") + 1] if "--csv" in sys.argv else None
     runs = parse(sys.stdin)
-    for label, res in runs.items():
+    for n, (label, res) in enumerate(runs.items()):
         groups, cols = {}, []
         for name, v in res.items():
             g, rt = name.split("/", 1)
@@ -51,11 +54,17 @@ def main():
                 cols.append(rt)
         if label:
             print(f"\n{label}\n")
-        print("| workload | " + " | ".join(cols) + " | best peer / hwsched |")
+        print("| workload | " + " | ".join(cols) + " | hwsched / best peer |")
         print("|---" * (len(cols) + 2) + "|")
         for g, r in groups.items():
             peers = [r[p] for p in PEERS if p in r]
-            ratio = f"{min(peers) / r['hwsched']:.2f}" if peers and "hwsched" in r else "-"
+            ratio = f"{r['hwsched'] / min(peers):.2f}" if peers and "hwsched" in r else "-"
+            if csv_path and n == 0 and peers and "hwsched" in r:
+                new = not __import__("os").path.exists(csv_path)
+                with open(csv_path, "a") as f:
+                    if new:
+                        f.write("workload,hwsched,best_peer\n")
+                    f.write(f"{g},{r['hwsched']},{min(peers)}\n")
             cells = [fmt(r[c]) if c in r else "-" for c in cols]
             print(f"| {g} | " + " | ".join(cells) + f" | {ratio} |")
 

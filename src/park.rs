@@ -45,14 +45,18 @@
 //! - deliverer `fetch_or(NOTIFIED, AcqRel)`: the release half publishes the
 //!   inbox push to whichever worker RMW reads the bit (`prepare`'s
 //!   `fetch_and`, `park`'s `fetch_or`/`swap`, spinning's `is_notified`); the
-//!   acquire half is not needed for data but keeps the RMW chain simple.
+//!   acquire half is needed too: it makes the shutdown flag, stored before
+//!   shutdown's own notify, visible to `deliver_or_drain`'s relaxed
+//!   re-check (with it weakened to `Release`, the shutdown model strands an
+//!   item in an inbox).
 //! - worker RMWs are `AcqRel`: acquire pairs with the deliverer's release
 //!   above; release is for the model (loom checks the whole chain).
 //! - `park`'s final `swap(0, AcqRel)` reads the latest value, so a second
 //!   delivery whose `NOTIFIED` arrived while the worker was waking is
 //!   synchronized with too (a plain store would lose it: the deliverer saw
 //!   `PARKED|NOTIFIED`, sent no signal, and the worker would not see its
-//!   push; loom finds that mutation).
+//!   push; of the loom models, the shutdown model catches that mutation, as
+//!   a deadlock).
 //!
 //! A park may be bounded by a timeout ([`Parker::park_timeout`]): the worker
 //! then wakes by itself, which the protocol treats as a notification that
@@ -352,6 +356,15 @@ impl<T> Mailbox<T> {
         // which prepare() or park() acquired.
         if shutdown.load(Ordering::Relaxed) {
             return Wait::Shutdown;
+        }
+        // A kick whose token `prepare` just consumed (it came while the
+        // worker was busy with other work) must not be slept through: the
+        // kicker counted on this worker to steal.
+        if let Some(k) = self.take_kick() {
+            return Wait::Woken {
+                slept: false,
+                kicked_by: Some(k),
+            };
         }
         while keep_spinning() {
             if self.parker.is_notified() || !self.inbox.is_empty() {

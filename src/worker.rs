@@ -718,10 +718,10 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
         let spin_start = now;
         let mut spun_ns = 0u64;
         let mut spin_expired = false;
+        let index = core.index;
         let Core {
             local, publisher, ..
         } = &mut *core;
-        let mut published = None;
         // Parking while something is queued behind a task somewhere: wake
         // by itself after one load interval to look again (see balance.rs,
         // "the periodic balance").
@@ -744,21 +744,25 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
                 true
             },
             || {
-                // About to sleep: publish whatever is held back.
+                // About to sleep: publish whatever is held back, now, so the
+                // counters show this worker idle while it sleeps (a publish
+                // after waking up would leave them stale for the whole sleep;
+                // the loom model of load publishing caught that).
                 let queued = local.len() + me.mailbox.inbox.len();
                 let cur = Contribution {
                     running: 0,
                     queued: queued as u32,
                 };
                 let interval = shared.tunables.load_update_interval.as_nanos() as u64;
-                published = Some(publisher.decide(shared.now_ns(), cur, interval, true));
+                if let Publish::Now { running, queued } =
+                    publisher.decide(shared.now_ns(), cur, interval, true)
+                {
+                    let n = shared.load.publish(index, running, queued);
+                    WorkerCounters::bump(&st.load_publishes, n as u64);
+                }
             },
             timeout,
         );
-        if let Some(Publish::Now { running, queued }) = published {
-            let n = shared.load.publish(core.index, running, queued);
-            WorkerCounters::bump(&st.load_publishes, n as u64);
-        }
         if matches!(choice, Choice::Spin { .. }) {
             core.governor.record_spin(spun_ns);
             WorkerCounters::bump(&st.spin_ns, spun_ns);

@@ -1,0 +1,202 @@
+//! Rate-limited load publishing (`src/load.rs`: `GroupLoad`, `Publisher`;
+//! the worker's `publish_load` and the forced publish before it parks).
+//!
+//! Two workers share one group counter (the core, LLC, ... they both belong
+//! to) and each has its own worker counter, as in `LoadMap`. Each keeps a
+//! `Publisher` and adds `Publish::Now` deltas to its counters (one
+//! `fetch_add` of a packed `queued << 32 | running` delta each). The clock
+//! is fake, so `decide` is deterministic:
+//!
+//! - worker A publishes (1 running, 1 queued), then holds back two changes
+//!   inside the interval (the last one, going idle with 2 queued, leaves it
+//!   with a pending delta), then parks through `Mailbox::wait`, whose
+//!   `before_sleep` makes the forced publish;
+//! - worker B publishes three times, the last one forced (it would sleep
+//!   next), with a negative running delta that borrows across the two
+//!   halves of the packed word;
+//! - the main thread delivers an item to A, reads the group counter once,
+//!   then joins both. A, once it has run the item, would park again: one
+//!   more forced publish (a no-op when the one before the first park ran).
+//!
+//! Checked in every interleaving:
+//! - both halves of the group counter stay within what the workers could
+//!   have published at any instant (the packed wrapping addition never
+//!   shows a borrow);
+//! - when the delivery had to unpark A (`Notified::Unparked`), A's counter
+//!   already shows its forced publish: a parked worker's contribution is
+//!   exact while it sleeps. This holds because the publish happens before
+//!   `park`'s `fetch_or(PARKED, AcqRel)`, which the deliverer's
+//!   `fetch_or(NOTIFIED, AcqRel)` reads;
+//! - after both finish, every counter equals the sum of the final
+//!   contributions (`Publisher::published`), which are the final states.
+//!
+//! # Mutations
+//!
+//! Each applied once (to `src/` on a copy of the working tree, or to this
+//! model), the model run at `LOOM_MAX_PREEMPTIONS=3`, reverted:
+//!
+//! | mutation | result |
+//! | --- | --- |
+//! | `GroupLoad::add` as a `load` + `store` instead of `fetch_add` | caught: "group counter: Load { running: 4294967295, queued: 1 } != Load { running: 0, queued: 5 }" (a lost update, which also shows as a borrow) |
+//! | `decide` ignores `force` | caught (sequentially): worker B's forced publish is `HeldByInterval` |
+//! | the forced publish added after `wait` returns (model side), as `worker::idle` does today | caught: "a parked worker's contribution is stale: Load { running: 1, queued: 1 } != Load { running: 0, queued: 2 }" |
+//! | every `Parker` ordering `Relaxed` | NOT caught: the delivery's unpark goes through the parker's mutex, which orders the counter too. With an atomic inbox stand-in: "deadlock" (the park protocol itself fails) |
+//!
+//! The third row is a bug in `src/worker.rs` `idle()`: its `before_sleep`
+//! closure only calls `Publisher::decide`, and the `LoadMap::publish` of the
+//! result runs after `wait` returns, i.e. after the worker woke up. The
+//! publisher records the forced delta as published, but the counters keep
+//! the pre-sleep contribution (typically `running: 1`, or the queued count
+//! of before) for the whole sleep: `has_idle()` and `find_idlest_group` see
+//! a parked worker as busy. The model makes the publish inside
+//! `before_sleep`, as the design (and `load.rs`'s docs) intend.
+
+#![cfg(loom)]
+
+use hwsched::load::{Contribution, GroupLoad, Load, Publish, Publisher};
+use hwsched::park::{Mailbox, Notified, Wait};
+use hwsched::queue::Local;
+use loom::sync::atomic::AtomicBool;
+use loom::sync::Arc;
+use loom::thread;
+use loom_tests::{model, Cases, Ledger, Task};
+
+const MS: u64 = 1_000_000;
+
+fn c(running: u32, queued: u32) -> Contribution {
+    Contribution { running, queued }
+}
+
+fn load(running: u32, queued: u32) -> Load {
+    Load { running, queued }
+}
+
+/// `LoadMap::publish`: the same delta to every counter of the worker.
+fn publish(counters: &[&GroupLoad], d: Publish) {
+    if let Publish::Now { running, queued } = d {
+        for g in counters {
+            g.add(running, queued);
+        }
+    }
+}
+
+/// Worker A: publishes, holds back, then parks with a forced publish.
+fn worker_a(
+    mb: &Mailbox<Task>,
+    shutdown: &AtomicBool,
+    own: &GroupLoad,
+    group: &GroupLoad,
+) -> Contribution {
+    let mut p = Publisher::new();
+    publish(&[own, group], p.decide(0, c(1, 1), MS, false));
+    assert_eq!(p.decide(100, c(1, 2), MS, false), Publish::HeldByInterval);
+    // enter_idle's publish: still inside the interval, held back.
+    assert_eq!(p.decide(200, c(0, 2), MS, false), Publish::HeldByInterval);
+    let local = Local::new();
+    loop {
+        let res = mb.wait(
+            &local,
+            shutdown,
+            || false,
+            // About to sleep: publish whatever is held back.
+            || publish(&[own, group], p.decide(300, c(0, 2), MS, true)),
+        );
+        match res {
+            Wait::Work { item, .. } => {
+                item.run();
+                break;
+            }
+            Wait::Woken { .. } => {}
+            Wait::Shutdown => panic!("no shutdown in this model"),
+        }
+    }
+    // The item ran; A is idle again with its 2 queued and would park: a
+    // forced publish (a no-op if the one before the park already made it).
+    publish(&[own, group], p.decide(400, c(0, 2), MS, true));
+    p.published()
+}
+
+/// Worker B: three publishes, the last one forced.
+fn worker_b(own: &GroupLoad, group: &GroupLoad) -> Contribution {
+    let mut p = Publisher::new();
+    publish(&[own, group], p.decide(0, c(1, 0), MS, false));
+    let d = p.decide(2 * MS, c(1, 3), MS, false);
+    assert_eq!(
+        d,
+        Publish::Now {
+            running: 0,
+            queued: 3
+        }
+    );
+    publish(&[own, group], d);
+    assert_eq!(
+        p.decide(2 * MS + 10, c(0, 3), MS, false),
+        Publish::HeldByInterval
+    );
+    let d = p.decide(2 * MS + 20, c(0, 3), MS, true);
+    assert_eq!(
+        d,
+        Publish::Now {
+            running: -1,
+            queued: 0
+        }
+    );
+    publish(&[own, group], d);
+    p.published()
+}
+
+#[test]
+fn publishes_race_and_a_parked_worker_is_exact() {
+    let cases = Cases::new(&[
+        "delivery unparked A: its counter checked",
+        "delivery found A awake",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(1);
+            let mb = Arc::new(Mailbox::new());
+            let shutdown = Arc::new(AtomicBool::new(false));
+            let counters = Arc::new([GroupLoad::new(), GroupLoad::new(), GroupLoad::new()]);
+            let a = {
+                let (mb, shutdown, g) = (mb.clone(), shutdown.clone(), counters.clone());
+                thread::spawn(move || worker_a(&mb, &shutdown, &g[0], &g[2]))
+            };
+            let b = {
+                let g = counters.clone();
+                thread::spawn(move || worker_b(&g[1], &g[2]))
+            };
+            let [ga, gb, group] = &*counters;
+            let n = mb.deliver(ledger.task(0));
+            let mid = group.read();
+            assert!(
+                mid.running <= 2 && mid.queued <= 5,
+                "group counter shows a borrow: {mid:?}"
+            );
+            if n == Notified::Unparked {
+                cases.hit("delivery unparked A: its counter checked");
+                assert_eq!(
+                    ga.read(),
+                    load(0, 2),
+                    "a parked worker's contribution is stale"
+                );
+            } else {
+                cases.hit("delivery found A awake");
+            }
+            let fa = a.join().unwrap();
+            let fb = b.join().unwrap();
+            assert_eq!((fa, fb), (c(0, 2), c(0, 3)));
+            assert_eq!(ga.read(), load(0, 2), "worker A's counter");
+            assert_eq!(gb.read(), load(0, 3), "worker B's counter");
+            let sum = load(fa.running + fb.running, fa.queued + fb.queued);
+            assert_eq!(
+                group.read(),
+                sum,
+                "group counter: {:?} != {sum:?}",
+                group.read()
+            );
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}

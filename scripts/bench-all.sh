@@ -8,7 +8,7 @@ out=target/bench-results
 mkdir -p "$out"
 quick=${1:-}
 crit=(--warm-up-time 1 --measurement-time 3)
-runs=5
+runs=7
 if [ "$quick" = quick ]; then crit=(--warm-up-time 0.3 --measurement-time 1); runs=3; fi
 cargo build --release --benches --examples
 nproc > "$out/nproc"

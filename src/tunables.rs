@@ -20,6 +20,13 @@ pub enum StealWalk {
 
 /// How deep the wakeup path scans the LLC for an idle worker (step 5 of
 /// `select_idle_sibling`, see [`wake`](crate::wake)).
+///
+/// `Prop` is the default provisionally: on the 2-core development machine
+/// no mode separated from the others beyond noise on hackbench, `Util`
+/// scanned 5x fewer workers with better placement success on the 32-worker
+/// synthetic topology, and ping_pong favoured the modes that find fewer idle
+/// workers (BENCHMARKS.md, "Wakeup placement"). The choice between `Prop`
+/// and `Util` needs a machine with real cores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SisMode {
     /// `SIS_PROP` (seed 001): depth proportional to `avg_idle` over the

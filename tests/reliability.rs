@@ -7,7 +7,6 @@
 //! with a message instead of stalling the suite.
 
 use std::future::Future;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -18,40 +17,12 @@ use std::time::{Duration, Instant};
 
 use hwsched::{BuildError, IdleMode, JoinError, JoinHandle, Runtime, TopologySource, Tunables};
 
-/// The 32-worker synthetic topology (2 packages x 2 LLCs x 4 cores x 2 PUs).
-const BIG: &str = "pack:2 l3:2 core:4 pu:2";
+mod common;
+use common::{with_timeout, BIG};
 
 /// Panics whose message contains this are intentional; the quiet hook does
 /// not print them.
 const QUIET: &str = "[intentional test panic]";
-
-/// Runs `f` on its own thread and fails with "`name` did not finish in
-/// `secs`s" if it has not returned by then. A panic in `f` is re-raised here.
-fn with_timeout<T, F>(secs: u64, name: &str, f: F) -> T
-where
-    T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    let handle = thread::Builder::new()
-        .name(format!("test-{name}"))
-        .spawn(move || {
-            let r = catch_unwind(AssertUnwindSafe(f));
-            let _ = tx.send(r);
-        })
-        .expect("spawn test thread");
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(Ok(v)) => {
-            let _ = handle.join();
-            v
-        }
-        Ok(Err(p)) => {
-            let _ = handle.join();
-            resume_unwind(p)
-        }
-        Err(_) => panic!("{name} did not finish in {secs}s"),
-    }
-}
 
 /// Installs (once, for the whole test binary) a panic hook that hides the
 /// intentional panics of these tests and passes every other panic to the

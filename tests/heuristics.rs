@@ -5,14 +5,14 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use hwsched::{IdleMode, Runtime, TopologySource, Tunables};
 
-const BIG: &str = "pack:2 l3:2 core:4 pu:2";
+mod common;
+use common::BIG;
 
 fn big(tunables: Tunables) -> Runtime {
     Runtime::builder()
@@ -31,15 +31,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// `secs` (instead of hanging the test binary).
 fn bounded<T: Send + 'static>(secs: u64, name: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{name} did not finish in {secs} s"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{name} failed (see its panic above)"),
-    }
+    common::with_timeout(secs, name, f)
 }
 
 /// Waits until every worker of `rt` has gone to sleep at least once and the

@@ -8,9 +8,15 @@
 //!   idle workers may steal from it too.
 //!
 //! crossbeam-deque is not loom-instrumented and is not ours to prove; under
-//! `cfg(loom)` all three become a loom `Mutex<VecDeque<T>>` with the same
-//! API, so the protocols built on them (parking, hand-off, shutdown) are
-//! checked with the queue's linearizability assumed.
+//! `cfg(loom)` they are replaced with the same API: `Local`/`Stealer` by a
+//! loom `Mutex<VecDeque<T>>`, and `Inbox` by a few loom `AtomicPtr` slots
+//! (push: a `Release` CAS into a free slot; steal: `Acquire` loads and CAS).
+//! The atomic inbox matters: a steal that finds it empty has only loaded
+//! nulls and synchronizes with nobody, as with crossbeam's `Injector`,
+//! whereas a mutex stand-in would order every empty steal before the next
+//! push and hide the orderings that publish a delivery (`notify`'s acquire
+//! half, the fences of `Shared::bury`), which the models then could not
+//! check.
 
 pub use crossbeam_deque::Steal;
 
@@ -136,7 +142,25 @@ mod imp {
     /// Loom stand-in for a stealer.
     pub struct Stealer<T>(Arc<Mutex<VecDeque<T>>>);
     /// Loom stand-in for the inbox.
-    pub struct Inbox<T>(Mutex<VecDeque<T>>);
+    pub struct Inbox<T> {
+        slots: Box<[loom::sync::atomic::AtomicPtr<T>]>,
+    }
+
+    /// Slots of the loom inbox: more than any model pushes.
+    const INBOX_CAP: usize = 4;
+
+    impl<T> Drop for Inbox<T> {
+        fn drop(&mut self) {
+            use loom::sync::atomic::Ordering::Relaxed;
+            for s in self.slots.iter() {
+                let p = s.swap(std::ptr::null_mut(), Relaxed);
+                if !p.is_null() {
+                    // SAFETY: a non-null slot owns the Box pushed into it.
+                    drop(unsafe { Box::from_raw(p) });
+                }
+            }
+        }
+    }
 
     /// Takes one item and up to half the rest (at most `STEAL_BATCH` in all)
     /// out of `src`. The caller moves the extra items into its own queue
@@ -229,31 +253,55 @@ mod imp {
     impl<T> Inbox<T> {
         /// An empty inbox.
         pub fn new() -> Self {
-            Inbox(Mutex::new(VecDeque::new()))
-        }
-        /// Pushes to the back.
-        pub fn push(&self, t: T) {
-            self.0.lock().push_back(t)
-        }
-        /// Takes one item.
-        pub fn steal(&self) -> Steal<T> {
-            match self.0.lock().pop_front() {
-                Some(t) => Steal::Success(t),
-                None => Steal::Empty,
+            use loom::sync::atomic::AtomicPtr;
+            Inbox {
+                slots: (0..INBOX_CAP)
+                    .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                    .collect(),
             }
         }
-        /// Moves a batch into `dest` and returns one item.
-        pub fn steal_batch_and_pop(&self, dest: &Local<T>) -> Steal<T> {
-            batch_into(&self.0, dest)
+        /// Pushes into the first free slot (Release, as crossbeam's slot
+        /// write).
+        pub fn push(&self, t: T) {
+            use loom::sync::atomic::Ordering::{Relaxed, Release};
+            let p = Box::into_raw(Box::new(t));
+            for s in self.slots.iter() {
+                if s.compare_exchange(std::ptr::null_mut(), p, Release, Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+            }
+            panic!("loom inbox full");
         }
-        /// Moves a batch into `dest` and returns one item (the limit is
-        /// `STEAL_BATCH` under loom).
+        /// Takes one item. A steal that finds every slot empty has only
+        /// loaded nulls: it synchronizes with nobody, like crossbeam's
+        /// `Injector::steal` returning `Empty`.
+        pub fn steal(&self) -> Steal<T> {
+            use loom::sync::atomic::Ordering::{Acquire, Relaxed};
+            for s in self.slots.iter() {
+                let p = s.load(Acquire);
+                if !p.is_null()
+                    && s.compare_exchange(p, std::ptr::null_mut(), Acquire, Relaxed)
+                        .is_ok()
+                {
+                    // SAFETY: the slot owned the Box; we took it out.
+                    return Steal::Success(*unsafe { Box::from_raw(p) });
+                }
+            }
+            Steal::Empty
+        }
+        /// Moves a batch into `dest` and returns one item (here: one).
+        pub fn steal_batch_and_pop(&self, _dest: &Local<T>) -> Steal<T> {
+            self.steal()
+        }
+        /// As `steal_batch_and_pop`.
         pub fn steal_batch_with_limit_and_pop(&self, dest: &Local<T>, _limit: usize) -> Steal<T> {
-            batch_into(&self.0, dest)
+            self.steal_batch_and_pop(dest)
         }
-        /// Moves a batch into `dest`.
+        /// Moves one item into `dest`.
         pub fn steal_batch_with_limit(&self, dest: &Local<T>, _limit: usize) -> Steal<()> {
-            match batch_into(&self.0, dest) {
+            match self.steal() {
                 Steal::Success(t) => {
                     dest.push(t);
                     Steal::Success(())
@@ -262,13 +310,17 @@ mod imp {
                 Steal::Retry => Steal::Retry,
             }
         }
-        /// Number of queued items.
+        /// Number of queued items (a snapshot).
         pub fn len(&self) -> usize {
-            self.0.lock().len()
+            use loom::sync::atomic::Ordering::Acquire;
+            self.slots
+                .iter()
+                .filter(|s| !s.load(Acquire).is_null())
+                .count()
         }
         /// Whether nothing is queued.
         pub fn is_empty(&self) -> bool {
-            self.0.lock().is_empty()
+            self.len() == 0
         }
     }
 

@@ -12,8 +12,11 @@
 //!
 //! Every model drives the production types unchanged: under
 //! `RUSTFLAGS="--cfg loom"`, `hwsched::sync` swaps in loom's atomics, mutex
-//! and condvar, and the three queues become a loom `Mutex<VecDeque>` (see
-//! `src/queue.rs`). Each file's docs say what it checks, which mutation of
+//! and condvar; the deques become a loom `Mutex<VecDeque>` and the inbox a
+//! few loom `AtomicPtr` slots, so that an empty steal synchronizes with
+//! nobody, as with crossbeam's `Injector` (see `src/queue.rs`; the notes
+//! below on what a mutex stand-in hides were written before the inbox
+//! became atomic, and the files say which results were re-checked). Each file's docs say what it checks, which mutation of
 //! the production code it catches (each was applied once, run, and
 //! reverted) and which it does not, and why.
 //!

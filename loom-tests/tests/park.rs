@@ -33,6 +33,13 @@
 //! | `park`'s final `swap(0, AcqRel)` becomes `store(0, Release)` | NOT caught here (see below); caught by `shutdown.rs` |
 //! | `notify`'s `fetch_or` `Relaxed`; the worker side (`prepare`, `park`) `Relaxed`; or every `Parker` ordering `Relaxed` | NOT caught here (see below); caught by `shutdown.rs` |
 //!
+//! **Update (the inbox is now loom atomics, see `src/queue.rs`):** the
+//! paragraph below was written for the earlier mutex stand-in. Re-checked
+//! with the atomic inbox at bound 3: `notify`'s `fetch_or` made `Relaxed` is
+//! now caught here (deadlock in `delivery_races_spin_then_park`) and in
+//! `kick.rs`; made `Release` it is caught by `shutdown.rs` ("an item is
+//! stranded in the inbox").
+//!
 //! Why the orderings are not caught by these models: the item travels
 //! through the inbox, which under loom is a loom `Mutex<VecDeque>`. The
 //! mutex orders push and take by itself, and the worker always checks the

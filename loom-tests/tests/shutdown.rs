@@ -49,6 +49,13 @@
 //! | both `fence(SeqCst)` of the burial protocol removed (model side) | NOT caught (see below). With an atomic inbox stand-in: "an item is stranded in the graveyard" |
 //! | `wait` skips `prepare()` | not caught, and not a bug (see `park.rs`) |
 //!
+//! **Update (the inbox is now loom atomics, see `src/queue.rs`):** the
+//! paragraph below was written for the earlier mutex stand-in. Re-checked
+//! with the atomic inbox at bound 3: `notify`'s `fetch_or` made `Relaxed` is
+//! now caught here (deadlock in `delivery_races_spin_then_park`) and in
+//! `kick.rs`; made `Release` it is caught by `shutdown.rs` ("an item is
+//! stranded in the inbox").
+//!
 //! Why the two are not caught: under loom the inbox and the graveyard are a
 //! loom `Mutex<VecDeque>` (`src/queue.rs`), and a mutex orders a push and a
 //! steal both ways: if the shutdown's drain (or last reap) locks first,

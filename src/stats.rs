@@ -183,7 +183,9 @@ pub struct Stats {
     pub external: WorkerStats,
     /// Level names of worker 0, smallest first (for the per-level columns).
     pub level_names: Vec<&'static str>,
-    /// The park/unpark round-trip cost the idle governor uses.
+    /// The park/unpark cost the idle governor uses (measured at start-up
+    /// under [`IdleMode::Governed`](crate::IdleMode::Governed), or
+    /// `Tunables::park_cost`); zero when neither applies.
     pub park_cost: Duration,
     /// Tasks spawned so far.
     pub spawned: u64,
@@ -221,11 +223,15 @@ impl fmt::Display for Stats {
         let t = self.total();
         writeln!(
             f,
-            "hwsched stats: {} workers, {} tasks spawned, {} retired, park cost {:.1} us",
+            "hwsched stats: {} workers, {} tasks spawned, {} retired, park cost {}",
             self.workers.len(),
             self.spawned,
             self.retired,
-            self.park_cost.as_secs_f64() * 1e6
+            if self.park_cost.is_zero() {
+                "not measured (only IdleMode::Governed measures it)".to_owned()
+            } else {
+                format!("{:.1} us", self.park_cost.as_secs_f64() * 1e6)
+            }
         )?;
         writeln!(
             f,

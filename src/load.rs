@@ -226,7 +226,6 @@ pub struct LoadMap {
     /// Per worker: its own counter first, then each level's, smallest first.
     ancestors: Vec<Vec<usize>>,
     machine: usize,
-    workers: usize,
 }
 
 impl LoadMap {
@@ -255,7 +254,6 @@ impl LoadMap {
             index,
             ancestors,
             machine,
-            workers: topology.workers(),
         }
     }
 
@@ -288,11 +286,6 @@ impl LoadMap {
     /// The kernel's `rd->overload`: is anything queued anywhere?
     pub fn overloaded(&self) -> bool {
         self.machine().queued > 0
-    }
-
-    /// Does any worker look idle (machine running count below its weight)?
-    pub fn has_idle(&self) -> bool {
-        (self.machine().running as usize) < self.workers
     }
 }
 

@@ -47,7 +47,7 @@
 //! result runs after `wait` returns, i.e. after the worker woke up. The
 //! publisher records the forced delta as published, but the counters keep
 //! the pre-sleep contribution (typically `running: 1`, or the queued count
-//! of before) for the whole sleep: `has_idle()` and `find_idlest_group` see
+//! of before) for the whole sleep: `find_idlest_group` and the walk's gate see
 //! a parked worker as busy. The model makes the publish inside
 //! `before_sleep`, as the design (and `load.rs`'s docs) intend.
 

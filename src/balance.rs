@@ -8,7 +8,7 @@
 //! looking for work than you expect to be idle.
 //!
 //! ```text
-//! if nothing is queued anywhere (rd->overload):  skip the walk
+//! if nothing is queued anywhere (rd->overload, or the queued set):  skip
 //! curr_cost = 0
 //! for level in levels (smallest first):
 //!     if avg_idle < curr_cost + level.max_cost:  stop (a "cut", counted)
@@ -36,51 +36,35 @@
 //!   without touching its members. Within it, members are tried from a
 //!   random start with `steal_batch_and_pop` (half the victim's deque) and
 //!   then their inboxes.
-//! - Before a worker parks, a walk that the bound cut short is finished
-//!   when the runtime's overload flag says something is queued behind a
-//!   task somewhere: a park's futex round trip costs more than any level's
-//!   search, and the periodic balance that rescues the kernel from an
-//!   over-eager cut (the tick of the busy CPU) has no counterpart here.
 //!
-//! # When the counters lag
+//! # Who walks, and what the walk may miss
 //!
-//! The counters are up to one interval stale, and a worker stuck in a long
-//! poll never publishes at all. Three things cover that, each cheap:
-//! - the runtime's overload flag, the kernel's `rd->overload` set at
-//!   enqueue: a push onto a non-empty deque or a delivery to a busy worker
-//!   sets it (read before write), a walk that finds nothing clears it. The
-//!   walk's gate is "the machine counter shows queued work, or the flag is
-//!   set"; a level whose counters show nothing queued while the flag is set
-//!   looks at its members' queues directly;
-//! - a worker first retries the worker it last stole from (two reads when
-//!   that one is empty), before the gate;
-//! - a worker that parks while the flag is set parks with a 1 ms timeout,
-//!   its stand-in for the periodic balance of the kernel's tick.
+//! Only a *searching* worker walks (the wake protocol of
+//! [`idle`](crate::idle): at most half the workers search at once, and a
+//! worker woken to search carries a note naming the worker whose queue
+//! needs help, which it tries first). The bound may cut a walk short, and
+//! the counters lag (a worker stuck in a long poll never publishes), so a
+//! walk can miss queued work; that is allowed, because it is not the
+//! walk's job to keep work conservation. The protocol does: the last
+//! searcher to go to sleep re-checks the `queued` set (one bit per worker
+//! whose queue may hold stealable work, a word per 64 workers) and steals
+//! instead of sleeping when it finds work.
+//!
+//! The walk reads summaries before members:
+//! - the gate (the kernel's `rd->overload`): the machine counter shows
+//!   queued work, or the `queued` set has a member other than the walker;
+//! - a level whose counters show nothing queued while the gate is open
+//!   reads the `queued` words of its groups and tries the first group that
+//!   has a member;
+//! - before the gate, the worker it last stole from is retried (two reads
+//!   when it is empty), the likeliest to have more.
 //!
 //! - [`StealWalk::Unbounded`](crate::StealWalk::Unbounded) is the classic
 //!   pass over every other worker, with no gate and no bound, for ablation.
 //!
-//! # Overload kicks
-//!
-//! The kernel's nohz idle balance kick: a worker that pushes onto its own
-//! deque while it already holds queued work, when some worker looks idle,
-//! wakes the nearest parked worker (SMT sibling, then LLC, then further out);
-//! the kicked worker first steals from the kicker, then walks. A kicked
-//! worker that steals a batch may kick the next one, so a burst fans out.
-//!
-//! Kicks are rate-limited so that nothing shared is written on idle
-//! transitions or on every push: the check runs only every
-//! [`KICK_CHECK_EVERY`] pushes onto a non-empty deque; it reads the
-//! candidates' parker states (plain loads, nearest first); and a worker
-//! sends at most one kick per
-//! [`Tunables::kick_interval`](crate::Tunables::kick_interval). A delivery
-//! into the inbox of a busy worker (which may be stuck in a long poll, and
-//! then kicks nobody) kicks on that worker's behalf at the first backlog and
-//! every 32 items after. The only
-//! shared write is the kick itself (the kicked worker's parker).
-
-/// Pushes onto a non-empty deque between two kick checks.
-pub const KICK_CHECK_EVERY: u32 = 8;
+//! Workers whose queues a walk or a re-check looked at, and the bitmap
+//! words read, are counted in [`Stats`](crate::Stats) (`walk_touched`,
+//! `recheck_words`).
 
 /// Nanoseconds in the decay period of [`LevelCost`] (the kernel's `HZ`).
 pub const DECAY_PERIOD_NS: u64 = 1_000_000_000;

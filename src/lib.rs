@@ -33,6 +33,7 @@ pub mod balance;
 mod block_on;
 mod error;
 pub mod governor;
+pub mod idle;
 pub mod load;
 pub mod park;
 pub mod place;

@@ -28,7 +28,6 @@
 //! reduced to what a runtime sees (seed 003): `has_spare` when load is below
 //! the group's weight, `fully_busy` at exactly the weight, `overloaded` above.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
 use crossbeam_utils::CachePadded;
@@ -218,11 +217,17 @@ impl Publisher {
     }
 }
 
+/// `(end, counter index)` of the spans that start at one worker.
+type SpansFrom = Box<[(usize, usize)]>;
+
 /// Every group counter of a runtime, and each worker's ancestors.
 #[derive(Debug)]
 pub struct LoadMap {
     groups: Box<[GroupLoad]>,
-    index: HashMap<(usize, usize), usize>,
+    /// Per first worker of a span: `(end, counter index)` of each span that
+    /// starts there (at most one per level, plus the worker itself), so a
+    /// lookup is a short scan of one array entry: no hashing.
+    by_start: Box<[SpansFrom]>,
     /// Per worker: its own counter first, then each level's, smallest first.
     ancestors: Vec<Vec<usize>>,
     machine: usize,
@@ -232,26 +237,37 @@ impl LoadMap {
     /// One counter per distinct span of `topology`.
     pub fn new(topology: &Topology) -> Self {
         let spans = topology.all_spans();
-        let mut index = HashMap::new();
+        let n = topology.workers();
+        let mut by_start: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n.max(1)];
         for (i, s) in spans.iter().enumerate() {
-            index.insert((s.start, s.end), i);
+            if !by_start[s.start].iter().any(|&(e, _)| e == s.end) {
+                by_start[s.start].push((s.end, i));
+            }
         }
-        let ancestors = (0..topology.workers())
+        let by_start: Box<[SpansFrom]> = by_start.into_iter().map(Vec::into_boxed_slice).collect();
+        let find = |start: usize, end: usize| -> usize {
+            by_start[start]
+                .iter()
+                .find(|&&(e, _)| e == end)
+                .map(|&(_, i)| i)
+                .expect("every level span of the topology has a counter")
+        };
+        let ancestors = (0..n)
             .map(|w| {
-                let mut a = vec![index[&(w, w + 1)]];
+                let mut a = vec![find(w, w + 1)];
                 a.extend(
                     topology
                         .levels(w)
                         .iter()
-                        .map(|l| index[&(l.span.start, l.span.end)]),
+                        .map(|l| find(l.span.start, l.span.end)),
                 );
                 a
             })
             .collect();
-        let machine = index[&(0, topology.workers())];
+        let machine = find(0, n);
         LoadMap {
             groups: spans.iter().map(|_| GroupLoad::new()).collect(),
-            index,
+            by_start,
             ancestors,
             machine,
         }
@@ -260,7 +276,12 @@ impl LoadMap {
     /// The counter of a span of the tree (a level's span, a group, or one
     /// worker). Panics on a span that is not in the tree.
     pub fn group(&self, span: &Range<usize>) -> &GroupLoad {
-        &self.groups[self.index[&(span.start, span.end)]]
+        let i = self.by_start[span.start]
+            .iter()
+            .find(|&&(e, _)| e == span.end)
+            .map(|&(_, i)| i)
+            .unwrap_or_else(|| panic!("no load counter for span {span:?}"));
+        &self.groups[i]
     }
 
     /// Reads a span's load.

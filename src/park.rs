@@ -65,9 +65,10 @@
 //! re-checks its queues after the swap). Loom does not model timeouts, so
 //! the models check that nothing depends on one firing.
 //!
-//! The idle flag is a placement hint only (the kernel's
-//! `available_idle_cpu()`): correctness never depends on it, because a
-//! delivery always goes through the parker. It uses `Relaxed`.
+//! Who sleeps and who wakes whom (the searching count, the `parked` and
+//! `idle` sets, and work conservation) is the protocol of
+//! [`idle`](crate::idle), built on this one: this module only makes sure
+//! that a notification sent to one worker is never lost.
 
 use crate::queue::{Inbox, Local, Steal};
 use crate::sync::{spin_loop, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
@@ -195,15 +196,14 @@ impl Parker {
     }
 }
 
-/// The part of a worker other threads touch: its inbox, parker, idle flag
-/// and kick note. Generic over the item so loom models use integers.
+/// The part of a worker other threads touch: its inbox, parker and wake
+/// note. Generic over the item so loom models use integers.
 #[derive(Debug)]
 pub struct Mailbox<T> {
     /// Items pushed by other threads.
     pub inbox: Inbox<T>,
     /// Sleep state.
     pub parker: Parker,
-    idle: AtomicBool,
     kicked_by: AtomicUsize,
 }
 
@@ -242,12 +242,11 @@ impl<T> Default for Mailbox<T> {
 }
 
 impl<T> Mailbox<T> {
-    /// An empty, non-idle mailbox.
+    /// An empty mailbox.
     pub fn new() -> Self {
         Mailbox {
             inbox: Inbox::new(),
             parker: Parker::new(),
-            idle: AtomicBool::new(false),
             kicked_by: AtomicUsize::new(NO_WORKER),
         }
     }
@@ -298,42 +297,20 @@ impl<T> Mailbox<T> {
         self.parker.notify()
     }
 
-    /// Whether the worker is idle (running nothing): the kernel's
-    /// `available_idle_cpu()`.
-    pub fn is_idle(&self) -> bool {
-        self.idle.load(Ordering::Relaxed)
-    }
-
-    /// Marks an idle worker not-idle on behalf of a placement that chose it,
-    /// so the next placement looks elsewhere. Returns whether this call
-    /// claimed it. A hint: `Relaxed`.
-    pub fn claim_idle(&self) -> bool {
-        self.idle.load(Ordering::Relaxed)
-            && self
-                .idle
-                .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-    }
-
-    /// The owner marks itself idle or busy; writes only on a change.
-    pub fn set_idle(&self, idle: bool) {
-        if self.idle.load(Ordering::Relaxed) != idle {
-            self.idle.store(idle, Ordering::Relaxed);
-        }
-    }
-
     /// One idle step of the owner, whose own queues are empty.
     ///
     /// Consumes a stale token, checks the inbox (moving a batch into `local`)
     /// and `shutdown`; then, while `keep_spinning()` says so, spins watching
     /// the token and the inbox; then calls `before_sleep` (the worker
-    /// publishes its load there) and parks.
+    /// publishes its load and announces its sleep there) and parks, unless
+    /// `before_sleep` returns `false` (the worker found work elsewhere):
+    /// then it returns [`Wait::Woken`] without sleeping.
     pub fn wait(
         &self,
         local: &Local<T>,
         shutdown: &AtomicBool,
         keep_spinning: impl FnMut() -> bool,
-        before_sleep: impl FnOnce(),
+        before_sleep: impl FnOnce() -> bool,
     ) -> Wait<T> {
         self.wait_for(local, shutdown, keep_spinning, before_sleep, None)
     }
@@ -345,7 +322,7 @@ impl<T> Mailbox<T> {
         local: &Local<T>,
         shutdown: &AtomicBool,
         mut keep_spinning: impl FnMut() -> bool,
-        before_sleep: impl FnOnce(),
+        before_sleep: impl FnOnce() -> bool,
         timeout: Option<std::time::Duration>,
     ) -> Wait<T> {
         self.parker.prepare();
@@ -375,7 +352,14 @@ impl<T> Mailbox<T> {
             }
             spin_loop();
         }
-        before_sleep();
+        if !before_sleep() {
+            // The worker found work elsewhere (the last searcher's re-check,
+            // idle.rs): it does not sleep.
+            return Wait::Woken {
+                slept: false,
+                kicked_by: self.take_kick(),
+            };
+        }
         let slept = self.parker.park_timeout(timeout);
         if let Some(item) = self.take(local) {
             return Wait::Work { item, slept };

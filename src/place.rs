@@ -39,29 +39,47 @@ pub trait PlacementView {
     }
 }
 
+/// The children of a span: a level's groups, or single workers.
+#[derive(Clone, Copy)]
+enum Kids<'a> {
+    Groups(&'a [Range<usize>]),
+    /// Single workers from this one (a span no level covers).
+    Leaves(usize),
+}
+
 /// Chooses a worker for an external spawn; `rr` is a round-robin ticket.
 /// Returns the worker and whether it was an idle one.
 pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) -> (usize, bool) {
     let mut span = topo.root_span();
     let mut rr = rr;
     loop {
-        let children: Vec<Range<usize>> = match topo.children(&span) {
-            Some(c) => c.to_vec(),
+        let children = match topo.children(&span) {
+            Some(c) => Kids::Groups(c),
             None if span.len() <= 1 => return (span.start, false),
-            None => span.clone().map(|w| w..w + 1).collect(),
+            None => Kids::Leaves(span.start),
         };
-        let k = children.len();
+        let k = match children {
+            Kids::Groups(c) => c.len(),
+            Kids::Leaves(_) => span.len(),
+        };
+        // No allocation: the i-th child is read in place.
+        let children = |i: usize| -> Range<usize> {
+            match children {
+                Kids::Groups(c) => c[i].clone(),
+                Kids::Leaves(s) => s + i..s + i + 1,
+            }
+        };
         let rot = rr % k;
         rr /= k;
         let order = (0..k).map(|i| (rot + i) % k);
-        if children.iter().all(|c| c.len() == 1) {
+        if (0..k).all(|i| children(i).len() == 1) {
             // The last group: an idle worker, the shallowest idle state first
             // (the kernel's find_idlest_group_cpu() prefers the idle CPU with
             // the smallest exit latency: here one not parked, which a push
             // reaches without a futex wake), else the least loaded.
             for parked in [false, true] {
                 for i in order.clone() {
-                    let w = children[i].start;
+                    let w = children(i).start;
                     if view.is_parked(w) == parked && view.claim_idle(w) {
                         return (w, true);
                     }
@@ -71,17 +89,18 @@ pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) 
             // worker stuck in a long poll cannot publish.
             let best = order
                 .min_by_key(|&i| {
-                    view.load(&children[i]).total() + view.backlog(children[i].start) as u64
+                    view.load(&children(i)).total() + view.backlog(children(i).start) as u64
                 })
                 .unwrap_or(0);
-            return (children[best].start, false);
+            return (children(best).start, false);
         }
         // Most spare workers first; then lowest load per worker; then the
         // round-robin order (min_by_key keeps the first of equals).
         let best = order
             .min_by(|&a, &b| {
-                let (la, lb) = (view.load(&children[a]), view.load(&children[b]));
-                let (wa, wb) = (children[a].len() as u64, children[b].len() as u64);
+                let (ca, cb) = (children(a), children(b));
+                let (la, lb) = (view.load(&ca), view.load(&cb));
+                let (wa, wb) = (ca.len() as u64, cb.len() as u64);
                 let spare_a = wa as i64 - la.total() as i64;
                 let spare_b = wb as i64 - lb.total() as i64;
                 spare_b
@@ -89,7 +108,7 @@ pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) 
                     .then((la.total() * wb).cmp(&(lb.total() * wa)))
             })
             .unwrap_or(0);
-        span = children[best].clone();
+        span = children(best);
     }
 }
 
@@ -101,10 +120,10 @@ impl PlacementView for RuntimeView<'_> {
         self.0.load.load(span)
     }
     fn claim_idle(&self, w: usize) -> bool {
-        self.0.workers[w].mailbox.claim_idle()
+        self.0.idle.idle.remove(w, crate::sync::Ordering::Relaxed)
     }
     fn is_parked(&self, w: usize) -> bool {
-        self.0.workers[w].mailbox.parker.is_parked()
+        self.0.idle.parked.contains(w)
     }
     fn backlog(&self, w: usize) -> usize {
         let ws = &self.0.workers[w];

@@ -9,11 +9,12 @@ use crossbeam_utils::CachePadded;
 
 use crate::error::BuildError;
 use crate::governor;
+use crate::idle::Sleepers;
 use crate::load::LoadMap;
 use crate::park::Mailbox;
 use crate::queue::{Inbox, Local, Stealer};
 use crate::stats::{Stats, WorkerCounters};
-use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::task::{JoinHandle, Registry, Runnable, TaskFuture, TaskMeta};
 use crate::topology::{Topology, TopologySource};
 use crate::tunables::Tunables;
@@ -39,13 +40,15 @@ pub(crate) struct Shared {
     /// Per LLC: the kernel's `sd_llc_shared->has_idle_cores` hint.
     pub(crate) llc_idle_cores: Box<[CachePadded<AtomicBool>]>,
     pub(crate) shutdown: CachePadded<AtomicBool>,
-    /// The kernel's `rd->overload`, set at enqueue: a task was queued behind
-    /// another on some worker (a push onto a non-empty deque, or a delivery
-    /// to a busy worker). Set read-before-write, so it is written once per
-    /// episode, not per push; cleared by a walk that found nothing. It
-    /// covers what the rate-limited counters cannot show yet (or ever, for a
-    /// worker stuck in a long poll).
-    pub(crate) overload: CachePadded<AtomicBool>,
+    /// The wake protocol's shared state: searching count, parked, idle
+    /// and queued sets (see idle.rs).
+    pub(crate) idle: Sleepers,
+    /// Every worker: `0..workers`.
+    pub(crate) all: std::ops::Range<usize>,
+    /// The worker the last external spawn woke or chose: where a burst of
+    /// external spawns goes while that wake is in flight (worker.rs,
+    /// `place_external`).
+    pub(crate) burst_target: AtomicUsize,
     pub(crate) registry: Registry,
     pub(crate) external: CachePadded<WorkerCounters>,
     pub(crate) park_cost_ns: AtomicU64,
@@ -95,16 +98,6 @@ impl Shared {
                 crate::queue::Steal::Empty => return n,
                 crate::queue::Steal::Retry => continue,
             }
-        }
-    }
-
-    /// Notes that a task is queued behind another (see `overload`).
-    #[inline]
-    pub(crate) fn set_overload(&self) {
-        // Relaxed: a hint for idle walks; work is never lost by missing it
-        // (kicks and the counters cover it).
-        if !self.overload.load(Ordering::Relaxed) {
-            self.overload.store(true, Ordering::Relaxed);
         }
     }
 
@@ -167,6 +160,8 @@ impl Shared {
             park_cost: Duration::from_nanos(self.park_cost_ns.load(Ordering::Relaxed)),
             spawned,
             retired,
+            asleep: self.workers.len().saturating_sub(self.idle.counts().awake),
+            searching: self.idle.counts().searching,
         }
     }
 }
@@ -290,7 +285,9 @@ impl Builder {
             tunables: self.tunables,
             workers,
             shutdown: CachePadded::new(AtomicBool::new(false)),
-            overload: CachePadded::new(AtomicBool::new(false)),
+            idle: Sleepers::new(n, &llc_spans),
+            all: 0..n,
+            burst_target: AtomicUsize::new(0),
             registry: Registry::new(n),
             external: CachePadded::new(WorkerCounters::default()),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),

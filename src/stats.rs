@@ -92,10 +92,22 @@ counters! {
         walks,
         /// Walks skipped because nothing was queued anywhere.
         walks_skipped,
-        /// Overload kicks sent.
-        kicks_sent,
-        /// Kicks received (woken with a kick note).
-        kicks_received,
+        /// Parked workers this thread woke to search (the wake protocol's
+        /// `wake_one`: one per burst, then fan-out).
+        searcher_wakes,
+        /// Times this worker was woken to search, with a note of where the
+        /// work is.
+        woken_searching,
+        /// Workers whose queues an idle walk or re-check looked at (victims
+        /// tried, `queued` members verified).
+        walk_touched,
+        /// Bitmap words read by walks and re-checks (the `queued` set).
+        recheck_words,
+        /// Times this worker went to sleep as the last searcher (and so
+        /// re-checked the `queued` set first).
+        last_searcher_rechecks,
+        /// Idle-mask words read by wake placement scans.
+        sis_words,
         /// Load publishes done (one per group counter written).
         load_publishes,
         /// Load publishes held back by the interval.
@@ -191,6 +203,11 @@ pub struct Stats {
     pub spawned: u64,
     /// Tasks that have finished or been dropped so far.
     pub retired: u64,
+    /// Workers asleep (or committed to sleeping) at the snapshot, from the
+    /// wake protocol's count (idle.rs).
+    pub asleep: usize,
+    /// Workers searching for work to steal at the snapshot.
+    pub searching: usize,
 }
 
 impl Stats {
@@ -223,8 +240,11 @@ impl fmt::Display for Stats {
         let t = self.total();
         writeln!(
             f,
-            "hwsched stats: {} workers, {} tasks spawned, {} retired, park cost {}",
+            "hwsched stats: {} workers ({} asleep, {} searching now), {} tasks spawned, {} \
+             retired, park cost {}",
             self.workers.len(),
+            self.asleep,
+            self.searching,
             self.spawned,
             self.retired,
             if self.park_cost.is_zero() {
@@ -245,7 +265,7 @@ impl fmt::Display for Stats {
             "parks",
             "unparks",
             "walks",
-            "kicks",
+            "wakes",
             "spins",
             "avg_idle"
         )?;
@@ -264,7 +284,7 @@ impl fmt::Display for Stats {
                 w.parks,
                 w.unparks,
                 w.walks,
-                w.kicks_sent,
+                w.searcher_wakes,
                 w.spins,
                 if gauge { format!("{:.1}us", w.avg_idle_ns as f64 / 1e3) } else { "".into() }
             )

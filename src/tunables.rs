@@ -91,9 +91,6 @@ pub struct Tunables {
     /// Most of the wall time a worker may spend spinning, in percent of the
     /// last period (the governor's cap). 1 ..= 100.
     pub spin_cap_percent: u32,
-    /// Minimum time between two overload kicks sent by one worker (the
-    /// kernel's `nohz.next_balance` rate limit). At most 1 s; zero allowed.
-    pub kick_interval: Duration,
 }
 
 impl Default for Tunables {
@@ -108,7 +105,6 @@ impl Default for Tunables {
             idle: IdleMode::default(),
             park_cost: None,
             spin_cap_percent: 25,
-            kick_interval: Duration::from_micros(50),
         }
     }
 }
@@ -148,9 +144,6 @@ impl Tunables {
         }
         if self.spin_cap_percent == 0 || self.spin_cap_percent > 100 {
             return Err(bad("spin_cap_percent", self.spin_cap_percent, "1 ..= 100"));
-        }
-        if self.kick_interval > Duration::from_secs(1) {
-            return Err(bad("kick_interval", self.kick_interval, "0 ..= 1s"));
         }
         Ok(())
     }

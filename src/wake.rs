@@ -53,6 +53,20 @@ pub trait IdleView {
     fn has_idle_cores(&self, w: usize) -> bool;
     /// Clears `w`'s LLC's hint.
     fn clear_idle_cores(&self, w: usize);
+    /// The first idle worker of `span` at or after `from` (wrapping inside
+    /// the span), at most `max` workers away, and the idle-mask words read
+    /// to find it (0 for a view without a mask).
+    fn find_idle(&self, span: &Range<usize>, from: usize, max: usize) -> (Option<usize>, usize) {
+        let n = span.len();
+        if n == 0 {
+            return (None, 0);
+        }
+        let off = from.saturating_sub(span.start) % n;
+        let w = (0..max.min(n))
+            .map(|i| span.start + (off + i) % n)
+            .find(|&w| self.is_idle(w));
+        (w, 0)
+    }
 }
 
 /// How `select_idle_sibling` chose.
@@ -96,7 +110,13 @@ pub struct Choice {
     pub recent_miss: bool,
     /// Workers examined by step 5.
     pub scanned: usize,
+    /// Idle-mask words read by step 5.
+    pub words: usize,
 }
+
+/// One wake in this many measures its placement's cost for `SIS_PROP`'s
+/// `avg_scan_cost` (two clock reads); the others read no clock.
+pub const SCAN_COST_SAMPLE: u32 = 32;
 
 /// Step 5's depth under `SIS_PROP` (seed 001): `span_avg = llc_weight *
 /// avg_idle / 512`; `span_avg / (avg_scan_cost + 1)` if `span_avg >
@@ -145,6 +165,7 @@ pub fn select_idle_sibling(
         outcome: Outcome::Fallback,
         recent_miss: false,
         scanned: 0,
+        words: 0,
     };
     let recent = recent_used.load(std::sync::atomic::Ordering::Relaxed);
     if recent != prev {
@@ -181,16 +202,12 @@ pub fn select_idle_sibling(
     // 4.
     if cfg.idle_core && view.has_idle_cores(target) {
         let mut candidate = None;
-        let mut cores: Vec<Range<usize>> = Vec::new();
-        let mut w = llc.start;
-        while w < llc.end {
-            let cs = topo.core_span(w);
-            w = cs.end;
-            cores.push(cs);
-        }
-        let first = cores.iter().position(|c| c.contains(&target)).unwrap_or(0);
-        for i in 0..cores.len() {
-            let core = &cores[(first + i) % cores.len()];
+        // Cores of the LLC from target's, wrapping (no allocation: cores
+        // are contiguous spans, stepped through in place).
+        let first = topo.core_span(target).start;
+        let mut w = first;
+        loop {
+            let core = topo.core_span(w);
             let mut all_idle = true;
             for x in core.clone() {
                 if view.is_idle(x) {
@@ -203,6 +220,14 @@ pub fn select_idle_sibling(
                 pick(&mut choice, core.start, Outcome::IdleCore);
                 return choice;
             }
+            w = if core.end >= llc.end {
+                llc.start
+            } else {
+                core.end
+            };
+            if w == first {
+                break;
+            }
         }
         view.clear_idle_cores(target);
         if let Some(c) = candidate {
@@ -213,17 +238,27 @@ pub fn select_idle_sibling(
         }
         return choice;
     }
-    // 5.
+    // 5. The idle mask is read a word at a time; a worker found idle but
+    // claimed by someone else first is skipped and the scan goes on.
     let n = llc.len();
     let nr = cfg.scan_nr.min(n.saturating_sub(1));
-    let off = target - llc.start;
-    for i in 1..=nr {
-        let w = llc.start + (off + i) % n;
-        choice.scanned += 1;
+    let rel = target - llc.start;
+    let mut off = 1;
+    while off <= nr {
+        let from = llc.start + (rel + off) % n;
+        let (found, words) = view.find_idle(&llc, from, nr - off + 1);
+        choice.words += words;
+        let Some(w) = found else {
+            choice.scanned = nr;
+            break;
+        };
+        let dist = (w - llc.start + n - rel) % n;
+        choice.scanned = dist;
         if view.claim(w) {
             pick(&mut choice, w, Outcome::ScanFound);
             return choice;
         }
+        off = dist + 1;
     }
     // 6.
     choice
@@ -234,10 +269,11 @@ struct RuntimeIdle<'a>(&'a Shared);
 
 impl IdleView for RuntimeIdle<'_> {
     fn is_idle(&self, w: usize) -> bool {
-        self.0.workers[w].mailbox.is_idle()
+        self.0.idle.idle.contains(w)
     }
     fn claim(&self, w: usize) -> bool {
-        self.0.workers[w].mailbox.claim_idle()
+        // Relaxed: a placement hint (idle.rs).
+        self.0.idle.idle.remove(w, Ordering::Relaxed)
     }
     fn has_idle_cores(&self, w: usize) -> bool {
         self.0.llc_idle_cores[self.0.workers[w].llc_hint].load(Ordering::Relaxed)
@@ -247,6 +283,12 @@ impl IdleView for RuntimeIdle<'_> {
         if h.load(Ordering::Relaxed) {
             h.store(false, Ordering::Relaxed);
         }
+    }
+    fn find_idle(&self, span: &Range<usize>, from: usize, max: usize) -> (Option<usize>, usize) {
+        self.0
+            .idle
+            .idle
+            .find(span, from, max, Ordering::Relaxed, None)
     }
 }
 
@@ -300,8 +342,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         // cache, where select_idle_sibling then looks for an idle worker.
         let target = if last != NO_WORKER
             && last != me
-            && ((shared.workers[last].mailbox.is_idle()
-                && shared.topology.llc_span(me).contains(&last))
+            && ((shared.idle.idle.contains(last) && shared.topology.llc_span(me).contains(&last))
                 || (!core.local.is_empty() && !queue_loaded(shared, last)))
         {
             last
@@ -321,7 +362,11 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             return;
         }
         let prev = if last == NO_WORKER { target } else { last };
-        let t0 = (shared.tunables.sis == SisMode::Prop).then(|| shared.now_ns());
+        // SIS_PROP's scan cost is sampled, one wake in SCAN_COST_SAMPLE: a
+        // clock read on every wake cost more than the scan it measured.
+        core.wakes = core.wakes.wrapping_add(1);
+        let t0 = (shared.tunables.sis == SisMode::Prop && core.wakes % SCAN_COST_SAMPLE == 0)
+            .then(|| shared.now_ns());
         let scan_nr = scan_depth(
             shared,
             target,
@@ -401,6 +446,9 @@ fn place(
     }
     if c.scanned > 0 {
         bump(&stats.sis_scanned, c.scanned as u64);
+    }
+    if c.words > 0 {
+        bump(&stats.sis_words, c.words as u64);
     }
     c.worker
 }

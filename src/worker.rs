@@ -11,12 +11,21 @@
 //!    the inbox (a batch); every [`INBOX_CHECK_INTERVAL`] polls the inbox
 //!    goes first, so work pushed from outside is never starved by a busy
 //!    local queue. Run it, with the task's `last_worker` updated.
-//! 3. When all three are empty the worker is idle: it marks itself idle,
-//!    walks its levels ([`balance`](crate::balance)), then asks the
-//!    [`governor`](crate::governor) whether to spin or park, and waits
-//!    through its [`Mailbox`] ([`park`](crate::park): no lost wakeups). Work
+//! 3. When all three are empty the worker is idle: it leaves the `queued`
+//!    set, marks itself idle and, if fewer than half the workers search,
+//!    becomes a searcher and walks its levels ([`balance`](crate::balance)).
+//!    Then it asks the [`governor`](crate::governor) whether to spin or
+//!    park, and waits through its [`Mailbox`] ([`park`](crate::park): no
+//!    lost wakeups); before it sleeps it announces it to the wake protocol
+//!    ([`idle`](crate::idle)), and the last searcher to sleep re-checks the
+//!    `queued` set and steals instead of sleeping when work is left. Work
 //!    arriving ends the idle period, whose length feeds `avg_idle`.
-//! 4. Its load contribution is published to the shared group counters at
+//! 4. Every push that makes a task stealable (onto its deque, or into a
+//!    busy worker's inbox) runs the wake protocol's pusher check: if nobody
+//!    searches and a worker is parked, the parked worker nearest to the
+//!    work is woken to search ([`notify_parked`]). The one exception is the
+//!    LIFO slot, which nobody else can take from.
+//! 5. Its load contribution is published to the shared group counters at
 //!    most once per `load_update_interval` ([`load`](crate::load)), and
 //!    always before it sleeps.
 //!
@@ -42,14 +51,14 @@ use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use crate::balance::{BalanceState, KICK_CHECK_EVERY};
+use crate::balance::BalanceState;
 use crate::governor::{Choice, Governor};
 use crate::load::{Contribution, Publish};
 use crate::park::{Mailbox, Notified, Wait};
 use crate::queue::{Local, Steal};
 use crate::runtime::Shared;
 use crate::stats::{WorkerCounters, MAX_LEVELS};
-use crate::sync::{fence, Ordering};
+use crate::sync::Ordering;
 use crate::task::Runnable;
 use crate::topology::pin_current_thread;
 use crate::tunables::StealWalk;
@@ -63,13 +72,6 @@ pub const MAX_LIFO_POLLS: u32 = 3;
 /// Every this many polls the inbox is checked first (tokio and Go use 61: a
 /// prime, so it does not fall in step with periodic workloads).
 pub const INBOX_CHECK_INTERVAL: u32 = 61;
-
-/// How long a worker parks, at most, while the runtime's overload flag is
-/// set: its stand-in for the kernel's periodic (tick) balance, which pulls
-/// work that a busy CPU's queue holds even when nobody kicks. One load
-/// interval's worth; the flag is cleared by the first walk that finds
-/// nothing, so an idle runtime parks without a timeout.
-const OVERLOAD_PARK_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Polls or pushes between two (rate-limited) load publishes.
 const PUBLISH_CHECK_EVERY: u32 = 32;
@@ -88,13 +90,16 @@ pub(crate) struct Core {
     pub(crate) avg_scan_cost_ns: u64,
     governor: Governor,
     rng: u64,
-    pushes_since_kick_check: u32,
-    last_kick_ns: u64,
+    /// Wakes placed by this worker, for sampling the scan cost.
+    pub(crate) wakes: u32,
     /// The worker this one last stole from: tried first on the next idle
     /// walk, before the load-counter gate (see `walk`).
     last_victim: Option<usize>,
-    /// Whether the last walk was cut short by the cost bound.
-    last_walk_cut: bool,
+    /// Whether this worker counts as searching (idle.rs).
+    pub(crate) searching: bool,
+    /// Whether this worker set its own bit in the `queued` set since it
+    /// last cleared it.
+    queued_bit: bool,
 }
 
 /// What the thread-local context points at.
@@ -202,40 +207,75 @@ pub(crate) fn drain_inbox(m: &Mailbox<Runnable>) -> usize {
     }
 }
 
-/// Delivers `r` to worker `to`'s inbox from anywhere; counts an unpark on
-/// the caller's counters (`from`: the caller's worker, if any).
-pub(crate) fn deliver(shared: &Shared, from: Option<usize>, to: usize, r: Runnable) {
-    let m = &shared.workers[to].mailbox;
-    let bump = |c: fn(&WorkerCounters) -> &crate::sync::AtomicU64| match from {
+/// The spans around worker `w`, nearest first (its levels), ending with
+/// every worker: where a wake looks for a parked worker.
+pub(crate) fn near_spans(
+    shared: &Shared,
+    w: usize,
+) -> impl Iterator<Item = &std::ops::Range<usize>> + Clone {
+    shared
+        .topology
+        .levels(w)
+        .iter()
+        .map(|l| &l.span)
+        .chain(std::iter::once(&shared.all))
+}
+
+fn bump_for(
+    shared: &Shared,
+    from: Option<usize>,
+    c: fn(&WorkerCounters) -> &crate::sync::AtomicU64,
+) {
+    match from {
         Some(w) => WorkerCounters::bump(c(&shared.workers[w].stats), 1),
         None => WorkerCounters::bump_shared(c(&shared.external), 1),
-    };
-    if m.deliver_or_drain(r, &shared.shutdown, |r| shared.bury(r)) == Notified::Unparked {
-        bump(|s| &s.unparks);
-        return;
-    }
-    // Delivered to a busy worker: if its inbox is backing up, it may be
-    // stuck in a long poll that publishes no load and kicks nobody. Kick the
-    // nearest parked worker on its behalf (the kernel's nohz kick from a
-    // busy CPU), at the first backlog and every 32 items after; the kicked
-    // worker steals from `to`.
-    if m.is_idle() {
-        return;
-    }
-    shared.set_overload();
-    let len = m.inbox.len();
-    if len == 2 || (len > 0 && len % 32 == 0) {
-        if let Some(v) = nearest_parked(shared, to) {
-            bump(|s| &s.kicks_sent);
-            if shared.workers[v].mailbox.kick(to) == Notified::Unparked {
-                bump(|s| &s.unparks);
-            }
-        }
     }
 }
 
+/// The pusher's steps 2-3 of the wake protocol ([`idle`](crate::idle)):
+/// after work became stealable at worker `near`, wakes the parked worker
+/// nearest to it to search, unless a worker already searches (or nobody is
+/// parked). `from` is the caller's worker, for the counters.
+pub(crate) fn notify_parked(shared: &Shared, near: usize, from: Option<usize>) {
+    if shared.idle.needs_wake() {
+        wake_searcher(shared, near, from);
+    }
+}
+
+/// Claims a parked worker near `near` and wakes it as a searcher, with a
+/// note to look at `near` first (the kernel's nohz kick).
+fn wake_searcher(shared: &Shared, near: usize, from: Option<usize>) {
+    let (w, _) = shared.idle.wake_one(near, near_spans(shared, near));
+    let Some(w) = w else { return };
+    bump_for(shared, from, |s| &s.searcher_wakes);
+    if shared.workers[w].mailbox.kick(near) == Notified::Unparked {
+        bump_for(shared, from, |s| &s.unparks);
+    }
+}
+
+/// Delivers `r` to worker `to`'s inbox from anywhere (`from`: the caller's
+/// worker, if any).
+///
+/// If `to` was parked the delivery's notify woke it (an unpark), and it
+/// takes the task itself. Otherwise `to` is awake: running (perhaps stuck in
+/// a long poll) or idle. Either way the task is stealable work behind a
+/// worker that may not get to it soon, so `to`'s `queued` bit is set (an
+/// RMW: see idle.rs on why the owner's clear cannot lose it) and the
+/// pusher's check runs: work conservation.
+pub(crate) fn deliver(shared: &Shared, from: Option<usize>, to: usize, r: Runnable) {
+    let m = &shared.workers[to].mailbox;
+    if m.deliver_or_drain(r, &shared.shutdown, |r| shared.bury(r)) == Notified::Unparked {
+        bump_for(shared, from, |s| &s.unparks);
+        return;
+    }
+    // AcqRel: release publishes the inbox push to the owner's clear of the
+    // bit (an RMW that reads this one, then re-checks the inbox).
+    shared.idle.queued.insert_rmw(to, Ordering::AcqRel);
+    notify_parked(shared, to, from);
+}
+
 /// Places a newly spawned task: on the spawning worker's own deque, or (from
-/// outside) on the worker `find_idlest_group` chooses.
+/// outside) see [`place_external`].
 pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
     if here.is_some() {
         let pushed = with_core(shared, |c| match c {
@@ -253,19 +293,62 @@ pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
             Some(r) => return deliver(shared, here, here.unwrap_or(0), r),
         }
     }
+    place_external(shared, r);
+}
+
+/// Placement of a task spawned from outside the runtime, cheapest first:
+///
+/// 1. an idle worker that is awake (walking or spinning): claimed, and the
+///    task delivered without a futex wake (the kernel's
+///    `find_idlest_group_cpu()` prefers the shallowest idle state);
+/// 2. else, if nobody searches and someone is parked: one parked worker is
+///    woken to search ([`Sleepers::wake_one`](crate::idle::Sleepers::wake_one))
+///    and gets the task; it becomes the target of the burst;
+/// 3. else, while a wake is in flight: the burst's target, the worker woken
+///    in 2 (no second wake: it fans out by waking the next worker once it
+///    holds more than it can run);
+/// 4. else (every worker awake and busy): `find_idlest_group` over the load
+///    counters.
+///
+/// So a burst of spawns costs O(workers) futex wakes, not one per spawn.
+fn place_external(shared: &Shared, r: Runnable) {
     let c = &shared.external;
     let rr = SPAWN_RR.with(|x| {
         let v = x.get().wrapping_add(1);
         x.set(v);
         v
     });
-    let (to, idle) =
-        crate::place::find_idlest_group(&shared.topology, &crate::place::RuntimeView(shared), rr);
-    if idle {
+    let n = shared.workers.len();
+    let idle = &shared.idle;
+    if let Some(w) = idle.claim_awake_idle(rr % n) {
         WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
-    } else {
-        WorkerCounters::bump_shared(&c.spawn_placed_loaded, 1);
+        shared.burst_target.store(w, Ordering::Relaxed);
+        return deliver(shared, None, w, r);
     }
+    if idle.needs_wake() {
+        let near = rr % n;
+        let (w, _) = idle.wake_one(near, near_spans(shared, near));
+        if let Some(w) = w {
+            WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
+            WorkerCounters::bump_shared(&c.searcher_wakes, 1);
+            shared.burst_target.store(w, Ordering::Relaxed);
+            let m = &shared.workers[w].mailbox;
+            if m.deliver_or_drain(r, &shared.shutdown, |r| shared.bury(r)) == Notified::Unparked {
+                WorkerCounters::bump_shared(&c.unparks, 1);
+            }
+            // Stealable work behind a worker that may find other work first:
+            // marked, as in `deliver` (the wake just sent covers the check).
+            shared.idle.queued.insert_rmw(w, Ordering::AcqRel);
+            return;
+        }
+    }
+    WorkerCounters::bump_shared(&c.spawn_placed_loaded, 1);
+    let to = if idle.counts().awake < n {
+        // A wake is in flight: the burst's target.
+        shared.burst_target.load(Ordering::Relaxed).min(n - 1)
+    } else {
+        crate::place::find_idlest_group(&shared.topology, &crate::place::RuntimeView(shared), rr).0
+    };
     deliver(shared, None, to, r);
 }
 
@@ -284,16 +367,16 @@ impl Core {
             ops_since_publish: 0,
             balance: BalanceState::new(levels, t.migration_cost.as_nanos() as u64),
             avg_scan_cost_ns: 0,
+            wakes: 0,
             governor: Governor::new(
                 t.idle,
                 std::time::Duration::from_nanos(shared.park_cost_ns.load(Ordering::Relaxed)),
                 t.spin_cap_percent,
             ),
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
-            pushes_since_kick_check: 0,
-            last_kick_ns: 0,
             last_victim: None,
-            last_walk_cut: false,
+            searching: false,
+            queued_bit: false,
         }
     }
 
@@ -305,10 +388,6 @@ impl Core {
         x ^= x << 17;
         self.rng = x;
         (x % n.max(1) as u64) as usize
-    }
-
-    fn stats<'a>(&self, shared: &'a Shared) -> &'a WorkerCounters {
-        &shared.workers[self.index].stats
     }
 
     /// The next task from this worker's own sources.
@@ -327,8 +406,9 @@ impl Core {
                 WorkerCounters::bump(&me.stats.lifo_polls, 1);
                 return Some(r);
             }
-            // Out of LIFO turns: to the back of the deque.
-            self.local.push(r);
+            // Out of LIFO turns: to the back of the deque, where it is
+            // stealable (so the pusher's check runs).
+            self.push_local(shared, r);
         }
         self.lifo_streak = 0;
         if let Some(r) = self.local.pop() {
@@ -338,7 +418,6 @@ impl Core {
         WorkerCounters::bump(&me.stats.inbox_pulls, 1);
         Some(r)
     }
-
     /// This worker's load contribution now.
     fn contribution(&self, shared: &Shared) -> Contribution {
         let queued = self.local.len()
@@ -377,20 +456,20 @@ impl Core {
         }
     }
 
-    /// Pushes onto the local deque; an overloaded worker may kick a parked
-    /// one (see [`balance`](crate::balance), "Overload kicks").
+    /// Pushes onto the local deque, where other workers may steal it: marks
+    /// this worker in the `queued` set (once per busy period) and runs the
+    /// pusher's check of the wake protocol ([`idle`](crate::idle)): a parked
+    /// worker is woken to search if nobody searches.
     pub(crate) fn push_local(&mut self, shared: &Shared, r: Runnable) {
-        let had_work = !self.local.is_empty();
         self.local.push(r);
         self.maybe_publish(shared);
-        if had_work {
-            shared.set_overload();
-            self.pushes_since_kick_check += 1;
-            if self.pushes_since_kick_check >= KICK_CHECK_EVERY {
-                self.pushes_since_kick_check = 0;
-                self.maybe_kick(shared);
-            }
+        if !self.queued_bit {
+            self.queued_bit = true;
+            // Relaxed: ordered before the check's load by its fence, and
+            // only this worker pushes onto its deque.
+            shared.idle.queued.insert(self.index, Ordering::Relaxed);
         }
+        notify_parked(shared, self.index, Some(self.index));
     }
 
     /// Puts a woken task in the LIFO slot; the previous occupant moves to
@@ -401,49 +480,74 @@ impl Core {
         }
     }
 
-    /// Kicks the nearest parked worker if the rate limit allows and some
-    /// worker looks idle.
-    pub(crate) fn maybe_kick(&mut self, shared: &Shared) {
-        let now = shared.now_ns();
-        let interval = shared.tunables.kick_interval.as_nanos() as u64;
-        if self.last_kick_ns != 0 && now.saturating_sub(self.last_kick_ns) < interval {
-            return;
+    /// Leaves the `queued` set: the deque is empty (only this worker pushes
+    /// onto it). Returns a task if the inbox got one meanwhile: a deliverer
+    /// that set the bit before the clear is seen by the clear's acquire.
+    fn clear_queued(&mut self, shared: &Shared) -> Option<Runnable> {
+        self.queued_bit = false;
+        let me = &shared.workers[self.index];
+        // AcqRel: acquires every deliverer's `insert_rmw` that precedes the
+        // clear, so the inbox check below sees their pushes; a deliverer
+        // after it sets the bit again.
+        if shared.idle.queued.remove(self.index, Ordering::AcqRel) {
+            if let Some(r) = me.mailbox.take(&self.local) {
+                WorkerCounters::bump(&me.stats.inbox_pulls, 1);
+                return Some(r);
+            }
         }
-        let Some(victim) = nearest_parked(shared, self.index) else {
-            return;
-        };
-        self.last_kick_ns = now.max(1);
-        let st = self.stats(shared);
-        WorkerCounters::bump(&st.kicks_sent, 1);
-        if shared.workers[victim].mailbox.kick(self.index) == Notified::Unparked {
-            WorkerCounters::bump(&st.unparks, 1);
+        None
+    }
+
+    /// Work was found by an idle worker: stop searching, and make sure the
+    /// work left behind gets a worker (Go's `resetspinning` -> `wakep`).
+    /// When this worker holds more than it runs (a stolen or pulled batch),
+    /// the pusher's check runs for it; the last searcher also looks at the
+    /// `queued` set, because pushers that saw it searching counted on it.
+    fn found_work(&mut self, shared: &Shared) {
+        let last = std::mem::take(&mut self.searching) && shared.idle.from_searching();
+        if !self.local.is_empty() {
+            if !self.queued_bit {
+                self.queued_bit = true;
+                shared.idle.queued.insert(self.index, Ordering::Relaxed);
+            }
+            notify_parked(shared, self.index, Some(self.index));
+        } else if last {
+            if let Some(v) = find_queued_work(shared, self.index) {
+                notify_parked(shared, v, Some(self.index));
+            }
         }
     }
 }
 
-/// The nearest parked worker to `me`: SMT siblings, then LLC, then further.
-fn nearest_parked(shared: &Shared, me: usize) -> Option<usize> {
-    let mut inner = me..me + 1;
-    let levels = shared.topology.levels(me);
-    for level in levels {
-        let span = &level.span;
-        let n = span.len();
-        let off = me - span.start;
-        for i in 1..n {
-            let w = span.start + (off + i) % n;
-            if inner.contains(&w) {
-                continue;
-            }
-            if shared.workers[w].mailbox.parker.is_parked() {
-                return Some(w);
-            }
-        }
-        inner = span.clone();
-    }
-    None
+/// Whether worker `v` has stealable work now.
+fn has_work(shared: &Shared, v: usize) -> bool {
+    let ws = &shared.workers[v];
+    !ws.stealer.is_empty() || !ws.mailbox.inbox.is_empty()
 }
 
-/// Tries to steal from worker `victim`: its deque, then its inbox.
+/// The last searcher's re-check (idle.rs, step 3): a worker other than `me`
+/// whose queue holds work, found through the `queued` set nearest first.
+/// Call after the fence of `from_searching` / `to_parked`.
+fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
+    let st = &shared.workers[me].stats;
+    let mut touched = 0u64;
+    let mut words = 0u64;
+    let mut found = None;
+    for span in near_spans(shared, me) {
+        let (f, n) = shared.idle.find_queued(span, me, |v| {
+            touched += 1;
+            has_work(shared, v)
+        });
+        words += n as u64;
+        if f.is_some() {
+            found = f;
+            break;
+        }
+    }
+    WorkerCounters::bump(&st.recheck_words, words);
+    WorkerCounters::bump(&st.walk_touched, touched);
+    found
+}
 /// Returns the task and how many tasks moved.
 pub(crate) fn steal_from(
     shared: &Shared,
@@ -485,6 +589,7 @@ fn steal_from_level(
     searched: &std::ops::Range<usize>,
 ) -> Option<(Runnable, usize)> {
     let lvl = &shared.topology.levels(core.index)[level];
+    let st = &shared.workers[core.index].stats;
     let mut best: Option<(i64, &std::ops::Range<usize>)> = None;
     let start = core.rand(lvl.groups.len());
     for i in 0..lvl.groups.len() {
@@ -501,22 +606,26 @@ fn steal_from_level(
             best = Some((b, g));
         }
     }
-    if best.is_none() && shared.overload.load(Ordering::Relaxed) {
-        // The counters show nothing queued here, but something was queued
-        // behind a task since the last walk that found nothing: the counters
-        // lag (a worker in a long poll never publishes). Look at the
-        // members' queues directly, nearest group first.
+    if best.is_none() {
+        // The counters show nothing queued here, but they lag (and a worker
+        // stuck in a long poll never publishes): the `queued` set is exact
+        // enough to find such a queue. Read its words for the level's other
+        // groups, nearest group first.
+        let mut words = 0u64;
         best = lvl
             .groups
             .iter()
             .filter(|g| !(g.start <= searched.start && searched.end <= g.end))
             .find(|g| {
-                (*g).clone().any(|w| {
-                    let ws = &shared.workers[w];
-                    !ws.stealer.is_empty() || !ws.mailbox.inbox.is_empty()
-                })
+                let (any, n) = shared
+                    .idle
+                    .queued
+                    .any(g, Ordering::Relaxed, Some(core.index));
+                words += n as u64;
+                any
             })
             .map(|g| (0, g));
+        WorkerCounters::bump(&st.recheck_words, words);
     }
     let (_, group) = best?;
     let group = group.clone();
@@ -527,6 +636,7 @@ fn steal_from_level(
         if victim == core.index {
             continue;
         }
+        WorkerCounters::bump(&st.walk_touched, 1);
         if let Some(found) = steal_from(shared, core, victim) {
             return Some(found);
         }
@@ -543,22 +653,21 @@ fn walk(
 ) -> Option<Runnable> {
     let st = &shared.workers[core.index].stats;
     WorkerCounters::bump(&st.walks, 1);
-    core.last_walk_cut = false;
     if let Some(k) = kicked_by {
-        WorkerCounters::bump(&st.kicks_received, 1);
+        WorkerCounters::bump(&st.woken_searching, 1);
         if k != core.index {
+            WorkerCounters::bump(&st.walk_touched, 1);
             if let Some((r, _)) = steal_from(shared, core, k) {
                 return Some(r);
             }
         }
     }
-    // The counters are up to one interval stale, and a worker stuck in a
-    // long poll cannot publish at all: retry the last victim first, which
-    // is cheap (two reads when it is empty) and the likeliest to have more
-    // (a steal takes at most a batch of 32).
+    // The counters are up to one interval stale: retry the last victim
+    // first, which is cheap (two reads when it is empty) and the likeliest
+    // to have more (a steal takes at most a batch of 32).
     if let Some(v) = core.last_victim.take() {
-        let vs = &shared.workers[v];
-        if v != core.index && (!vs.stealer.is_empty() || !vs.mailbox.inbox.is_empty()) {
+        if v != core.index && has_work(shared, v) {
+            WorkerCounters::bump(&st.walk_touched, 1);
             if let Some((r, _)) = steal_from(shared, core, v) {
                 return Some(r);
             }
@@ -570,6 +679,7 @@ fn walk(
         for i in 0..n {
             let v = (start + i) % n;
             if v != core.index {
+                WorkerCounters::bump(&st.walk_touched, 1);
                 if let Some((r, _)) = steal_from(shared, core, v) {
                     return Some(r);
                 }
@@ -577,9 +687,18 @@ fn walk(
         }
         return None;
     }
-    if !shared.load.overloaded() && !shared.overload.load(Ordering::Relaxed) {
-        WorkerCounters::bump(&st.walks_skipped, 1);
-        return None;
+    // The gate (the kernel's rd->overload): nothing queued anywhere, by the
+    // counters and by the `queued` set.
+    if !shared.load.overloaded() {
+        let (any, words) = shared
+            .idle
+            .queued
+            .any(&shared.all, Ordering::Relaxed, Some(core.index));
+        WorkerCounters::bump(&st.recheck_words, words as u64);
+        if !any {
+            WorkerCounters::bump(&st.walks_skipped, 1);
+            return None;
+        }
     }
     let me = core.index;
     let mut searched = me..me + 1;
@@ -599,34 +718,11 @@ fn walk(
     }
     if let Some(i) = out.cut_at {
         WorkerCounters::bump(&st.walk_cut[i], 1);
-        core.last_walk_cut = true;
     }
     for (i, l) in core.balance.levels.iter().enumerate().take(MAX_LEVELS) {
         WorkerCounters::set(&st.max_cost_ns[i], l.max_ns);
     }
-    let Some((level, (r, moved))) = out.found else {
-        if out.cut_at.is_none() {
-            // A full walk found nothing: the overload episode is over (the
-            // kernel clears rd->overload in load balancing the same way).
-            if shared.overload.load(Ordering::Relaxed) {
-                shared.overload.store(false, Ordering::Relaxed);
-                // A push may have come between our look at a queue and the
-                // clear, finding the flag still set (so not setting it): look
-                // once more after the clear. The fence orders the clear
-                // before these loads; this is a hint, so the pusher side has
-                // none (kicks and counters cover a miss).
-                fence(Ordering::SeqCst);
-                let queued = shared
-                    .workers
-                    .iter()
-                    .any(|w| !w.stealer.is_empty() || !w.mailbox.inbox.is_empty());
-                if queued {
-                    shared.set_overload();
-                }
-            }
-        }
-        return None;
-    };
+    let (level, (r, moved)) = out.found?;
     WorkerCounters::bump(&st.walk_success[level], 1);
     WorkerCounters::bump(&st.walk_moved[level], moved as u64);
     Some(r)
@@ -636,12 +732,13 @@ fn walk(
 /// core is idle (read before write).
 fn enter_idle(shared: &Shared, core: &mut Core) {
     core.running = false;
-    let me = &shared.workers[core.index];
-    me.mailbox.set_idle(true);
+    let idle = &shared.idle.idle;
+    // Relaxed: a placement hint (see idle.rs).
+    idle.insert(core.index, Ordering::Relaxed);
     if shared.tunables.sis_idle_core {
         let cs = shared.topology.core_span(core.index);
-        if cs.clone().all(|w| shared.workers[w].mailbox.is_idle()) {
-            let hint = &shared.llc_idle_cores[me.llc_hint];
+        if cs.clone().all(|w| idle.contains(w)) {
+            let hint = &shared.llc_idle_cores[shared.workers[core.index].llc_hint];
             if !hint.load(Ordering::Relaxed) {
                 hint.store(true, Ordering::Relaxed);
             }
@@ -658,7 +755,7 @@ fn enter_idle(shared: &Shared, core: &mut Core) {
 /// keep the prediction above the park cost forever once parking starts.
 fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>, slept: bool) {
     core.running = true;
-    shared.workers[core.index].mailbox.set_idle(false);
+    shared.idle.idle.remove(core.index, Ordering::Relaxed);
     if let Some(t0) = idle_since {
         let now = shared.now_ns();
         let mut sample = now.saturating_sub(t0);
@@ -674,10 +771,17 @@ fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>, slept: b
     core.publish_load(shared, false);
 }
 
-/// The idle path: walk, then spin or park until work arrives. `None` means
-/// shutdown.
+/// The idle path: walk (when searching), then spin or park until work
+/// arrives, following the wake protocol of [`idle`](crate::idle). `None`
+/// means shutdown.
 fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
+    if let Some(r) = core.clear_queued(shared) {
+        return Some(r);
+    }
     enter_idle(shared, core);
+    if !core.searching {
+        core.searching = shared.idle.to_searching();
+    }
     let me = &shared.workers[core.index];
     let mut kicked_by = None;
     let mut idle_since: Option<u64> = None;
@@ -686,29 +790,20 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
         // A kick may have come with other work (the wait then returned
         // that work, not the kick): take the note here so it is not lost.
         let kick = kicked_by.take().or_else(|| me.mailbox.take_kick());
-        if let Some(r) = walk(shared, core, kick, true) {
-            // A stolen batch: let the next parked worker help (kick fan-out).
-            if !core.local.is_empty() {
-                core.maybe_kick(shared);
+        if core.searching || kick.is_some() {
+            if let Some(r) = walk(shared, core, kick, true) {
+                core.found_work(shared);
+                exit_idle(shared, core, idle_since, slept_any);
+                return Some(r);
             }
-            exit_idle(shared, core, idle_since, slept_any);
-            return Some(r);
         }
         let now = shared.now_ns();
         let t0 = *idle_since.get_or_insert(now);
         // A placement may have claimed this worker (marked it not idle) for
         // a delivery that another worker's steal then took: still idle, say
-        // so again, or wakeups would stop choosing a parked worker.
-        me.mailbox.set_idle(true);
+        // so again, or wakeups would stop choosing it.
+        shared.idle.idle.insert(core.index, Ordering::Relaxed);
         let choice = core.governor.choose(now, core.balance.avg_idle_ns);
-        if choice == Choice::Park && core.last_walk_cut && shared.overload.load(Ordering::Relaxed) {
-            // About to sleep with work queued somewhere: finish the walk the
-            // cost bound cut short (see balance.rs).
-            if let Some(r) = walk(shared, core, None, false) {
-                exit_idle(shared, core, idle_since, slept_any);
-                return Some(r);
-            }
-        }
         let st = &me.stats;
         let mut spin_end = None;
         if let Choice::Spin { until_ns } = choice {
@@ -719,16 +814,12 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
         let mut spun_ns = 0u64;
         let mut spin_expired = false;
         let index = core.index;
+        let searching = core.searching;
+        let mut announced = false;
+        let mut pending = None;
         let Core {
             local, publisher, ..
         } = &mut *core;
-        // Parking while something is queued behind a task somewhere: wake
-        // by itself after one load interval to look again (see balance.rs,
-        // "the periodic balance").
-        let timeout = shared
-            .overload
-            .load(Ordering::Relaxed)
-            .then_some(OVERLOAD_PARK_TIMEOUT);
         let res = me.mailbox.wait_for(
             local,
             &shared.shutdown,
@@ -760,9 +851,23 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
                     let n = shared.load.publish(index, running, queued);
                     WorkerCounters::bump(&st.load_publishes, n as u64);
                 }
+                // Announce the sleep (idle.rs, step 3). The last searcher
+                // re-checks the `queued` set and steals instead of sleeping
+                // when it finds work.
+                announced = true;
+                if shared.idle.to_parked(index, searching) {
+                    WorkerCounters::bump(&st.last_searcher_rechecks, 1);
+                    pending = find_queued_work(shared, index);
+                    return pending.is_none();
+                }
+                true
             },
-            timeout,
+            None,
         );
+        if announced {
+            // Step 5: awake again; searching if a waker claimed us.
+            core.searching = shared.idle.from_parked(index);
+        }
         if matches!(choice, Choice::Spin { .. }) {
             core.governor.record_spin(spun_ns);
             WorkerCounters::bump(&st.spin_ns, spun_ns);
@@ -779,6 +884,7 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
                     WorkerCounters::bump(&st.parks, 1);
                 }
                 WorkerCounters::bump(&st.inbox_pulls, 1);
+                core.found_work(shared);
                 exit_idle(shared, core, Some(t0), slept_any || slept);
                 return Some(r);
             }
@@ -794,6 +900,23 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
                 kicked_by = k;
                 if shared.is_shutdown() {
                     return None;
+                }
+                if let Some(v) = pending {
+                    // The last searcher's re-check found work at `v`: take it
+                    // now rather than sleep next to it.
+                    WorkerCounters::bump(&st.walk_touched, 1);
+                    if let Some((r, _)) = steal_from(shared, core, v) {
+                        if has_work(shared, v) {
+                            // More behind it: let a parked worker help.
+                            notify_parked(shared, v, Some(core.index));
+                        }
+                        core.found_work(shared);
+                        exit_idle(shared, core, Some(t0), slept_any);
+                        return Some(r);
+                    }
+                }
+                if !core.searching {
+                    core.searching = shared.idle.to_searching();
                 }
             }
         }

@@ -416,8 +416,8 @@ fn exactly_once(rt: &Runtime, what: &str) {
     );
     eprintln!(
         "{what}: {total} tasks, ok {ok}, cancelled {cancelled}, polls {}, stolen {}, \
-         steals {}/{}, parks {}, kicks {}",
-        t.polls, t.tasks_stolen, t.steals_succeeded, t.steals_attempted, t.parks, t.kicks_sent
+         steals {}/{}, parks {}, searcher wakes {}",
+        t.polls, t.tasks_stolen, t.steals_succeeded, t.steals_attempted, t.parks, t.searcher_wakes
     );
 }
 
@@ -1076,14 +1076,6 @@ fn bad_builder_input_is_a_build_error() {
                 },
                 "park_cost",
                 "1s",
-            ),
-            (
-                Tunables {
-                    kick_interval: Duration::from_secs(5),
-                    ..Default::default()
-                },
-                "kick_interval",
-                "5s",
             ),
         ];
         for (t, field, value) in cases {

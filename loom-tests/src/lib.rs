@@ -5,8 +5,8 @@
 //! | file | protocol | production code |
 //! | --- | --- | --- |
 //! | `park.rs` | inbox hand-off racing a worker going to sleep, with and without spinning | `park::Mailbox::{deliver, wait}`, `park::Parker` |
-//! | `placement.rs` | two placements claiming one idle worker while it leaves idle | `Mailbox::{claim_idle, set_idle, deliver_or_drain}` |
-//! | `kick.rs` | an overloaded worker kicking a parked one, which steals from it | `Mailbox::{kick, take_kick}`, `queue::Stealer::steal_batch_and_pop` |
+//! | `placement.rs` | two placements claiming one idle worker while it leaves idle | `idle::WorkerSet::{insert, remove}` (the idle mask), `Mailbox::deliver_or_drain` |
+//! | `conserve.rs` | work conservation: a push (onto a busy worker's deque, or from outside into its inbox) racing the last searcher going to sleep | `idle::Sleepers::{to_searching, from_searching, needs_wake, wake_one, to_parked, from_parked, find_queued}`, `Mailbox::{wait, kick, deliver_or_drain}`, the `queued` `WorkerSet` |
 //! | `load.rs` | rate-limited publishes into packed group counters, one forced before a park | `load::{GroupLoad, Publisher}` |
 //! | `shutdown.rs` | shutdown racing a delivery and the worker, with the burial of late tasks | `Mailbox::deliver_or_drain`, the sequences of `Runtime::shutdown` and `Shared::bury` |
 //!
@@ -34,14 +34,14 @@
 //! - **Some interleavings, because of loom 0.7.2's partial-order
 //!   reduction** (tokio-rs/loom#392, #166): when a thread loads an atomic
 //!   and then writes it (the read-before-write idiom this crate uses in
-//!   `Parker::prepare`, `claim_idle`, `set_idle`, `take_kick`, and in
-//!   `maybe_kick`'s `is_parked` check before `kick`), loom treats the
-//!   thread's own load as the write's only dependency and never reorders
-//!   the write before another thread's earlier load. `kick.rs` works around
-//!   the one case that hid a whole branch (a `yield_now`, see there), and
-//!   every model asserts with [`Cases`] that the interleavings it is about
-//!   were reached; but orderings whose failure needs such a reordering are
-//!   not all caught (again, `kick.rs` and `shutdown.rs` list them).
+//!   `Parker::prepare`, `WorkerSet::{insert, remove}`, `take_kick`),
+//!   loom treats the thread's own load as the write's only dependency and
+//!   never reorders the write before another thread's earlier load. The
+//!   earlier kick model (removed with the overload kicks it modelled, now
+//!   the wake protocol of `conserve.rs`) needed a `yield_now` to reach one
+//!   branch because of it; every model asserts with [`Cases`] that the
+//!   interleavings it is about were reached, but orderings whose failure
+//!   needs such a reordering are not all caught (`shutdown.rs` lists them).
 //!
 //! # Running
 //!
@@ -54,7 +54,7 @@
 //!
 //! (`make test-loom LOOM_MAX_PREEMPTIONS=3` for a deeper run). Add
 //! `-- --nocapture` to see each model's execution count and the cases it
-//! reached, and `-- --ignored` for the model of a known gap (`kick.rs`).
+//! reached.
 //! Without `--cfg loom` every test file compiles to nothing, so
 //! `cargo test --workspace` stays fast. This crate's library holds only what
 //! the models share: [`model`] (the bounded checker), a drop-counting

@@ -99,7 +99,10 @@ fn worker_a(
             shutdown,
             || false,
             // About to sleep: publish whatever is held back.
-            || publish(&[own, group], p.decide(300, c(0, 2), MS, true)),
+            || {
+                publish(&[own, group], p.decide(300, c(0, 2), MS, true));
+                true
+            },
         );
         match res {
             Wait::Work { item, .. } => {

@@ -114,7 +114,10 @@ fn worker(
                 armed = delivered.is_some_and(|d| d.load(Ordering::Acquire));
                 true
             },
-            || parks_begun += 1,
+            || {
+                parks_begun += 1;
+                true
+            },
         );
         log.parks_begun += parks_begun;
         match res {

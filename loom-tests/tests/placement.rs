@@ -1,17 +1,17 @@
 //! Wakeup placement claiming an idle worker (`src/wake.rs`,
-//! `select_idle_sibling`; `src/place.rs`, `find_idlest_group`;
-//! `Mailbox::{claim_idle, set_idle}` in `src/park.rs`).
+//! `select_idle_sibling`; `src/place.rs`, `find_idlest_group`; the `idle`
+//! set of `Sleepers` in `src/idle.rs`, a `WorkerSet`).
 //!
 //! A placement that chooses an idle worker marks it not-idle first
-//! (`claim_idle`: a load, then a compare-exchange, both `Relaxed`), so that
+//! (`WorkerSet::remove`: a load, then a `fetch_and`, both `Relaxed`), so that
 //! a burst of wakes spreads out; then it delivers (`worker::deliver`, i.e.
 //! `Mailbox::deliver_or_drain`). The idle flag is a hint: correctness must
 //! not depend on it.
 //!
 //! Three threads: the worker starts idle (its flag set, as `enter_idle`
 //! leaves it), leaves idle on its own (its walk found work:
-//! `set_idle(false)`, then it runs that item), and then waits for
-//! deliveries without re-entering idle; two placers each `claim_idle()` the
+//! `idle.remove`, then it runs that item), and then waits for
+//! deliveries without re-entering idle; two placers each claim the
 //! worker and deliver an item to it, whether or not the claim succeeded
 //! (where the runtime would deliver to the placement's target instead; here
 //! it is the same worker). Checked in every interleaving:
@@ -35,7 +35,7 @@
 //!
 //! | mutation | result |
 //! | --- | --- |
-//! | `claim_idle` as `load` then `store(false)` (no compare-exchange) | caught: "two placements claimed the same idle period" |
+//! | `WorkerSet::remove` as `load` then `store` (no RMW), on the earlier `AtomicBool` flag | caught: "two placements claimed the same idle period" |
 //! | `notify` signals without taking the parker's mutex | caught: "deadlock" (the lost wakeup strands a placed item) |
 //!
 //! The idle flag's orderings are all `Relaxed` already (it is a hint), so
@@ -44,31 +44,39 @@
 
 #![cfg(loom)]
 
+use hwsched::idle::WorkerSet;
 use hwsched::park::{Mailbox, Wait};
 use hwsched::queue::Local;
-use loom::sync::atomic::AtomicBool;
+use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Task};
 
 /// `wake::place` then `worker::deliver`: claims the worker if it is idle,
 /// and delivers either way. Returns whether the claim succeeded.
-fn place(mb: &Mailbox<Task>, shutdown: &AtomicBool, t: Task) -> bool {
-    let claimed = mb.claim_idle();
+fn place(idle: &WorkerSet, mb: &Mailbox<Task>, shutdown: &AtomicBool, t: Task) -> bool {
+    let claimed = idle.remove(0, Ordering::Relaxed);
     let _ = mb.deliver_or_drain(t, shutdown, Task::cancel);
     claimed
 }
 
 /// The worker: leaves idle to run what its walk found, then waits for the
 /// `n` placed items.
-fn worker(mb: &Mailbox<Task>, shutdown: &AtomicBool, found: Task, n: usize, cases: &Cases) {
+fn worker(
+    idle: &WorkerSet,
+    mb: &Mailbox<Task>,
+    shutdown: &AtomicBool,
+    found: Task,
+    n: usize,
+    cases: &Cases,
+) {
     // exit_idle: the walk stole `found`.
-    mb.set_idle(false);
+    idle.remove(0, Ordering::Relaxed);
     found.run();
     let local = Local::new();
     let mut ran = 0;
     while ran < n {
-        match mb.wait(&local, shutdown, || false, || {}) {
+        match mb.wait(&local, shutdown, || false, || true) {
             Wait::Work { item, slept } => {
                 if slept {
                     cases.hit("worker slept until a placement");
@@ -102,23 +110,26 @@ fn two_placements_claim_a_worker_leaving_idle() {
             let mb = Arc::new(Mailbox::new());
             let shutdown = Arc::new(AtomicBool::new(false));
             // enter_idle, before the race.
-            mb.set_idle(true);
+            let idle = Arc::new(WorkerSet::new(1, &[]));
+            idle.insert(0, Ordering::Relaxed);
             let w = {
-                let (mb, shutdown, cases) = (mb.clone(), shutdown.clone(), cases.clone());
+                let (idle, mb, shutdown, cases) =
+                    (idle.clone(), mb.clone(), shutdown.clone(), cases.clone());
                 let found = ledger.task(0);
-                thread::spawn(move || worker(&mb, &shutdown, found, 2, &cases))
+                thread::spawn(move || worker(&idle, &mb, &shutdown, found, 2, &cases))
             };
             let p1 = {
-                let (mb, shutdown, t) = (mb.clone(), shutdown.clone(), ledger.task(1));
-                thread::spawn(move || place(&mb, &shutdown, t))
+                let (idle, mb, shutdown, t) =
+                    (idle.clone(), mb.clone(), shutdown.clone(), ledger.task(1));
+                thread::spawn(move || place(&idle, &mb, &shutdown, t))
             };
-            let c2 = place(&mb, &shutdown, ledger.task(2));
+            let c2 = place(&idle, &mb, &shutdown, ledger.task(2));
             let c1 = p1.join().unwrap();
             w.join().unwrap();
             assert!(mb.inbox.is_empty(), "an item is stranded in the inbox");
             ledger.assert_each_once();
             assert!(!(c1 && c2), "two placements claimed the same idle period");
-            assert!(!mb.is_idle(), "the worker left idle and was claimed");
+            assert!(!idle.contains(0), "the worker left idle and was claimed");
             cases.hit(match (c1, c2) {
                 (false, false) => "no claim: the worker left idle first",
                 (true, _) => "the first placer claimed",

@@ -154,7 +154,7 @@ impl Shared {
 fn worker(s: &Shared) {
     let local = Local::new();
     loop {
-        match s.mb.wait(&local, &s.shutdown, || false, || {}) {
+        match s.mb.wait(&local, &s.shutdown, || false, || true) {
             Wait::Work { item, slept } => {
                 s.cases.hit(if slept {
                     "run by the worker after an unpark"

@@ -1,0 +1,235 @@
+//! Work conservation (`src/idle.rs`, "The invariant"): a task queued where
+//! another worker could take it is never left behind a busy worker while a
+//! worker sleeps with no wake pending.
+//!
+//! Two workers. Worker 0 is busy and stays busy (a long poll): it never
+//! looks at its own queues again in the model, so only worker 1 can run the
+//! item. Worker 1 is idle and follows `worker::idle`'s sequence on the
+//! production protocol types: it becomes a searcher
+//! (`Sleepers::to_searching`), walks (a steal from worker 0's deque and
+//! inbox), and otherwise waits through `Mailbox::wait`, whose `before_sleep`
+//! announces the sleep (`Sleepers::to_parked`) and, as the last searcher,
+//! re-checks the `queued` set (`Sleepers::find_queued`) and steals instead
+//! of sleeping when it finds work; after every wait it runs
+//! `Sleepers::from_parked`. The item is pushed by:
+//!
+//! - `push_races_the_last_searcher_going_to_sleep`: worker 0 itself, onto
+//!   its deque (`Core::push_local`: push, `queued` bit, the pusher's check
+//!   `Sleepers::needs_wake`, then `wake_one` and `Mailbox::kick`);
+//! - `delivery_to_a_busy_worker_while_another_parks`: a thread outside the
+//!   runtime, into worker 0's inbox (`worker::deliver`:
+//!   `Mailbox::deliver_or_drain`, the `queued` bit's `insert_rmw`, the
+//!   pusher's check).
+//!
+//! Checked in every interleaving: worker 1 runs the item (if the protocol
+//! lost the wake, worker 1 sleeps forever and loom reports a deadlock), the
+//! item runs exactly once, and the counts end consistent (nobody searching,
+//! both workers awake). The cases each model must reach: the walk found the
+//! item; the pusher woke a parked worker; the last searcher's re-check
+//! found it; the pusher saw a searcher and sent no wake.
+//!
+//! # Mutations
+//!
+//! Each applied once to `src/idle.rs` (on a copy of the working tree), both
+//! models run at `LOOM_MAX_PREEMPTIONS=3`, reverted:
+//!
+//! | mutation | result |
+//! | --- | --- |
+//! | `needs_wake` without its `fence(SeqCst)` | caught by both: "deadlock" (store-buffering: the pusher reads the stale searching count, the searcher's re-check misses the push) |
+//! | `to_parked` without its fence after the last searcher's decrement | caught by both: "deadlock" |
+//! | the last searcher parks without the re-check | caught by both: "deadlock" |
+//! | `wake_one` claims while a worker searches (no `searching == 0` test) | not a safety bug, and not caught: an extra wake; the unit test `one_wake_in_flight_and_the_woken_worker_searches` catches it |
+//! | `from_parked` takes the bit before `awake += 1` | not caught by these two-worker models (it needs a second claimer to see the deficit) |
+
+#![cfg(loom)]
+
+use std::ops::Range;
+
+use hwsched::idle::Sleepers;
+use hwsched::park::{Mailbox, Notified, Wait};
+use hwsched::queue::{Local, Steal, Stealer};
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use loom_tests::{model, Cases, Ledger, Task};
+
+const ALL: Range<usize> = 0..2;
+
+/// What worker 1 sees of worker 0.
+struct Victim {
+    stealer: Stealer<Task>,
+    mailbox: Arc<Mailbox<Task>>,
+}
+
+impl Victim {
+    fn has_work(&self) -> bool {
+        !self.stealer.is_empty() || !self.mailbox.inbox.is_empty()
+    }
+
+    /// `worker::steal_from`: the deque, then the inbox.
+    fn steal(&self, local: &Local<Task>) -> Option<Task> {
+        for from_inbox in [false, true] {
+            loop {
+                let s = if from_inbox {
+                    self.mailbox.inbox.steal_batch_and_pop(local)
+                } else {
+                    self.stealer.steal_batch_and_pop(local)
+                };
+                match s {
+                    Steal::Success(t) => return Some(t),
+                    Steal::Empty => break,
+                    Steal::Retry => continue,
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The pusher's steps 2-3 (`worker::notify_parked` / `wake_searcher`).
+fn notify_parked(s: &Sleepers, mailboxes: &[Arc<Mailbox<Task>>; 2], near: usize, cases: &Cases) {
+    if !s.needs_wake() {
+        cases.hit("the pusher saw a searcher (or nobody parked): no wake");
+        return;
+    }
+    if let (Some(w), _) = s.wake_one(near, std::iter::once(&ALL)) {
+        assert_eq!(w, 1, "only worker 1 can be parked");
+        if mailboxes[w].kick(near) == Notified::Unparked {
+            cases.hit("the pusher woke a parked worker");
+        }
+    }
+}
+
+/// Worker 1's idle path (`worker::idle`), until it has run one item.
+fn idle_worker(s: &Sleepers, mb: &Mailbox<Task>, victim: &Victim, cases: &Cases) {
+    let local = Local::new();
+    let shutdown = AtomicBool::new(false);
+    let mut searching = s.to_searching();
+    let mut note = None;
+    loop {
+        if searching || note.take().is_some() {
+            if let Some(t) = victim.steal(&local) {
+                // `Core::found_work`.
+                if std::mem::take(&mut searching) {
+                    s.from_searching();
+                }
+                cases.hit("the walk found the item");
+                t.run();
+                return;
+            }
+        }
+        let mut announced = false;
+        let mut pending = false;
+        let was_searching = searching;
+        let res = mb.wait(
+            &local,
+            &shutdown,
+            || false,
+            || {
+                announced = true;
+                if s.to_parked(1, was_searching) {
+                    pending = s.find_queued(&ALL, 1, |_| victim.has_work()).0.is_some();
+                    return !pending;
+                }
+                true
+            },
+        );
+        if announced {
+            searching = s.from_parked(1);
+        }
+        match res {
+            Wait::Work { .. } => panic!("nothing is delivered to worker 1 in this model"),
+            Wait::Shutdown => panic!("no shutdown in this model"),
+            Wait::Woken { kicked_by, .. } => {
+                note = kicked_by;
+                if pending {
+                    let t = victim
+                        .steal(&local)
+                        .expect("the re-check saw work that only worker 1 takes");
+                    if std::mem::take(&mut searching) {
+                        s.from_searching();
+                    }
+                    cases.hit("the last searcher's re-check found the item");
+                    t.run();
+                    return;
+                }
+                if !searching {
+                    searching = s.to_searching();
+                }
+            }
+        }
+    }
+}
+
+fn conserve(from_outside: bool, cases: &std::sync::Arc<Cases>) {
+    let ledger = Ledger::new(1);
+    let s = Arc::new(Sleepers::new(2, &[ALL]));
+    let mailboxes = [Arc::new(Mailbox::new()), Arc::new(Mailbox::new())];
+    let local0 = Local::new();
+    let w1 = {
+        let (s, mb, cases) = (s.clone(), mailboxes[1].clone(), cases.clone());
+        let victim = Victim {
+            stealer: local0.stealer(),
+            mailbox: mailboxes[0].clone(),
+        };
+        thread::spawn(move || idle_worker(&s, &mb, &victim, &cases))
+    };
+    let item = ledger.task(0);
+    let shutdown = AtomicBool::new(false);
+    if from_outside {
+        // `worker::deliver` into busy worker 0's inbox, from a foreign thread.
+        let p = {
+            let (s, mailboxes, cases) = (s.clone(), mailboxes.clone(), cases.clone());
+            thread::spawn(move || {
+                let n = mailboxes[0].deliver_or_drain(item, &shutdown, Task::cancel);
+                assert_eq!(n, Notified::NoUnparkNeeded, "worker 0 is busy");
+                s.queued.insert_rmw(0, Ordering::AcqRel);
+                notify_parked(&s, &mailboxes, 0, &cases);
+            })
+        };
+        p.join().unwrap();
+    } else {
+        // `Core::push_local` on busy worker 0.
+        local0.push(item);
+        s.queued.insert(0, Ordering::Relaxed);
+        notify_parked(&s, &mailboxes, 0, cases);
+    }
+    w1.join().unwrap();
+    ledger.assert_each_once();
+    let c = s.counts();
+    assert_eq!(
+        (c.searching, c.awake),
+        (0, 2),
+        "counts after both workers are done"
+    );
+}
+
+#[test]
+fn push_races_the_last_searcher_going_to_sleep() {
+    let cases = Cases::new(&[
+        "the walk found the item",
+        "the pusher woke a parked worker",
+        "the last searcher's re-check found the item",
+        "the pusher saw a searcher (or nobody parked): no wake",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || conserve(false, &cases)
+    });
+    cases.assert_all_reached();
+}
+
+#[test]
+fn delivery_to_a_busy_worker_while_another_parks() {
+    let cases = Cases::new(&[
+        "the walk found the item",
+        "the pusher woke a parked worker",
+        "the last searcher's re-check found the item",
+        "the pusher saw a searcher (or nobody parked): no wake",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || conserve(true, &cases)
+    });
+    cases.assert_all_reached();
+}

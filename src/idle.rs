@@ -1,0 +1,653 @@
+//! Who is idle, who sleeps, and who wakes whom: the wake protocol.
+//!
+//! # The invariant (work conservation)
+//!
+//! **Whenever a runnable task sits in a queue that another worker could
+//! take it from (a local deque or an inbox) and some worker of the runtime
+//! is parked, either some worker is *searching* (it will find the task or,
+//! being the last searcher, look for it once more before it sleeps), or a
+//! wake is on its way to a parked worker.** The one exception is a running
+//! worker's LIFO slot, which nobody else can take from; it holds one task,
+//! and the worker runs it next. No path drops a wake; a pusher that sees a
+//! searcher defers the wake to that searcher, which is bounded: a searcher
+//! either finds work (and then wakes the next worker if it was the last
+//! searcher and work remains) or goes to sleep, and the last searcher to go
+//! to sleep re-checks every queue that may hold work after announcing it.
+//!
+//! This is the protocol of tokio's `multi_thread/idle.rs` and Go's
+//! `wakep`/`resetspinning` (a count of searching workers, at most half the
+//! workers, and one wake at a time), with two changes for a topology-aware
+//! runtime: the worker woken is the parked one nearest to where the work is
+//! (the kernel's nohz kick wakes an idle CPU of the busy CPU's domain), and
+//! finding it reads bitmaps, one word per 64 workers of a last-level cache,
+//! not per-worker state.
+//!
+//! # State
+//!
+//! - `state`: one word, `searching << 32 | awake`. `awake` counts workers
+//!   not parked (running, walking or spinning); `searching` counts workers
+//!   looking for work to steal, capped at half the workers.
+//! - `parked` ([`WorkerSet`]): one bit per worker that has announced it is
+//!   going to sleep and has not been claimed since.
+//! - `idle` ([`WorkerSet`]): one bit per worker that runs no task (walking,
+//!   spinning or parked): the kernel's idle cpumask, which wake placement
+//!   scans and claims (the bit is a hint; correctness never depends on it).
+//! - `queued` ([`WorkerSet`]): one bit per worker whose deque or inbox may
+//!   hold work others could steal. Set by the owner when its deque goes from
+//!   empty to non-empty, and by a deliverer into a busy worker's inbox;
+//!   cleared by the owner when it finds both empty. A set bit may be stale
+//!   (a thief emptied the queue); a clear bit is never stale for a queue
+//!   that holds work, except while its owner is awake and about to look at
+//!   it. It is the summary the last searcher reads instead of every queue.
+//!
+//! # The steps
+//!
+//! A **pusher** (any thread that makes a task stealable: a push onto a
+//! deque, a delivery into a busy worker's inbox, a steal that leaves a batch
+//! in the thief's deque):
+//! 1. pushes, then sets the owner's `queued` bit if it is clear;
+//! 2. [`Sleepers::needs_wake`]: `fence(SeqCst)`, then loads `state`; if no
+//!    worker is searching and some worker is parked, then
+//! 3. [`Sleepers::wake_one`]: a CAS makes `searching += 1` (only while
+//!    `searching == 0` and someone is parked: one wake in flight), then
+//!    clears the `parked` bit of the parked worker nearest to the work,
+//!    counts it awake, and notifies its parker. The woken worker starts
+//!    out searching.
+//!
+//! A **worker** whose own queues are empty:
+//! 1. marks itself idle and, if fewer than half the workers search,
+//!    becomes a searcher ([`Sleepers::to_searching`]);
+//! 2. a searcher walks the domain tree (balance.rs); if it finds work it
+//!    stops searching ([`Sleepers::from_searching`]) and, if it was the last
+//!    searcher and work is still queued somewhere (its own deque after a
+//!    batch steal, or any `queued` bit), runs the pusher's steps 2-3 itself
+//!    (Go's `resetspinning` -> `wakep`): a burst fans out one wake at a
+//!    time, O(workers) wakes per burst, not O(tasks);
+//! 3. before it sleeps, [`Sleepers::to_parked`]: sets its `parked` bit,
+//!    then `awake -= 1` (and `searching -= 1` if it searched) in one RMW. If
+//!    it was the last searcher, `fence(SeqCst)` and read the `queued`
+//!    bitmap; a worker found with work is stolen from at once instead of
+//!    sleeping;
+//! 4. parks on its [`Parker`](crate::park::Parker) (no lost wakeups: park.rs);
+//! 5. on waking, for whatever reason, [`Sleepers::from_parked`]: clears
+//!    its own `parked` bit and counts itself awake. If the bit was gone, a
+//!    waker claimed it and counts it awake and searching: it searches.
+//!
+//! Whoever clears a `parked` bit (the worker itself, or one waker) counts
+//! that worker awake; so `awake` never exceeds the workers, and a worker
+//! is counted parked from its announcement until its bit is cleared.
+//!
+//! # Why no wake is lost
+//!
+//! A pusher's step 2 and the last searcher's step 3 are store-buffering
+//! with `SeqCst` fences on both sides: either the pusher's load of `state`
+//! sees the searcher's decrement (no searcher: it wakes a parked worker),
+//! or the searcher's loads after its fence see the pusher's push and its
+//! `queued` bit (it takes the work). A non-searching worker that parks
+//! needs no re-check: a searcher exists, and the last one re-checks. A
+//! pusher that sees nobody parked (`awake == workers`) needs no wake: every
+//! worker is awake, each of them checks its own queues before sleeping, and
+//! any of them that goes idle becomes a searcher or finds one; the last
+//! searcher to sleep re-checks.
+//!
+//! A waker whose CAS succeeded may find no `parked` bit: the workers counted
+//! parked may all be between clearing their own bit and counting
+//! themselves awake. It then undoes its `searching += 1` and checks again,
+//! because while its claim stood, pushers skipped their wake and a worker
+//! going to sleep may have skipped searching: the undo is handled like the
+//! last searcher leaving. A worker sets its bit before it decrements
+//! `awake`, and the CAS reads that decrement (a release sequence of RMWs on
+//! `state`), so a bit that exists is visible to the waker.
+//!
+//! `loom-tests/tests/conserve.rs` checks this: a push racing the last
+//! searcher going to sleep, and a push onto a busy worker while another is
+//! parked, never end with the task queued, a worker parked and no wake
+//! pending.
+
+use std::ops::Range;
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{fence, spin_loop, AtomicU64, AtomicUsize, Ordering};
+
+const AWAKE_MASK: usize = (1 << 32) - 1;
+const SEARCHING_ONE: usize = 1 << 32;
+
+/// A decoded [`Sleepers`] state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Workers looking for work to steal.
+    pub searching: usize,
+    /// Workers not parked.
+    pub awake: usize,
+}
+
+impl Counts {
+    fn of(v: usize) -> Counts {
+        Counts {
+            searching: v >> 32,
+            awake: v & AWAKE_MASK,
+        }
+    }
+}
+
+/// A set of workers, one bit each, laid out so that each group given at
+/// construction (a last-level cache) starts on its own cache-padded word:
+/// workers of one LLC never share a cache line with another LLC's.
+///
+/// Every operation reads before it writes, so a bit already in the wanted
+/// state costs a load, not an RMW.
+#[derive(Debug)]
+pub struct WorkerSet {
+    words: Box<[CachePadded<AtomicU64>]>,
+    /// Word and bit of each worker.
+    pos: Box<[(u32, u8)]>,
+    /// First worker of each word.
+    base: Box<[usize]>,
+}
+
+impl WorkerSet {
+    /// An empty set of `n` workers; each of `groups` (contiguous spans,
+    /// normally the LLCs) starts a new word. Spans of over 64 workers take
+    /// several words.
+    pub fn new(n: usize, groups: &[Range<usize>]) -> Self {
+        let starts: Vec<usize> = groups.iter().map(|g| g.start).collect();
+        let mut pos = vec![(0u32, 0u8); n];
+        let mut base: Vec<usize> = Vec::new();
+        for (w, p) in pos.iter_mut().enumerate() {
+            let full = base.last().is_some_and(|&b| w - b == 64);
+            if base.is_empty() || full || starts.contains(&w) {
+                base.push(w);
+            }
+            let b = *base.last().expect("a word was started");
+            *p = ((base.len() - 1) as u32, (w - b) as u8);
+        }
+        WorkerSet {
+            words: base
+                .iter()
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            pos: pos.into_boxed_slice(),
+            base: base.into_boxed_slice(),
+        }
+    }
+
+    fn at(&self, w: usize) -> (&AtomicU64, u64) {
+        let (word, bit) = self.pos[w];
+        (&self.words[word as usize], 1u64 << bit)
+    }
+
+    /// Whether `w` is in the set. `Relaxed`: a hint (see each caller).
+    pub fn contains(&self, w: usize) -> bool {
+        let (word, bit) = self.at(w);
+        word.load(Ordering::Relaxed) & bit != 0
+    }
+
+    /// Adds `w` with `order` (read before write: no RMW when present).
+    pub fn insert(&self, w: usize, order: Ordering) {
+        let (word, bit) = self.at(w);
+        if word.load(Ordering::Relaxed) & bit == 0 {
+            word.fetch_or(bit, order);
+        }
+    }
+
+    /// Adds `w` with an RMW even if it looks present (an RMW is needed to
+    /// order what precedes it with a reader's RMW on the same word).
+    pub fn insert_rmw(&self, w: usize, order: Ordering) {
+        let (word, bit) = self.at(w);
+        word.fetch_or(bit, order);
+    }
+
+    /// Removes `w`; returns whether this call removed it (it was present).
+    pub fn remove(&self, w: usize, order: Ordering) -> bool {
+        let (word, bit) = self.at(w);
+        word.load(Ordering::Relaxed) & bit != 0 && word.fetch_and(!bit, order) & bit != 0
+    }
+
+    /// Removes `w` with an RMW even if it looks absent; returns whether it
+    /// was present (the RMW reads the latest value).
+    pub fn remove_rmw(&self, w: usize, order: Ordering) -> bool {
+        let (word, bit) = self.at(w);
+        word.fetch_and(!bit, order) & bit != 0
+    }
+
+    /// The first member of `span` at or after `from` (wrapping inside the
+    /// span), looking at most `max` workers away, reading words with
+    /// `order`. Returns it and the number of words read.
+    pub fn find(
+        &self,
+        span: &Range<usize>,
+        from: usize,
+        max: usize,
+        order: Ordering,
+        skip: Option<usize>,
+    ) -> (Option<usize>, usize) {
+        if span.is_empty() || max == 0 {
+            return (None, 0);
+        }
+        let from = if span.contains(&from) {
+            from
+        } else {
+            span.start
+        };
+        let max = max.min(span.len());
+        let first = from..(from + max).min(span.end);
+        let rest = max - first.len();
+        let second = span.start..(span.start + rest).min(from);
+        let mut words = 0;
+        for seg in [first, second] {
+            let (found, n) = self.find_in(seg, order, skip);
+            words += n;
+            if found.is_some() {
+                return (found, words);
+            }
+        }
+        (None, words)
+    }
+
+    /// The first member of the contiguous range `seg` (other than `skip`).
+    fn find_in(
+        &self,
+        seg: Range<usize>,
+        order: Ordering,
+        skip: Option<usize>,
+    ) -> (Option<usize>, usize) {
+        let mut w = seg.start;
+        let mut words = 0;
+        while w < seg.end {
+            let (wi, bit) = self.pos[w];
+            let base = self.base[wi as usize];
+            // Workers of this word inside the segment: bits bit..bit+k (a
+            // word's workers are contiguous and end where the next word's
+            // begin).
+            let word_end = self
+                .base
+                .get(wi as usize + 1)
+                .copied()
+                .unwrap_or(self.pos.len());
+            let k = seg.end.min(word_end) - w;
+            let mask = if k >= 64 {
+                u64::MAX
+            } else {
+                ((1u64 << k) - 1) << bit
+            };
+            let mut v = self.words[wi as usize].load(order) & mask;
+            words += 1;
+            if let Some(s) = skip {
+                if (w..w + k).contains(&s) {
+                    v &= !(1u64 << self.pos[s].1);
+                }
+            }
+            if v != 0 {
+                return (Some(base + v.trailing_zeros() as usize), words);
+            }
+            w += k;
+        }
+        (None, words)
+    }
+
+    /// Whether any member other than `skip` is in `span`, reading with
+    /// `order`; and the number of words read.
+    pub fn any(&self, span: &Range<usize>, order: Ordering, skip: Option<usize>) -> (bool, usize) {
+        let (f, n) = self.find_in(span.clone(), order, skip);
+        (f.is_some(), n)
+    }
+
+    /// Finds and removes a member of `span`, nearest at or after `from`
+    /// (wrapping). Returns it and the words read.
+    pub fn take(
+        &self,
+        span: &Range<usize>,
+        from: usize,
+        order: Ordering,
+    ) -> (Option<usize>, usize) {
+        let mut words = 0;
+        loop {
+            let (f, n) = self.find(span, from, span.len(), Ordering::Relaxed, None);
+            words += n;
+            match f {
+                None => return (None, words),
+                Some(w) => {
+                    if self.remove(w, order) {
+                        return (Some(w), words);
+                    }
+                    // Someone else took it first: look again.
+                }
+            }
+        }
+    }
+}
+
+/// The shared idle state of a runtime: the counts, and the `parked`,
+/// `idle` and `queued` sets. See the [module docs](self).
+#[derive(Debug)]
+pub struct Sleepers {
+    state: CachePadded<AtomicUsize>,
+    workers: usize,
+    /// Workers that announced sleep and were not claimed since.
+    pub parked: WorkerSet,
+    /// Workers running no task (placement's idle mask; a hint).
+    pub idle: WorkerSet,
+    /// Workers whose deque or inbox may hold stealable work.
+    pub queued: WorkerSet,
+}
+
+impl Sleepers {
+    /// State for `workers` workers, all awake and busy; `llcs` partition
+    /// them (each LLC's bits start a new cache line).
+    pub fn new(workers: usize, llcs: &[Range<usize>]) -> Self {
+        Sleepers {
+            state: CachePadded::new(AtomicUsize::new(workers)),
+            workers,
+            parked: WorkerSet::new(workers, llcs),
+            idle: WorkerSet::new(workers, llcs),
+            queued: WorkerSet::new(workers, llcs),
+        }
+    }
+
+    /// The counts now (`Relaxed`: for stats and tests).
+    pub fn counts(&self) -> Counts {
+        Counts::of(self.state.load(Ordering::Relaxed))
+    }
+
+    /// Becomes a searcher unless half the workers already search (tokio's
+    /// cap: more searchers would only contend on the same victims).
+    /// Returns whether it did.
+    pub fn to_searching(&self) -> bool {
+        let c = Counts::of(self.state.load(Ordering::Relaxed));
+        if 2 * c.searching >= self.workers.max(2) {
+            return false;
+        }
+        // SeqCst: part of the one total order of RMWs on `state` that
+        // `needs_wake`'s fence and load read from (see module docs).
+        self.state.fetch_add(SEARCHING_ONE, Ordering::SeqCst);
+        true
+    }
+
+    /// Stops searching (work was found). Returns whether this was the last
+    /// searcher: then the caller must wake another worker if work is still
+    /// queued anywhere ([`Sleepers::needs_wake`] then `wake_one`), because
+    /// pushers may have counted on it.
+    pub fn from_searching(&self) -> bool {
+        // SeqCst: pairs with the pusher's fence (store-buffering): either
+        // the pusher sees this decrement and wakes someone, or the caller's
+        // fence-then-read of the queues that follows sees the push.
+        let prev = Counts::of(self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst));
+        debug_assert!(prev.searching > 0, "from_searching without a searcher");
+        let last = prev.searching == 1;
+        if last {
+            fence(Ordering::SeqCst);
+        }
+        last
+    }
+
+    /// The pusher's check: no searcher, and someone parked? `fence(SeqCst)`
+    /// first, so that the caller's push is ordered before this load against
+    /// the last searcher's decrement and re-check (see module docs).
+    pub fn needs_wake(&self) -> bool {
+        fence(Ordering::SeqCst);
+        let c = Counts::of(self.state.load(Ordering::SeqCst));
+        c.searching == 0 && c.awake < self.workers
+    }
+
+    /// Claims one parked worker to search: `searching += 1` (only while
+    /// nobody searches and somebody is parked: at most one wake in flight),
+    /// then takes the `parked` bit nearest to the work, trying `near` spans
+    /// in order (the caller passes the topology's levels around the busy
+    /// worker, nearest first, the last one covering every worker), then
+    /// `awake += 1` on the woken worker's behalf. Returns the worker to
+    /// notify, and the bitmap words read; `None` when nobody needs waking.
+    ///
+    /// If no bit is found (every worker counted as parked is between
+    /// clearing its own bit and counting itself awake), the claim is undone,
+    /// and because pushers may have skipped their wake while it stood, the
+    /// check is made again: the undo is a last searcher leaving.
+    pub fn wake_one<'a>(
+        &self,
+        near: usize,
+        spans: impl Iterator<Item = &'a Range<usize>> + Clone,
+    ) -> (Option<usize>, usize) {
+        let mut words = 0;
+        let mut cur = self.state.load(Ordering::SeqCst);
+        loop {
+            let c = Counts::of(cur);
+            if c.searching != 0 || c.awake >= self.workers {
+                return (None, words);
+            }
+            // SeqCst: see the module docs; acquires the decrement of the
+            // worker whose bit it will take, so the bit is visible.
+            if let Err(v) = self.state.compare_exchange_weak(
+                cur,
+                cur + SEARCHING_ONE,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                cur = v;
+                continue;
+            }
+            for span in spans.clone() {
+                let (w, n) = self.parked.take(span, near, Ordering::SeqCst);
+                words += n;
+                if let Some(w) = w {
+                    // Whoever clears a bit counts its worker awake.
+                    self.state.fetch_add(1, Ordering::SeqCst);
+                    return (Some(w), words);
+                }
+            }
+            // Nobody to take: undo, then check again (a worker that set its
+            // bit after our scan may have skipped searching because of our
+            // claim).
+            self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            spin_loop();
+            cur = self.state.load(Ordering::SeqCst);
+        }
+    }
+
+    /// Announces that worker `w` goes to sleep: its `parked` bit, then
+    /// `awake -= 1` (and `searching -= 1` when it searched) in one RMW.
+    /// Returns whether it was the last searcher: the caller must then
+    /// re-check the `queued` set (after the fence this makes) before it
+    /// sleeps.
+    pub fn to_parked(&self, w: usize, searching: bool) -> bool {
+        // SeqCst: the bit must be visible to whoever reads the decrement
+        // below (wake_one's CAS).
+        self.parked.insert_rmw(w, Ordering::SeqCst);
+        let d = 1 + if searching { SEARCHING_ONE } else { 0 };
+        // SeqCst: as from_searching.
+        let prev = Counts::of(self.state.fetch_sub(d, Ordering::SeqCst));
+        debug_assert!(prev.awake > 0, "to_parked: no worker was awake");
+        let last = searching && prev.searching == 1;
+        if last {
+            fence(Ordering::SeqCst);
+        }
+        last
+    }
+
+    /// Worker `w` is awake again (woken, or it decided not to sleep).
+    /// Returns whether a waker had claimed it: the waker then counted it
+    /// awake and searching.
+    pub fn from_parked(&self, w: usize) -> bool {
+        // SeqCst: the bit is the one truth of who wakes this worker; an RMW,
+        // so exactly one of us and a claimer clears it.
+        if self.parked.remove_rmw(w, Ordering::SeqCst) {
+            // Not claimed: count ourselves awake (whoever clears the bit
+            // does).
+            self.state.fetch_add(1, Ordering::SeqCst);
+            false
+        } else {
+            true
+        }
+    }
+}
+
+impl Sleepers {
+    /// Claims an idle worker that is not parked (walking or spinning: a
+    /// push reaches it without a futex wake), scanning every word once from
+    /// worker `from`. `Relaxed`: a placement hint, like the kernel's idle
+    /// mask; the delivery that follows goes through the parker.
+    pub fn claim_awake_idle(&self, from: usize) -> Option<usize> {
+        let n = self.workers;
+        if n == 0 {
+            return None;
+        }
+        let words = self.idle.words.len();
+        let first = self.idle.pos[from % n].0 as usize;
+        for i in 0..words {
+            let wi = (first + i) % words;
+            let mut v = self.idle.words[wi].load(Ordering::Relaxed)
+                & !self.parked.words[wi].load(Ordering::Relaxed);
+            while v != 0 {
+                let w = self.idle.base[wi] + v.trailing_zeros() as usize;
+                if self.idle.remove(w, Ordering::Relaxed) {
+                    return Some(w);
+                }
+                v &= v - 1;
+            }
+        }
+        None
+    }
+
+    /// Calls `f` on each member of `queued` in `span` other than `skip`,
+    /// reading words with `SeqCst` (after the caller's fence), until `f`
+    /// returns `true`; returns that member and the words read.
+    pub fn find_queued(
+        &self,
+        span: &Range<usize>,
+        skip: usize,
+        mut f: impl FnMut(usize) -> bool,
+    ) -> (Option<usize>, usize) {
+        let set = &self.queued;
+        let mut w = span.start;
+        let mut words = 0;
+        while w < span.end {
+            let (wi, bit) = set.pos[w];
+            let word_end = set
+                .base
+                .get(wi as usize + 1)
+                .copied()
+                .unwrap_or(set.pos.len());
+            let k = span.end.min(word_end) - w;
+            let mask = if k >= 64 {
+                u64::MAX
+            } else {
+                ((1u64 << k) - 1) << bit
+            };
+            let mut v = set.words[wi as usize].load(Ordering::SeqCst) & mask;
+            words += 1;
+            while v != 0 {
+                let x = set.base[wi as usize] + v.trailing_zeros() as usize;
+                if x != skip && f(x) {
+                    return (Some(x), words);
+                }
+                v &= v - 1;
+            }
+            w += k;
+        }
+        (None, words)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_word_layout() {
+        let v = 3 * SEARCHING_ONE + 17;
+        assert_eq!(
+            Counts::of(v),
+            Counts {
+                searching: 3,
+                awake: 17
+            }
+        );
+    }
+
+    #[test]
+    fn worker_set_starts_each_group_on_a_new_word() {
+        let s = WorkerSet::new(10, &[0..3, 3..10]);
+        assert_eq!(s.words.len(), 2);
+        assert_eq!(s.pos[3], (1, 0));
+        s.insert(4, Ordering::Relaxed);
+        s.insert(1, Ordering::Relaxed);
+        assert!(s.contains(4) && s.contains(1) && !s.contains(3));
+        // Scan 3..10 from 5, wrapping: finds 4 last.
+        assert_eq!(s.find(&(3..10), 5, 7, Ordering::Relaxed, None).0, Some(4));
+        assert_eq!(s.find(&(3..10), 5, 6, Ordering::Relaxed, None).0, None);
+        assert_eq!(s.find(&(0..10), 2, 10, Ordering::Relaxed, None).0, Some(4));
+        assert_eq!(s.find(&(0..10), 5, 10, Ordering::Relaxed, None).0, Some(1));
+        assert_eq!(
+            s.find(&(0..10), 2, 10, Ordering::Relaxed, Some(4)).0,
+            Some(1)
+        );
+        assert!(s.remove(4, Ordering::Relaxed));
+        assert!(!s.remove(4, Ordering::Relaxed));
+        assert_eq!(s.take(&(0..10), 0, Ordering::Relaxed).0, Some(1));
+        assert_eq!(s.take(&(0..10), 0, Ordering::Relaxed).0, None);
+    }
+
+    #[test]
+    fn worker_set_spans_of_more_than_64() {
+        let s = WorkerSet::new(200, &[0..130, 130..200]);
+        assert_eq!(s.words.len(), 5, "0..130 takes three words, 130..200 two");
+        for w in [0, 63, 64, 129, 130, 199] {
+            s.insert(w, Ordering::Relaxed);
+        }
+        let mut seen = Vec::new();
+        while let (Some(w), _) = s.take(&(0..200), 0, Ordering::Relaxed) {
+            seen.push(w);
+        }
+        assert_eq!(seen, vec![0, 63, 64, 129, 130, 199]);
+        s.insert(129, Ordering::Relaxed);
+        let (f, words) = s.find(&(0..130), 100, 130, Ordering::Relaxed, None);
+        assert_eq!(f, Some(129));
+        assert_eq!(words, 2, "100..128 and 128..130 are two words");
+    }
+
+    #[test]
+    fn one_wake_in_flight_and_the_woken_worker_searches() {
+        let llcs = vec![0..2, 2..4];
+        let s = Sleepers::new(4, &llcs);
+        let all = 0..4;
+        // Workers 1, 2 and 3 go to sleep without searching.
+        for w in 1..4 {
+            assert!(!s.to_parked(w, false));
+        }
+        assert_eq!(
+            s.counts(),
+            Counts {
+                searching: 0,
+                awake: 1
+            }
+        );
+        assert!(s.needs_wake());
+        let (w, _) = s.wake_one(2, std::iter::once(&all));
+        assert_eq!(w, Some(2), "the parked worker nearest to 2");
+        assert!(!s.needs_wake(), "a searcher is on its way: no second wake");
+        assert_eq!(s.wake_one(2, std::iter::once(&all)).0, None);
+        assert!(s.from_parked(2), "woken by a claim: searching");
+        assert_eq!(
+            s.counts(),
+            Counts {
+                searching: 1,
+                awake: 2
+            }
+        );
+        assert!(s.from_searching(), "the last searcher");
+        // Worker 3 wakes by itself (a direct delivery): not searching.
+        assert!(!s.from_parked(3));
+        assert_eq!(
+            s.counts(),
+            Counts {
+                searching: 0,
+                awake: 3
+            }
+        );
+        // Searcher cap: half of 4.
+        assert!(s.to_searching() && s.to_searching());
+        assert!(!s.to_searching());
+        assert!(!s.to_parked(0, true));
+        assert!(s.to_parked(3, true), "the last searcher to sleep");
+    }
+}

@@ -1,0 +1,241 @@
+//! Work conservation: no worker sleeps while a runnable task waits in a
+//! queue it could take (the invariant of `src/idle.rs`).
+//!
+//! Each scenario blocks one worker in a poll that runs for [`BLOCK`] without
+//! yielding, with tasks queued where only that worker would otherwise find
+//! them, and checks that every queued task *starts* within [`START_WITHIN`]
+//! while the blocker still runs. The bound is generous on purpose: it tests
+//! the protocol (a wake that is never sent leaves a task waiting the whole
+//! second), not speed.
+//!
+//! Run on three topologies: this machine (`System`, 2 workers here), two
+//! packages of one core each (`pack:2 core:1 pu:1`: each worker is its own
+//! LLC, so wake placement finds no idle sibling), and the 32-worker
+//! synthetic tree.
+//!
+//! These are guarantees, so they must hold on a busy machine:
+//! `scripts/under-hog.sh 30 --test conservation` runs this file 30 times in
+//! a row while two busy threads outside the runtime compete for the CPUs.
+//! `HWSCHED_CONSERVATION_TOPOLOGY=system|pack2|big` restricts a run to one
+//! topology.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hwsched::{Runtime, TopologySource};
+
+mod common;
+use common::{with_timeout, BIG};
+
+/// How long the blocker runs without yielding.
+const BLOCK: Duration = Duration::from_secs(1);
+/// Every queued task must have started this soon.
+const START_WITHIN: Duration = Duration::from_millis(100);
+
+/// A named way to build a runtime.
+type Topo = (&'static str, Box<dyn Fn() -> Runtime>);
+
+fn topologies() -> Vec<Topo> {
+    let only = std::env::var("HWSCHED_CONSERVATION_TOPOLOGY").ok();
+    let all: Vec<Topo> = vec![
+        (
+            "system",
+            Box::new(|| {
+                Runtime::builder()
+                    .worker_threads(2)
+                    .build()
+                    .expect("System runtime")
+            }),
+        ),
+        (
+            "pack2",
+            Box::new(|| {
+                Runtime::builder()
+                    .topology(TopologySource::Synthetic("pack:2 core:1 pu:1".into()))
+                    .build()
+                    .expect("pack:2 core:1 pu:1")
+            }),
+        ),
+        (
+            "big",
+            Box::new(|| {
+                Runtime::builder()
+                    .topology(TopologySource::Synthetic(BIG.into()))
+                    .build()
+                    .expect("32-worker synthetic runtime")
+            }),
+        ),
+    ];
+    all.into_iter()
+        .filter(|(n, _)| only.as_deref().is_none_or(|o| o == *n))
+        .collect()
+}
+
+/// Runs without yielding for `d` (a busy loop: the worker is not blocked in
+/// the OS, it is running a long poll).
+fn run_for(d: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// Start delays of tasks, each measured from `since`.
+#[derive(Clone, Default)]
+struct Starts(Arc<Mutex<Vec<Duration>>>);
+
+impl Starts {
+    fn record(&self, since: Instant) {
+        self.0.lock().unwrap().push(since.elapsed());
+    }
+
+    /// Fails unless exactly `k` tasks started, each within START_WITHIN.
+    fn check(&self, k: usize, what: &str, during: &hwsched::Stats) {
+        let v = self.0.lock().unwrap().clone();
+        let late = v.iter().filter(|d| **d > START_WITHIN).count();
+        let worst = v.iter().max().copied().unwrap_or_default();
+        assert!(
+            v.len() == k && late == 0,
+            "{what}: {} of {k} tasks started while the blocker ran, {late} later than \
+             {START_WITHIN:?} (worst {worst:?}); stats while the blocker ran:\n{during}",
+            v.len(),
+        );
+    }
+}
+
+/// A task spawns `k` tasks onto its own worker's deque, then runs for BLOCK
+/// without yielding. Every one of the k must start while it runs.
+fn spawned_by_the_blocker(rt: &Runtime, k: usize, what: &str) {
+    let starts = Starts::default();
+    let s = starts.clone();
+    let blocker = rt.spawn(async move {
+        let t0 = Instant::now();
+        for _ in 0..k {
+            let s = s.clone();
+            drop(hwsched::spawn(async move { s.record(t0) }));
+        }
+        run_for(BLOCK);
+    });
+    let during = stats_while_blocked(rt);
+    rt.block_on(blocker).unwrap();
+    starts.check(k, what, &during);
+}
+
+/// A snapshot of the stats taken while the blocker still runs (after the
+/// time every task should have started).
+fn stats_while_blocked(rt: &Runtime) -> hwsched::Stats {
+    thread::sleep(START_WITHIN * 2);
+    rt.stats()
+}
+
+/// `k` tasks spawned from outside while one worker runs a long poll.
+fn spawned_from_outside(rt: &Runtime, k: usize, what: &str) {
+    let started = Arc::new(AtomicBool::new(false));
+    let st = started.clone();
+    let blocker = rt.spawn(async move {
+        st.store(true, Ordering::SeqCst);
+        run_for(BLOCK);
+    });
+    while !started.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
+    let starts = Starts::default();
+    let t0 = Instant::now();
+    for _ in 0..k {
+        let s = starts.clone();
+        drop(rt.spawn(async move { s.record(t0) }));
+    }
+    let during = stats_while_blocked(rt);
+    rt.block_on(blocker).unwrap();
+    starts.check(k, what, &during);
+}
+
+/// A task that last ran on worker `w` is woken from a thread outside the
+/// runtime while `w` runs a long poll.
+fn woken_onto_the_blocked_worker(rt: &Runtime, what: &str) {
+    for _attempt in 0..20 {
+        let (tx, rx) = async_channel::bounded::<Instant>(1);
+        let (where_tx, where_rx) = mpsc::channel::<usize>();
+        let starts = Starts::default();
+        let s = starts.clone();
+        let go = Arc::new(AtomicBool::new(false));
+        let g = go.clone();
+        let blocker = rt.spawn(async move {
+            let me = hwsched::worker_index().unwrap();
+            // The sleeper: spawned onto this worker's deque; it runs here
+            // (when this task yields) unless another worker steals it.
+            let sleeper = hwsched::spawn(async move {
+                let _ = where_tx.send(hwsched::worker_index().unwrap());
+                if let Ok(sent) = rx.recv().await {
+                    s.record(sent);
+                }
+            });
+            drop(sleeper);
+            hwsched::yield_now().await;
+            // Block only if the sleeper is parked with this worker as its
+            // last worker; the main thread checks that.
+            while !g.load(Ordering::SeqCst) {
+                hwsched::yield_now().await;
+            }
+            let blocked = hwsched::worker_index() == Some(me);
+            if blocked {
+                run_for(BLOCK);
+            }
+            (me, blocked)
+        });
+        let sleeper_ran_on = where_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        // The blocker may run on a different worker after its yields: it
+        // reports the worker it blocked (if it blocked its first worker).
+        go.store(true, Ordering::SeqCst);
+        // Give the blocker time to start its long poll.
+        thread::sleep(Duration::from_millis(20));
+        tx.try_send(Instant::now()).unwrap();
+        let during = stats_while_blocked(rt);
+        let (me, blocked) = rt.block_on(blocker).unwrap();
+        if !blocked || me != sleeper_ran_on {
+            // The sleeper or the blocker was stolen: not this scenario.
+            continue;
+        }
+        starts.check(1, what, &during);
+        return;
+    }
+    panic!("{what}: could not arrange the sleeper on the blocker's worker in 20 tries");
+}
+
+fn each_topology(name: &str, f: impl Fn(&Runtime, &str)) {
+    for (topo, build) in topologies() {
+        let rt = build();
+        f(&rt, &format!("{name} on {topo}"));
+    }
+}
+
+#[test]
+fn tasks_spawned_by_a_blocked_task_start_elsewhere() {
+    with_timeout(120, "spawned_by_the_blocker", || {
+        each_topology("spawned by the blocker", |rt, what| {
+            for k in [1, 2, 8, 1000] {
+                spawned_by_the_blocker(rt, k, &format!("{what}, k = {k}"));
+            }
+        })
+    });
+}
+
+#[test]
+fn tasks_spawned_from_outside_start_while_a_worker_is_blocked() {
+    with_timeout(120, "spawned_from_outside", || {
+        each_topology("spawned from outside", |rt, what| {
+            for k in [1, 8, 1000] {
+                spawned_from_outside(rt, k, &format!("{what}, k = {k}"));
+            }
+        })
+    });
+}
+
+#[test]
+fn a_task_woken_onto_a_blocked_worker_runs_elsewhere() {
+    with_timeout(120, "woken_onto_the_blocked_worker", || {
+        each_topology("woken from outside", woken_onto_the_blocked_worker)
+    });
+}

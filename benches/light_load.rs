@@ -16,6 +16,7 @@
 //! cargo bench --bench light_load -- --runs 5          # median of 5
 //! cargo bench --bench light_load -- --quick           # 0.2 s per row
 //! cargo bench --bench light_load -- --quick tokio     # rows whose name contains "tokio"
+//! HWSCHED_STATS=1 cargo bench --bench light_load -- hwsched   # and each hwsched row's stats
 //! ```
 //!
 //! Linux only (getrusage(RUSAGE_THREAD), PR_SET_TIMERSLACK).
@@ -413,5 +414,10 @@ fn main() {
             s.p50_us,
             s.p99_us
         );
+        if std::env::var_os("HWSCHED_STATS").is_some() {
+            if let Some(st) = rt.stats() {
+                eprintln!("{name}:\n{st}");
+            }
+        }
     }
 }

@@ -113,6 +113,18 @@ use crate::sync::{fence, spin_loop, AtomicU64, AtomicUsize, Ordering};
 const AWAKE_MASK: usize = (1 << 32) - 1;
 const SEARCHING_ONE: usize = 1 << 32;
 
+/// What [`Sleepers::wake_specific`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum WakeSpecific {
+    /// The worker was parked and is now claimed to search: notify it.
+    Woken,
+    /// Another wake is in flight (a worker searches): wake nobody.
+    InFlight,
+    /// The worker is awake already (it cleared its own bit).
+    Awake,
+}
+
 /// A decoded [`Sleepers`] state word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
@@ -441,6 +453,41 @@ impl Sleepers {
             fence(Ordering::SeqCst);
             spin_loop();
             cur = self.state.load(Ordering::SeqCst);
+        }
+    }
+
+    /// Wakes parked worker `w` (chosen by wake placement) as the one wake
+    /// in flight: like [`wake_one`](Self::wake_one), but for this worker.
+    /// `searching += 1` only while nobody searches; then `w`'s bit is
+    /// taken. If `w` woke by itself first, the claim is undone (and the
+    /// caller delivers to `w`, which is awake, with the pusher's check).
+    pub fn wake_specific(&self, w: usize) -> WakeSpecific {
+        let mut cur = self.state.load(Ordering::SeqCst);
+        loop {
+            if Counts::of(cur).searching != 0 {
+                return WakeSpecific::InFlight;
+            }
+            // SeqCst: as wake_one's CAS.
+            match self.state.compare_exchange_weak(
+                cur,
+                cur + SEARCHING_ONE,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(v) => cur = v,
+            }
+        }
+        if self.parked.remove_rmw(w, Ordering::SeqCst) {
+            // Whoever clears a bit counts its worker awake.
+            self.state.fetch_add(1, Ordering::SeqCst);
+            WakeSpecific::Woken
+        } else {
+            // `w` is awake: undo. Pushers that skipped their wake while the
+            // claim stood are covered by the caller's delivery to `w`,
+            // which runs the pusher's check after this decrement.
+            self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst);
+            WakeSpecific::Awake
         }
     }
 

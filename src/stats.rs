@@ -108,6 +108,10 @@ counters! {
         last_searcher_rechecks,
         /// Idle-mask words read by wake placement scans.
         sis_words,
+        /// Wakes whose chosen idle worker was parked while another wake was
+        /// in flight: queued on the waker's deque instead of a second
+        /// futex wake.
+        wake_deferred,
         /// Load publishes done (one per group counter written).
         load_publishes,
         /// Load publishes held back by the interval.

@@ -33,6 +33,7 @@
 use std::ops::Range;
 use std::sync::atomic::AtomicUsize;
 
+use crate::idle::WakeSpecific;
 use crate::load::Load;
 use crate::park::NO_WORKER;
 use crate::runtime::Shared;
@@ -319,7 +320,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
                 ),
                 _ => scan_depth(shared, target, 0, 0),
             };
-            let c = place(shared, &shared.external, true, meta, last, target, scan_nr);
+            let (c, _) = place(shared, &shared.external, true, meta, last, target, scan_nr);
             worker::deliver(shared, None, c, r);
             return;
         };
@@ -373,7 +374,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             core.balance.avg_idle_ns,
             core.avg_scan_cost_ns,
         );
-        let c = place(shared, stats, false, meta, prev, target, scan_nr);
+        let (c, claimed) = place(shared, stats, false, meta, prev, target, scan_nr);
         if let Some(t0) = t0 {
             let cost = shared.now_ns().saturating_sub(t0) as i64;
             let avg = core.avg_scan_cost_ns as i64;
@@ -382,9 +383,29 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         if c == me {
             WorkerCounters::bump(&stats.wake_local, 1);
             core.push_lifo(shared, r);
-        } else {
-            worker::deliver(shared, Some(me), c, r);
+            return;
         }
+        if claimed && shared.idle.parked.contains(c) {
+            // The idle worker chosen is parked: the deepest idle state, a
+            // futex round trip to leave (where the kernel's idle CPU costs
+            // an IPI). Wake it only as the one wake in flight (idle.rs);
+            // while another wake is in flight, queue the task here, where
+            // the searcher finds it.
+            match shared.idle.wake_specific(c) {
+                WakeSpecific::Woken => {
+                    WorkerCounters::bump(&stats.searcher_wakes, 1);
+                    worker::deliver_to_woken(shared, Some(me), c, r);
+                }
+                WakeSpecific::InFlight => {
+                    shared.idle.idle.insert(c, Ordering::Relaxed);
+                    WorkerCounters::bump(&stats.wake_deferred, 1);
+                    core.push_local(shared, r);
+                }
+                WakeSpecific::Awake => worker::deliver(shared, Some(me), c, r),
+            }
+            return;
+        }
+        worker::deliver(shared, Some(me), c, r);
     })
 }
 
@@ -409,7 +430,7 @@ fn place(
     prev: usize,
     target: usize,
     scan_nr: usize,
-) -> usize {
+) -> (usize, bool) {
     let t = &shared.tunables;
     let cfg = SisConfig {
         recent_used: t.sis_recent_used,
@@ -450,7 +471,7 @@ fn place(
     if c.words > 0 {
         bump(&stats.sis_words, c.words as u64);
     }
-    c.worker
+    (c.worker, c.outcome != Outcome::Fallback)
 }
 
 #[cfg(test)]

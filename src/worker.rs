@@ -274,6 +274,18 @@ pub(crate) fn deliver(shared: &Shared, from: Option<usize>, to: usize, r: Runnab
     notify_parked(shared, to, from);
 }
 
+/// Delivers `r` to worker `w`, just claimed from the parked set as the one
+/// wake in flight (it searches), and notifies it. The task is stealable
+/// work behind a worker that may find other work first: marked in the
+/// `queued` set, as in [`deliver`]; the claim covers the pusher's check.
+pub(crate) fn deliver_to_woken(shared: &Shared, from: Option<usize>, w: usize, r: Runnable) {
+    let m = &shared.workers[w].mailbox;
+    if m.deliver_or_drain(r, &shared.shutdown, |r| shared.bury(r)) == Notified::Unparked {
+        bump_for(shared, from, |s| &s.unparks);
+    }
+    shared.idle.queued.insert_rmw(w, Ordering::AcqRel);
+}
+
 /// Places a newly spawned task: on the spawning worker's own deque, or (from
 /// outside) see [`place_external`].
 pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
@@ -332,14 +344,7 @@ fn place_external(shared: &Shared, r: Runnable) {
             WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
             WorkerCounters::bump_shared(&c.searcher_wakes, 1);
             shared.burst_target.store(w, Ordering::Relaxed);
-            let m = &shared.workers[w].mailbox;
-            if m.deliver_or_drain(r, &shared.shutdown, |r| shared.bury(r)) == Notified::Unparked {
-                WorkerCounters::bump_shared(&c.unparks, 1);
-            }
-            // Stealable work behind a worker that may find other work first:
-            // marked, as in `deliver` (the wake just sent covers the check).
-            shared.idle.queued.insert_rmw(w, Ordering::AcqRel);
-            return;
+            return deliver_to_woken(shared, None, w, r);
         }
     }
     WorkerCounters::bump_shared(&c.spawn_placed_loaded, 1);
@@ -628,20 +633,26 @@ fn steal_from_level(
         WorkerCounters::bump(&st.recheck_words, words);
     }
     let (_, group) = best?;
+    // Within the group, only members of the `queued` set (a word per 64
+    // workers), from a random start: the summary before the members.
     let group = group.clone();
-    let n = group.len();
-    let off = core.rand(n);
-    for i in 0..n {
-        let victim = group.start + (off + i) % n;
-        if victim == core.index {
-            continue;
-        }
-        WorkerCounters::bump(&st.walk_touched, 1);
-        if let Some(found) = steal_from(shared, core, victim) {
-            return Some(found);
+    let off = group.start + core.rand(group.len());
+    let me = core.index;
+    let mut touched = 0u64;
+    let mut found = None;
+    for part in [off..group.end, group.start..off] {
+        let (_, words) = shared.idle.find_queued(&part, me, |v| {
+            touched += 1;
+            found = steal_from(shared, core, v);
+            found.is_some()
+        });
+        WorkerCounters::bump(&st.recheck_words, words as u64);
+        if found.is_some() {
+            break;
         }
     }
-    None
+    WorkerCounters::bump(&st.walk_touched, touched);
+    found
 }
 
 /// The idle walk; see balance.rs.

@@ -19,7 +19,12 @@
 //! - `delivery_to_a_busy_worker_while_another_parks`: a thread outside the
 //!   runtime, into worker 0's inbox (`worker::deliver`:
 //!   `Mailbox::deliver_or_drain`, the `queued` bit's `insert_rmw`, the
-//!   pusher's check).
+//!   pusher's check);
+//! - `wake_placed_on_a_parked_worker_races_its_sleep`: worker 0 wakes a
+//!   task whose placement chose worker 1, as `wake::schedule` does when
+//!   the chosen idle worker may be parked: `Sleepers::wake_specific`, then
+//!   a delivery to the woken worker, or (another wake in flight) a push
+//!   onto worker 0's deque, or (worker 1 awake) a plain delivery.
 //!
 //! Checked in every interleaving: worker 1 runs the item (if the protocol
 //! lost the wake, worker 1 sleeps forever and loom reports a deadlock), the
@@ -39,13 +44,23 @@
 //! | `to_parked` without its fence after the last searcher's decrement | caught by both: "deadlock" |
 //! | the last searcher parks without the re-check | caught by both: "deadlock" |
 //! | `wake_one` claims while a worker searches (no `searching == 0` test) | not a safety bug, and not caught: an extra wake; the unit test `one_wake_in_flight_and_the_woken_worker_searches` catches it |
-//! | `from_parked` takes the bit before `awake += 1` | not caught by these two-worker models (it needs a second claimer to see the deficit) |
+//! | `wake_specific` does not undo its claim when the worker was awake | caught by `wake_placed_on_a_parked_worker_races_its_sleep`: "counts after both workers are done" (a searcher that never stops: every later push skips its wake) |
+//! | `wake_specific` claims while another wake is in flight | not a safety bug (two wakes in flight); caught only by the case check, "no execution reached [\"a wake was in flight: queued on the waker\"]" |
+//!
+//! An earlier `wake_one` counted the woken worker awake in the same CAS
+//! that claimed it, before taking its bit; against a worker clearing its
+//! own bit this model found the waker spinning forever on a bit that was
+//! gone ("Model exceeded maximum number of branches"), and `awake` could
+//! exceed the workers, which made pushers skip their wake: the one failure
+//! `tests/conservation.rs` had shown under the CPU hog (a task woken onto a
+//! blocked worker started 992 ms late). Now whoever clears a bit counts its
+//! worker awake.
 
 #![cfg(loom)]
 
 use std::ops::Range;
 
-use hwsched::idle::Sleepers;
+use hwsched::idle::{Sleepers, WakeSpecific};
 use hwsched::park::{Mailbox, Notified, Wait};
 use hwsched::queue::{Local, Steal, Stealer};
 use loom::sync::atomic::{AtomicBool, Ordering};
@@ -138,7 +153,15 @@ fn idle_worker(s: &Sleepers, mb: &Mailbox<Task>, victim: &Victim, cases: &Cases)
             searching = s.from_parked(1);
         }
         match res {
-            Wait::Work { .. } => panic!("nothing is delivered to worker 1 in this model"),
+            Wait::Work { item, .. } => {
+                // Delivered into its own inbox (wake placement).
+                if std::mem::take(&mut searching) {
+                    s.from_searching();
+                }
+                cases.hit("worker 1 took the item from its inbox");
+                item.run();
+                return;
+            }
             Wait::Shutdown => panic!("no shutdown in this model"),
             Wait::Woken { kicked_by, .. } => {
                 note = kicked_by;
@@ -161,7 +184,19 @@ fn idle_worker(s: &Sleepers, mb: &Mailbox<Task>, victim: &Victim, cases: &Cases)
     }
 }
 
-fn conserve(from_outside: bool, cases: &std::sync::Arc<Cases>) {
+/// How the item reaches the runtime.
+#[derive(Clone, Copy)]
+enum Push {
+    /// Worker 0 pushes onto its own deque.
+    Local,
+    /// A foreign thread delivers into busy worker 0's inbox.
+    Outside,
+    /// Worker 0 wakes a task whose placement chose worker 1 (idle, maybe
+    /// parked): `wake::schedule`'s parked branch.
+    PlacedOnParked,
+}
+
+fn conserve(how: Push, cases: &std::sync::Arc<Cases>) {
     let ledger = Ledger::new(1);
     let s = Arc::new(Sleepers::new(2, &[ALL]));
     let mailboxes = [Arc::new(Mailbox::new()), Arc::new(Mailbox::new())];
@@ -176,7 +211,31 @@ fn conserve(from_outside: bool, cases: &std::sync::Arc<Cases>) {
     };
     let item = ledger.task(0);
     let shutdown = AtomicBool::new(false);
-    if from_outside {
+    if let Push::PlacedOnParked = how {
+        // `wake::schedule` after select_idle_sibling chose worker 1.
+        match s.wake_specific(1) {
+            WakeSpecific::Woken => {
+                // `worker::deliver_to_woken`.
+                cases.hit("placement woke the parked worker");
+                let _ = mailboxes[1].deliver_or_drain(item, &shutdown, Task::cancel);
+                s.queued.insert_rmw(1, Ordering::AcqRel);
+            }
+            WakeSpecific::InFlight => {
+                // Queued on the waker's deque (`Core::push_local`).
+                cases.hit("a wake was in flight: queued on the waker");
+                local0.push(item);
+                s.queued.insert(0, Ordering::Relaxed);
+                notify_parked(&s, &mailboxes, 0, cases);
+            }
+            WakeSpecific::Awake => {
+                // `worker::deliver` to the awake worker 1.
+                cases.hit("worker 1 was awake: plain delivery");
+                let _ = mailboxes[1].deliver_or_drain(item, &shutdown, Task::cancel);
+                s.queued.insert_rmw(1, Ordering::AcqRel);
+                notify_parked(&s, &mailboxes, 1, cases);
+            }
+        }
+    } else if let Push::Outside = how {
         // `worker::deliver` into busy worker 0's inbox, from a foreign thread.
         let p = {
             let (s, mailboxes, cases) = (s.clone(), mailboxes.clone(), cases.clone());
@@ -214,7 +273,7 @@ fn push_races_the_last_searcher_going_to_sleep() {
     ]);
     model({
         let cases = cases.clone();
-        move || conserve(false, &cases)
+        move || conserve(Push::Local, &cases)
     });
     cases.assert_all_reached();
 }
@@ -229,7 +288,23 @@ fn delivery_to_a_busy_worker_while_another_parks() {
     ]);
     model({
         let cases = cases.clone();
-        move || conserve(true, &cases)
+        move || conserve(Push::Outside, &cases)
+    });
+    cases.assert_all_reached();
+}
+
+#[test]
+fn wake_placed_on_a_parked_worker_races_its_sleep() {
+    let cases = Cases::new(&[
+        "placement woke the parked worker",
+        "a wake was in flight: queued on the waker",
+        "worker 1 was awake: plain delivery",
+        "worker 1 took the item from its inbox",
+        "the last searcher's re-check found the item",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || conserve(Push::PlacedOnParked, &cases)
     });
     cases.assert_all_reached();
 }

@@ -65,9 +65,10 @@
 //!    time, O(workers) wakes per burst, not O(tasks);
 //! 3. before it sleeps, [`Sleepers::to_parked`]: sets its `parked` bit,
 //!    then `awake -= 1` (and `searching -= 1` if it searched) in one RMW. If
-//!    it was the last searcher, `fence(SeqCst)` and read the `queued`
-//!    bitmap; a worker found with work is stolen from at once instead of
-//!    sleeping;
+//!    no worker searches after it (it was the last searcher, or it could
+//!    not search and the searchers have left since), `fence(SeqCst)` and
+//!    read the `queued` bitmap; a worker found with work is stolen from at
+//!    once instead of sleeping;
 //! 4. parks on its [`Parker`](crate::park::Parker) (no lost wakeups: park.rs);
 //! 5. on waking, for whatever reason, [`Sleepers::from_parked`]: clears
 //!    its own `parked` bit and counts itself awake. If the bit was gone, a
@@ -83,12 +84,17 @@
 //! with `SeqCst` fences on both sides: either the pusher's load of `state`
 //! sees the searcher's decrement (no searcher: it wakes a parked worker),
 //! or the searcher's loads after its fence see the pusher's push and its
-//! `queued` bit (it takes the work). A non-searching worker that parks
-//! needs no re-check: a searcher exists, and the last one re-checks. A
-//! pusher that sees nobody parked (`awake == workers`) needs no wake: every
-//! worker is awake, each of them checks its own queues before sleeping, and
-//! any of them that goes idle becomes a searcher or finds one; the last
-//! searcher to sleep re-checks.
+//! `queued` bit (it takes the work). A worker that parks while a searcher
+//! remains needs no re-check: that searcher, or the last one after it,
+//! re-checks or wakes. A pusher that sees nobody parked
+//! (`awake == workers`) needs no wake: every worker is awake, and whichever
+//! of them parks first with no searcher left re-checks (the same
+//! store-buffering, between the pusher's fence and the parker's).
+//!
+//! An earlier version re-checked only in the last *searcher*; the loom
+//! model `a_non_searcher_parks_as_the_last_searcher_leaves` found the hole:
+//! a worker refused by the searcher cap parked after the searchers had
+//! left, while a push that had seen everyone awake sent no wake.
 //!
 //! A waker whose CAS succeeded may find no `parked` bit: the workers counted
 //! parked may all be between clearing their own bit and counting
@@ -100,9 +106,10 @@
 //! `state`), so a bit that exists is visible to the waker.
 //!
 //! `loom-tests/tests/conserve.rs` checks this: a push racing the last
-//! searcher going to sleep, and a push onto a busy worker while another is
-//! parked, never end with the task queued, a worker parked and no wake
-//! pending.
+//! searcher going to sleep, a push onto a busy worker while another is
+//! parked, a wake placed on a parked worker racing its sleep, and a worker
+//! refused by the searcher cap parking as the searchers leave, never end
+//! with the task queued, a worker parked and no wake pending.
 
 use std::ops::Range;
 
@@ -493,9 +500,11 @@ impl Sleepers {
 
     /// Announces that worker `w` goes to sleep: its `parked` bit, then
     /// `awake -= 1` (and `searching -= 1` when it searched) in one RMW.
-    /// Returns whether it was the last searcher: the caller must then
+    /// Returns whether no worker searches any more: the caller must then
     /// re-check the `queued` set (after the fence this makes) before it
-    /// sleeps.
+    /// sleeps. This holds for a worker that did not search too: it could
+    /// not because of the cap, the searchers have left since, and a pusher
+    /// that saw them (or saw this worker still awake) sent no wake.
     pub fn to_parked(&self, w: usize, searching: bool) -> bool {
         // SeqCst: the bit must be visible to whoever reads the decrement
         // below (wake_one's CAS).
@@ -504,11 +513,15 @@ impl Sleepers {
         // SeqCst: as from_searching.
         let prev = Counts::of(self.state.fetch_sub(d, Ordering::SeqCst));
         debug_assert!(prev.awake > 0, "to_parked: no worker was awake");
-        let last = searching && prev.searching == 1;
-        if last {
+        debug_assert!(
+            !searching || prev.searching > 0,
+            "to_parked: searching without a searcher counted"
+        );
+        let none_left = prev.searching == usize::from(searching);
+        if none_left {
             fence(Ordering::SeqCst);
         }
-        last
+        none_left
     }
 
     /// Worker `w` is awake again (woken, or it decided not to sleep).

@@ -103,9 +103,9 @@ counters! {
         walk_touched,
         /// Bitmap words read by walks and re-checks (the `queued` set).
         recheck_words,
-        /// Times this worker went to sleep as the last searcher (and so
+        /// Times this worker went to sleep with no searcher left (and so
         /// re-checked the `queued` set first).
-        last_searcher_rechecks,
+        park_rechecks,
         /// Idle-mask words read by wake placement scans.
         sis_words,
         /// Wakes whose chosen idle worker was parked while another wake was

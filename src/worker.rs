@@ -530,7 +530,8 @@ fn has_work(shared: &Shared, v: usize) -> bool {
     !ws.stealer.is_empty() || !ws.mailbox.inbox.is_empty()
 }
 
-/// The last searcher's re-check (idle.rs, step 3): a worker other than `me`
+/// The re-check of the last searcher leaving, or of a worker parking with
+/// no searcher left (idle.rs, steps 2 and 3): a worker other than `me`
 /// whose queue holds work, found through the `queued` set nearest first.
 /// Call after the fence of `from_searching` / `to_parked`.
 fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
@@ -862,12 +863,12 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
                     let n = shared.load.publish(index, running, queued);
                     WorkerCounters::bump(&st.load_publishes, n as u64);
                 }
-                // Announce the sleep (idle.rs, step 3). The last searcher
-                // re-checks the `queued` set and steals instead of sleeping
-                // when it finds work.
+                // Announce the sleep (idle.rs, step 3). With no searcher
+                // left, re-check the `queued` set and steal instead of
+                // sleeping when it finds work.
                 announced = true;
                 if shared.idle.to_parked(index, searching) {
-                    WorkerCounters::bump(&st.last_searcher_rechecks, 1);
+                    WorkerCounters::bump(&st.park_rechecks, 1);
                     pending = find_queued_work(shared, index);
                     return pending.is_none();
                 }

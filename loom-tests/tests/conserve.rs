@@ -43,6 +43,7 @@
 //! | `needs_wake` without its `fence(SeqCst)` | caught by both: "deadlock" (store-buffering: the pusher reads the stale searching count, the searcher's re-check misses the push) |
 //! | `to_parked` without its fence after the last searcher's decrement | caught by both: "deadlock" |
 //! | the last searcher parks without the re-check | caught by both: "deadlock" |
+//! | `to_parked` re-checks only when the parker was the last *searcher* (the first version) | caught by `a_non_searcher_parks_as_the_last_searcher_leaves`: "deadlock" (a worker refused by the searcher cap parks after the searchers left; the push saw it awake and sent no wake) |
 //! | `wake_one` claims while a worker searches (no `searching == 0` test) | not a safety bug, and not caught: an extra wake; the unit test `one_wake_in_flight_and_the_woken_worker_searches` catches it |
 //! | `wake_specific` does not undo its claim when the worker was awake | caught by `wake_placed_on_a_parked_worker_races_its_sleep`: "counts after both workers are done" (a searcher that never stops: every later push skips its wake) |
 //! | `wake_specific` claims while another wake is in flight | not a safety bug (two wakes in flight); caught only by the case check, "no execution reached [\"a wake was in flight: queued on the waker\"]" |
@@ -102,23 +103,33 @@ impl Victim {
 }
 
 /// The pusher's steps 2-3 (`worker::notify_parked` / `wake_searcher`).
-fn notify_parked(s: &Sleepers, mailboxes: &[Arc<Mailbox<Task>>; 2], near: usize, cases: &Cases) {
+fn notify_parked(s: &Sleepers, mailboxes: &[Arc<Mailbox<Task>>], near: usize, cases: &Cases) {
     if !s.needs_wake() {
         cases.hit("the pusher saw a searcher (or nobody parked): no wake");
         return;
     }
-    if let (Some(w), _) = s.wake_one(near, std::iter::once(&ALL)) {
-        assert_eq!(w, 1, "only worker 1 can be parked");
+    let all = 0..mailboxes.len();
+    if let (Some(w), _) = s.wake_one(near, std::iter::once(&all)) {
+        assert_ne!(w, 0, "worker 0 is busy, never parked");
         if mailboxes[w].kick(near) == Notified::Unparked {
             cases.hit("the pusher woke a parked worker");
         }
     }
 }
 
-/// Worker 1's idle path (`worker::idle`), until it has run one item.
-fn idle_worker(s: &Sleepers, mb: &Mailbox<Task>, victim: &Victim, cases: &Cases) {
+/// Worker `me`'s idle path (`worker::idle`), until it has run one item;
+/// `n` workers in all, and only worker 0 (`victim`) can hold work.
+fn idle_worker(
+    s: &Sleepers,
+    me: usize,
+    n: usize,
+    mb: &Mailbox<Task>,
+    victim: &Victim,
+    cases: &Cases,
+) {
     let local = Local::new();
     let shutdown = AtomicBool::new(false);
+    let all = 0..n;
     let mut searching = s.to_searching();
     let mut note = None;
     loop {
@@ -142,15 +153,18 @@ fn idle_worker(s: &Sleepers, mb: &Mailbox<Task>, victim: &Victim, cases: &Cases)
             || false,
             || {
                 announced = true;
-                if s.to_parked(1, was_searching) {
-                    pending = s.find_queued(&ALL, 1, |_| victim.has_work()).0.is_some();
+                if s.to_parked(me, was_searching) {
+                    pending = s
+                        .find_queued(&all, me, |v| v == 0 && victim.has_work())
+                        .0
+                        .is_some();
                     return !pending;
                 }
                 true
             },
         );
         if announced {
-            searching = s.from_parked(1);
+            searching = s.from_parked(me);
         }
         match res {
             Wait::Work { item, .. } => {
@@ -207,7 +221,7 @@ fn conserve(how: Push, cases: &std::sync::Arc<Cases>) {
             stealer: local0.stealer(),
             mailbox: mailboxes[0].clone(),
         };
-        thread::spawn(move || idle_worker(&s, &mb, &victim, &cases))
+        thread::spawn(move || idle_worker(&s, 1, 2, &mb, &victim, &cases))
     };
     let item = ledger.task(0);
     let shutdown = AtomicBool::new(false);
@@ -305,6 +319,75 @@ fn wake_placed_on_a_parked_worker_races_its_sleep() {
     model({
         let cases = cases.clone();
         move || conserve(Push::PlacedOnParked, &cases)
+    });
+    cases.assert_all_reached();
+}
+
+/// A worker that cannot search (the searcher cap) goes to sleep while the
+/// searchers leave and a busy worker pushes: the worker parking after the
+/// last searcher left must re-check, searcher or not (`to_parked`).
+///
+/// Four workers, three threads: 0 is busy and pushes one item onto its
+/// deque (then never looks at it again); 1 and 3, both searching at the
+/// start (the cap for four), find other work and leave searching
+/// (`found_work`), one after the other on one thread; 2 goes idle and
+/// cannot search.
+#[test]
+fn a_non_searcher_parks_as_the_last_searcher_leaves() {
+    let cases = Cases::new(&[
+        "worker 2 could not search",
+        "the walk found the item",
+        "the last searcher's re-check found the item",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(1);
+            let s = Arc::new(Sleepers::new(4, &[0..4]));
+            let mailboxes: Vec<Arc<Mailbox<Task>>> =
+                (0..4).map(|_| Arc::new(Mailbox::new())).collect();
+            let local0 = Local::new();
+            // Workers 1 and 3 search before the race (the cap: half of 4).
+            assert!(s.to_searching() && s.to_searching());
+            let victim = || Victim {
+                stealer: local0.stealer(),
+                mailbox: mailboxes[0].clone(),
+            };
+            let w13 = {
+                let (s, mailboxes, cases, victim) =
+                    (s.clone(), mailboxes.clone(), cases.clone(), victim());
+                thread::spawn(move || {
+                    for me in [1, 3] {
+                        // `found_work` for work of its own: the last
+                        // searcher leaving looks at the queued set.
+                        if s.from_searching()
+                            && s.find_queued(&(0..4), me, |v| v == 0 && victim.has_work())
+                                .0
+                                .is_some()
+                        {
+                            notify_parked(&s, &mailboxes, 0, &cases);
+                        }
+                    }
+                })
+            };
+            let w2 = {
+                let (s, mb, cases, victim) =
+                    (s.clone(), mailboxes[2].clone(), cases.clone(), victim());
+                thread::spawn(move || {
+                    if s.counts().searching >= 2 {
+                        cases.hit("worker 2 could not search");
+                    }
+                    idle_worker(&s, 2, 4, &mb, &victim, &cases)
+                })
+            };
+            // Worker 0: `Core::push_local`.
+            local0.push(ledger.task(0));
+            s.queued.insert(0, Ordering::Relaxed);
+            notify_parked(&s, &mailboxes, 0, &cases);
+            w13.join().unwrap();
+            w2.join().unwrap();
+            ledger.assert_each_once();
+        }
     });
     cases.assert_all_reached();
 }

@@ -672,7 +672,10 @@ mod tests {
         let all = 0..4;
         // Workers 1, 2 and 3 go to sleep without searching.
         for w in 1..4 {
-            assert!(!s.to_parked(w, false));
+            assert!(
+                s.to_parked(w, false),
+                "no searcher is left: it must re-check"
+            );
         }
         assert_eq!(
             s.counts(),

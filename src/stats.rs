@@ -305,6 +305,23 @@ impl fmt::Display for Stats {
             t.walks_skipped,
             pct(t.steals_succeeded, t.steals_attempted)
         )?;
+        let per = |a: u64, b: u64| {
+            if b == 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.2}", a as f64 / b as f64)
+            }
+        };
+        writeln!(
+            f,
+            "wake protocol: {} searcher wakes, {} wakes deferred (one in flight), {} park \
+             re-checks; per walk {} workers touched, {} queued-set words read",
+            t.searcher_wakes,
+            t.wake_deferred,
+            t.park_rechecks,
+            per(t.walk_touched, t.walks),
+            per(t.recheck_words, t.walks + t.park_rechecks),
+        )?;
         writeln!(
             f,
             "{:>8} {:>9} {:>9} {:>9} {:>9} {:>12}",
@@ -354,6 +371,15 @@ impl fmt::Display for Stats {
             ratio(t.sis_scanned, t.sis_scan_found),
             t.sis_fallback,
             pct(placed - t.sis_fallback, placed)
+        )?;
+        writeln!(
+            f,
+            "  idle-mask words read per placed wake {} (the scan reads words, not workers)",
+            if placed == 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.2}", t.sis_words as f64 / placed as f64)
+            }
         )?;
         writeln!(
             f,

@@ -271,6 +271,19 @@ impl WorkerSet {
         order: Ordering,
         skip: Option<usize>,
     ) -> (Option<usize>, usize) {
+        self.scan(seg, order, skip, |_| true)
+    }
+
+    /// Calls `f` on each member of the contiguous range `seg` other than
+    /// `skip`, in worker order, reading each word once with `order`, until
+    /// `f` returns `true`; returns that member and the words read.
+    pub fn scan(
+        &self,
+        seg: Range<usize>,
+        order: Ordering,
+        skip: Option<usize>,
+        mut f: impl FnMut(usize) -> bool,
+    ) -> (Option<usize>, usize) {
         let mut w = seg.start;
         let mut words = 0;
         while w < seg.end {
@@ -297,8 +310,12 @@ impl WorkerSet {
                     v &= !(1u64 << self.pos[s].1);
                 }
             }
-            if v != 0 {
-                return (Some(base + v.trailing_zeros() as usize), words);
+            while v != 0 {
+                let x = base + v.trailing_zeros() as usize;
+                if f(x) {
+                    return (Some(x), words);
+                }
+                v &= v - 1;
             }
             w += k;
         }
@@ -575,36 +592,10 @@ impl Sleepers {
         &self,
         span: &Range<usize>,
         skip: usize,
-        mut f: impl FnMut(usize) -> bool,
+        f: impl FnMut(usize) -> bool,
     ) -> (Option<usize>, usize) {
-        let set = &self.queued;
-        let mut w = span.start;
-        let mut words = 0;
-        while w < span.end {
-            let (wi, bit) = set.pos[w];
-            let word_end = set
-                .base
-                .get(wi as usize + 1)
-                .copied()
-                .unwrap_or(set.pos.len());
-            let k = span.end.min(word_end) - w;
-            let mask = if k >= 64 {
-                u64::MAX
-            } else {
-                ((1u64 << k) - 1) << bit
-            };
-            let mut v = set.words[wi as usize].load(Ordering::SeqCst) & mask;
-            words += 1;
-            while v != 0 {
-                let x = set.base[wi as usize] + v.trailing_zeros() as usize;
-                if x != skip && f(x) {
-                    return (Some(x), words);
-                }
-                v &= v - 1;
-            }
-            w += k;
-        }
-        (None, words)
+        self.queued
+            .scan(span.clone(), Ordering::SeqCst, Some(skip), f)
     }
 }
 

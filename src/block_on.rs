@@ -1,32 +1,56 @@
 //! `Runtime::block_on`: run a future on the calling thread.
+//!
+//! Each call has its own wake flag: the waker sets it, then unparks the
+//! thread; the loop polls again only when its own flag is set, and parks
+//! until then. So a wake is never lost to code that consumes the thread's
+//! park token (a `std::sync::mpsc::Receiver::recv_timeout` inside the
+//! future, or another parker on the same thread), and calls nest: an inner
+//! `block_on` on the same thread runs its own loop, and the outer one polls
+//! again when the inner returns if its flag was set meanwhile (as
+//! futures-lite's `block_on` does; tokio refuses to nest instead).
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::runtime::Shared;
 use crate::worker::{on_worker_thread, BLOCK_ON};
 
-struct ThreadWaker(std::thread::Thread);
+/// The waker of one `block_on` call: its flag and its thread.
+struct CallWaker {
+    woken: AtomicBool,
+    thread: std::thread::Thread,
+}
 
-impl Wake for ThreadWaker {
+impl Wake for CallWaker {
     fn wake(self: Arc<Self>) {
-        self.0.unpark();
+        self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+        // Release: pairs with the loop's Acquire swap, so whatever the waker
+        // published before waking is visible to the next poll.
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
     }
 }
 
-/// Restores the previous block_on context on exit (also on panic).
-struct Restore(Option<Arc<Shared>>);
+/// Restores the previous runtime context of this thread on exit (also on
+/// panic).
+pub(crate) struct Restore(Option<Arc<Shared>>);
 
 impl Drop for Restore {
     fn drop(&mut self) {
         let prev = self.0.take();
         BLOCK_ON.with(|b| *b.borrow_mut() = prev);
     }
+}
+
+/// Makes `shared` this thread's runtime context (what `hwsched::spawn`
+/// spawns onto) until the returned guard is dropped.
+pub(crate) fn enter(shared: Arc<Shared>) -> Restore {
+    Restore(BLOCK_ON.with(|b| b.borrow_mut().replace(shared)))
 }
 
 pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output {
@@ -36,15 +60,21 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output 
              worker; .await the future instead, or spawn it"
         );
     }
-    let prev = BLOCK_ON.with(|b| b.borrow_mut().replace(shared.clone()));
-    let _restore = Restore(prev);
-    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let _restore = enter(shared.clone());
+    let call = Arc::new(CallWaker {
+        woken: AtomicBool::new(false),
+        thread: std::thread::current(),
+    });
+    let waker = Waker::from(call.clone());
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
     loop {
         if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
             return v;
         }
-        std::thread::park();
+        // Acquire: pairs with the waker's Release store.
+        while !call.woken.swap(false, Ordering::Acquire) {
+            std::thread::park();
+        }
     }
 }

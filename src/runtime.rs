@@ -59,6 +59,42 @@ pub(crate) struct Shared {
     /// Set when the shutdown sequence has reaped the graveyard for the last
     /// time: later burials drop at once.
     pub(crate) reaper_done: AtomicBool,
+    /// Workers that have not yet started (and tried to pin): `build` waits
+    /// for zero, so `pinned_workers()` is exact from its first call.
+    pub(crate) starting: Latch,
+}
+
+/// A count-down latch (start-up only: not a scheduling protocol, so plain
+/// `std` primitives, outside the loom shim).
+pub(crate) struct Latch {
+    left: std::sync::Mutex<usize>,
+    cv: std::sync::Condvar,
+}
+
+impl Latch {
+    fn new(n: usize) -> Self {
+        Latch {
+            left: std::sync::Mutex::new(n),
+            cv: std::sync::Condvar::new(),
+        }
+    }
+
+    /// One fewer to wait for.
+    pub(crate) fn count_down(&self) {
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        *left = left.saturating_sub(1);
+        if *left == 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits until the count reaches `0`.
+    fn wait(&self) {
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        while *left > 0 {
+            left = self.cv.wait(left).unwrap_or_else(|e| e.into_inner());
+        }
+    }
 }
 
 impl Shared {
@@ -294,6 +330,7 @@ impl Builder {
             start: Instant::now(),
             graveyard: Inbox::new(),
             reaper_done: AtomicBool::new(false),
+            starting: Latch::new(n),
         });
         let mut threads = Vec::with_capacity(n);
         for (index, local) in locals.into_iter().enumerate() {
@@ -314,6 +351,8 @@ impl Builder {
                 }
             }
         }
+        // Every worker has started and tried to pin before `build` returns.
+        shared.starting.wait();
         Ok(Runtime {
             shared,
             threads,
@@ -441,8 +480,17 @@ impl Runtime {
             let _ = w.mailbox.parker.notify();
         }
         let deadline = timeout.map(|t| Instant::now() + t);
+        let me = thread::current().id();
         let mut all_joined = true;
         for t in self.threads.drain(..) {
+            if t.thread().id() == me {
+                // Dropped (or shut down) from one of its own workers, inside
+                // a task: that worker cannot join itself. It leaves its loop
+                // when this poll returns and drops what it still holds then,
+                // as a worker that outlives `shutdown_timeout` does.
+                all_joined = false;
+                continue;
+            }
             match deadline {
                 None => {
                     let _ = t.join();
@@ -459,6 +507,11 @@ impl Runtime {
                 }
             }
         }
+        // The drops below run user destructors: with this runtime as the
+        // thread's context, a destructor that calls `hwsched::spawn` gets a
+        // handle that resolves to `Cancelled` (a spawn after shutdown), not
+        // a panic about a missing runtime.
+        let _context = crate::block_on::enter(shared.clone());
         // Drop what is still queued in inboxes, then wake every task that is
         // pending on a waker: its schedule sees the shutdown and buries it.
         // Dropping a task may wake others (a dropped channel sender wakes

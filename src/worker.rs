@@ -970,9 +970,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
     if pin {
         let os = shared.topology.place(index).os_index;
         if pin_current_thread(os) {
+            // Relaxed: `build` reads it after the latch, whose mutex orders it.
             shared.workers[index].pinned.store(true, Ordering::Relaxed);
         }
     }
+    shared.starting.count_down();
     let core = Core::new(&shared, index, local);
     let ctx = WorkerCtx {
         shared: shared.clone(),

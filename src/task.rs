@@ -14,6 +14,14 @@
 //!   one that is queued is reached through its queue. Dropping the wrapper
 //!   frees the slot.
 //!
+//! A task's output (its value, or the payload of its panic) travels inside
+//! an [`Output`], which drops what it holds inside `catch_unwind`:
+//! async-task drops a detached task's output under its abort-on-panic
+//! guard, and a `JoinHandle` dropped unawaited drops it wherever the handle
+//! goes (a worker, a destructor running during unwinding, after the runtime
+//! is gone). A panic there is counted like one in a task's poll or drop and
+//! discarded. What the handle hands to an awaiter is the user's to drop.
+//!
 //! Raw pointers, not `Arc`s, lead from a task to the registry: the registry
 //! lives in the runtime's shared state, which the task's schedule function
 //! keeps alive (`Arc<Shared>`) until async-task destroys the task, after its
@@ -69,6 +77,61 @@ pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
 
 /// A panic payload.
 pub type Panic = Box<dyn Any + Send + 'static>;
+
+/// Drops a panic payload nobody will see, inside `catch_unwind`: dropping a
+/// payload can itself panic. The payload of that panic is leaked, not
+/// dropped (its drop could panic again, without end), rather than let it
+/// unwind into async-task's abort guard or out of a destructor that runs
+/// during unwinding, either of which aborts the process.
+fn discard(p: Panic) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(p))) {
+        std::mem::forget(again);
+    }
+}
+
+/// Drops `v` inside `catch_unwind`; a panic in its `Drop` is counted on
+/// this worker (if the caller is one) and its payload discarded.
+fn drop_catching<T>(v: T) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
+        crate::worker::count_panic();
+        discard(p);
+    }
+}
+
+/// A task's output as async-task stores it: the user's value or the panic
+/// payload, dropped inside `catch_unwind` if nobody takes it (see the module
+/// docs). [`into_inner`](Output::into_inner) hands it out unguarded.
+pub(crate) struct Output<T>(ManuallyDrop<Result<T, Panic>>);
+
+impl<T> Output<T> {
+    fn new(v: Result<T, Panic>) -> Self {
+        Output(ManuallyDrop::new(v))
+    }
+
+    /// The output, for the awaiter: from here on it is the user's to drop.
+    fn into_inner(self) -> Result<T, Panic> {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used again and its `Drop` does not run
+        // (it is in a ManuallyDrop), so the value is taken exactly once and
+        // never dropped in place.
+        unsafe { ManuallyDrop::take(&mut this.0) }
+    }
+}
+
+impl<T> Drop for Output<T> {
+    fn drop(&mut self) {
+        let dropped = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: this is the only place the value is dropped, once, in
+            // the output's own Drop; `into_inner` skips this Drop. A value
+            // whose drop panics midway is not touched again.
+            unsafe { ManuallyDrop::drop(&mut self.0) }
+        }));
+        if let Err(p) = dropped {
+            crate::worker::count_panic();
+            discard(p);
+        }
+    }
+}
 
 /// Why a [`JoinHandle`] has no value.
 pub enum JoinError {
@@ -141,7 +204,7 @@ impl std::error::Error for JoinError {}
 /// # Ok::<(), hwsched::BuildError>(())
 /// ```
 pub struct JoinHandle<T> {
-    task: Option<async_task::FallibleTask<Result<T, Panic>, TaskMeta>>,
+    task: Option<async_task::FallibleTask<Output<T>, TaskMeta>>,
     /// The task's metadata, inside the task's allocation (FallibleTask does
     /// not expose it). Valid while `task` is `Some`: the handle holds a
     /// reference on the allocation, which never moves.
@@ -160,10 +223,7 @@ unsafe impl<T: Send> Send for JoinHandle<T> {}
 unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(
-        task: async_task::Task<Result<T, Panic>, TaskMeta>,
-        registry: &Registry,
-    ) -> Self {
+    pub(crate) fn new(task: async_task::Task<Output<T>, TaskMeta>, registry: &Registry) -> Self {
         let meta = NonNull::from(task.metadata());
         let registry = NonNull::from(registry);
         JoinHandle {
@@ -222,7 +282,7 @@ impl<T> Future for JoinHandle<T> {
             Poll::Pending => Poll::Pending,
             Poll::Ready(out) => {
                 self.task = None;
-                Poll::Ready(match out {
+                Poll::Ready(match out.map(Output::into_inner) {
                     None => Err(JoinError::Cancelled),
                     Some(Ok(v)) => Ok(v),
                     Some(Err(p)) => Err(JoinError::Panicked(p)),
@@ -291,7 +351,7 @@ impl<F> TaskFuture<F> {
 }
 
 impl<F: Future> Future for TaskFuture<F> {
-    type Output = Result<F::Output, Panic>;
+    type Output = Output<F::Output>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // SAFETY: `inner` is structurally pinned: it is never moved out of
@@ -324,14 +384,22 @@ impl<F: Future> Future for TaskFuture<F> {
             // SAFETY: `done` was set, so `inner` is never touched again.
             unsafe { ManuallyDrop::drop(&mut this.inner) }
         }));
-        Poll::Ready(match (out, dropped) {
+        // Whatever is not handed on (a value superseded by a panic, a second
+        // payload) is dropped here inside catch_unwind: its Drop may panic.
+        Poll::Ready(Output::new(match (out, dropped) {
             (Ok(v), Ok(())) => Ok(v),
-            (Ok(_), Err(p)) => {
+            (Ok(v), Err(p)) => {
                 crate::worker::count_panic();
+                drop_catching(v);
                 Err(p)
             }
-            (Err(p), _) => Err(p),
-        })
+            (Err(p), Ok(())) => Err(p),
+            (Err(p), Err(q)) => {
+                crate::worker::count_panic();
+                discard(q);
+                Err(p)
+            }
+        }))
     }
 }
 
@@ -345,8 +413,11 @@ impl<F> Drop for TaskFuture<F> {
                 // dropped in place, which the pinning contract allows.
                 unsafe { ManuallyDrop::drop(&mut self.inner) }
             }));
-            if dropped.is_err() {
+            if let Err(p) = dropped {
                 crate::worker::count_panic();
+                // Dropped here, outside catch_unwind, the payload's own
+                // panic would reach async-task's abort guard.
+                discard(p);
             }
         }
         // SAFETY: the registry outlives this future (module docs).

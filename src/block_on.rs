@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use crate::worker::{on_worker_thread, BLOCK_ON};
 
 /// The waker of one `block_on` call: its flag and its thread.

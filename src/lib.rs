@@ -39,6 +39,7 @@ pub mod park;
 pub mod place;
 pub mod queue;
 mod runtime;
+mod shared;
 pub mod stats;
 mod sync;
 mod task;

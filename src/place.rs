@@ -113,7 +113,7 @@ pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) 
 }
 
 /// The runtime's view: its load counters and idle flags.
-pub(crate) struct RuntimeView<'a>(pub(crate) &'a crate::runtime::Shared);
+pub(crate) struct RuntimeView<'a>(pub(crate) &'a crate::shared::Shared);
 
 impl PlacementView for RuntimeView<'_> {
     fn load(&self, span: &Range<usize>) -> Load {

@@ -86,7 +86,8 @@ counters! {
         parks,
         /// Unparks this thread issued (a futex wake of another worker).
         unparks,
-        /// Panics caught in a task's poll or drop.
+        /// Panics caught in a task's poll or drop, or while dropping a task's
+        /// output or panic payload.
         panics,
         /// Idle-balance walks started.
         walks,

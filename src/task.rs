@@ -83,7 +83,7 @@ pub type Panic = Box<dyn Any + Send + 'static>;
 /// dropped (its drop could panic again, without end), rather than let it
 /// unwind into async-task's abort guard or out of a destructor that runs
 /// during unwinding, either of which aborts the process.
-fn discard(p: Panic) {
+pub(crate) fn discard(p: Panic) {
     if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(p))) {
         std::mem::forget(again);
     }

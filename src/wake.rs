@@ -36,7 +36,7 @@ use std::sync::atomic::AtomicUsize;
 use crate::idle::WakeSpecific;
 use crate::load::Load;
 use crate::park::NO_WORKER;
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use crate::stats::WorkerCounters;
 use crate::sync::Ordering;
 use crate::task::Runnable;

@@ -56,12 +56,13 @@ use crate::governor::{Choice, Governor};
 use crate::load::{Contribution, Publish};
 use crate::park::{Mailbox, Notified, Wait};
 use crate::queue::{Local, Steal};
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use crate::stats::{WorkerCounters, MAX_LEVELS};
 use crate::sync::Ordering;
-use crate::task::Runnable;
+use crate::task::{JoinHandle, Registry, Runnable, TaskFuture, TaskMeta};
 use crate::topology::pin_current_thread;
 use crate::tunables::StealWalk;
+use std::future::Future;
 use std::sync::Arc;
 
 /// Most polls in a row from the LIFO slot before the deque gets a turn
@@ -185,10 +186,42 @@ pub(crate) fn with_core<R>(
     })
 }
 
-/// Drops a task (cancelling it) without letting a panic in its destructor
-/// escape.
-pub(crate) fn drop_task(r: Runnable) {
-    let _ = catch_unwind(AssertUnwindSafe(move || drop(r)));
+pub(crate) use crate::shared::drop_task;
+
+/// Spawns `future` on this runtime; placement depends on the caller (a
+/// worker pushes to its own deque, anyone else uses find_idlest_group).
+pub(crate) fn spawn<F>(shared: &Arc<Shared>, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let here = current_worker(shared);
+    let this = shared;
+    let shared = this.clone();
+    let registry: *const Registry = &this.registry;
+    let (runnable, task) = async_task::Builder::new().metadata(TaskMeta::new()).spawn(
+        move |meta: &TaskMeta| {
+            // SAFETY: the registry lives in `Shared`, which the schedule
+            // function (owned by this same task) keeps alive for as long
+            // as the task exists; see task.rs's module docs.
+            TaskFuture::new(future, meta, unsafe { &*registry })
+        },
+        async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
+            crate::wake::schedule(&shared, r, info)
+        }),
+    );
+    let handle = JoinHandle::new(task, &this.registry);
+    match here {
+        Some(w) => WorkerCounters::bump(&this.workers[w].stats.spawned, 1),
+        None => WorkerCounters::bump_shared(&this.external.spawned, 1),
+    }
+    if this.is_shutdown() {
+        // Shut down: the task is dropped at once; its handle says Cancelled.
+        drop_task(runnable);
+        return handle;
+    }
+    place_spawn(this, here, runnable);
+    handle
 }
 
 /// Drops everything in an inbox (never call this inside a wake: see
@@ -951,8 +984,10 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
     WorkerCounters::bump(&st.polls, 1);
     // The task wrapper catches panics in poll and drop; this catches what
     // async-task itself might raise, so nothing unwinds into the loop.
-    if catch_unwind(AssertUnwindSafe(|| r.run())).is_err() {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| r.run())) {
         WorkerCounters::bump(&st.panics, 1);
+        // The payload may panic when dropped, too.
+        crate::task::discard(p);
     }
 }
 

@@ -1,0 +1,173 @@
+//! The state every worker shares: below the API (`runtime.rs`,
+//! `handle.rs`) and the mechanism (`worker.rs`, `wake.rs`, `task.rs`) that
+//! use it, so the dependency arrows run one way (DESIGN section 12).
+
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use crate::idle::Sleepers;
+use crate::load::LoadMap;
+use crate::park::Mailbox;
+use crate::queue::{Inbox, Stealer};
+use crate::stats::{Stats, WorkerCounters};
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::task::{Registry, Runnable};
+use crate::topology::Topology;
+use crate::tunables::Tunables;
+
+/// What other threads see of one worker.
+pub(crate) struct WorkerShared {
+    pub(crate) mailbox: CachePadded<Mailbox<Runnable>>,
+    pub(crate) stealer: Stealer<Runnable>,
+    pub(crate) stats: CachePadded<WorkerCounters>,
+    /// Index into `Shared::llc_idle_cores` of this worker's LLC.
+    pub(crate) llc_hint: usize,
+    pub(crate) pinned: AtomicBool,
+}
+
+/// State shared by the runtime handle, its workers and every task's
+/// schedule function.
+pub(crate) struct Shared {
+    pub(crate) topology: Topology,
+    pub(crate) tunables: Tunables,
+    pub(crate) workers: Box<[WorkerShared]>,
+    pub(crate) load: LoadMap,
+    /// Per LLC: the kernel's `sd_llc_shared->has_idle_cores` hint.
+    pub(crate) llc_idle_cores: Box<[CachePadded<AtomicBool>]>,
+    pub(crate) shutdown: CachePadded<AtomicBool>,
+    /// The wake protocol's shared state: searching count, parked, idle
+    /// and queued sets (see idle.rs).
+    pub(crate) idle: Sleepers,
+    /// Every worker: `0..workers`.
+    pub(crate) all: std::ops::Range<usize>,
+    /// The worker the last external spawn woke or chose: where a burst of
+    /// external spawns goes while that wake is in flight (worker.rs,
+    /// `place_external`).
+    pub(crate) burst_target: AtomicUsize,
+    pub(crate) registry: Registry,
+    pub(crate) external: CachePadded<WorkerCounters>,
+    pub(crate) park_cost_ns: AtomicU64,
+    pub(crate) start: Instant,
+    /// Tasks to drop after shutdown, queued instead of dropped where they
+    /// were found (see [`Shared::bury`]).
+    pub(crate) graveyard: Inbox<Runnable>,
+    /// Set when the shutdown sequence has reaped the graveyard for the last
+    /// time: later burials drop at once.
+    pub(crate) reaper_done: AtomicBool,
+    /// Workers that have not yet started (and tried to pin): `build` waits
+    /// for zero, so `pinned_workers()` is exact from its first call.
+    pub(crate) starting: Latch,
+}
+
+/// A count-down latch (start-up only: not a scheduling protocol, so plain
+/// `std` primitives, outside the loom shim).
+pub(crate) struct Latch {
+    left: std::sync::Mutex<usize>,
+    cv: std::sync::Condvar,
+}
+
+impl Latch {
+    pub(crate) fn new(n: usize) -> Self {
+        Latch {
+            left: std::sync::Mutex::new(n),
+            cv: std::sync::Condvar::new(),
+        }
+    }
+
+    /// One fewer to wait for.
+    pub(crate) fn count_down(&self) {
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        *left = left.saturating_sub(1);
+        if *left == 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits until the count reaches `0`.
+    pub(crate) fn wait(&self) {
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        while *left > 0 {
+            left = self.cv.wait(left).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Shared {
+    /// Nanoseconds since the runtime started (one `Instant::now()`).
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Disposes of a task found after shutdown started, without dropping it
+    /// here: this may run inside a waker call, and the waker's caller may
+    /// hold a lock that the task's destructor needs (dropping an
+    /// `async_channel::Sender` wakes receivers from inside event-listener's
+    /// lock; dropping a receiver's future there would take that lock again).
+    /// The shutdown sequence drops buried tasks outside any wake. Once it has
+    /// finished, nobody else will: a burial then drops at once.
+    pub(crate) fn bury(&self, r: Runnable) {
+        self.graveyard.push(r);
+        // SeqCst fence: pairs with the one in `Runtime::shutdown` after it
+        // sets `reaper_done` (store-buffering): either the reaper's final
+        // drain sees this push, or this load sees the flag and drains.
+        fence(Ordering::SeqCst);
+        if self.reaper_done.load(Ordering::Relaxed) {
+            self.reap();
+        }
+    }
+
+    /// Drops every buried task; returns how many.
+    pub(crate) fn reap(&self) -> usize {
+        let mut n = 0;
+        loop {
+            match self.graveyard.steal() {
+                crate::queue::Steal::Success(r) => {
+                    drop_task(r);
+                    n += 1;
+                }
+                crate::queue::Steal::Empty => return n,
+                crate::queue::Steal::Retry => continue,
+            }
+        }
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        // Relaxed: see park.rs, "shutdown": the flag is published by the
+        // notify that follows its store.
+        self.shutdown.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        let workers: Vec<_> = self.workers.iter().map(|w| w.stats.snapshot()).collect();
+        let external = self.external.snapshot();
+        let spawned = workers.iter().map(|w| w.spawned).sum::<u64>() + external.spawned;
+        let retired = workers.iter().map(|w| w.retired).sum::<u64>()
+            + self.registry.retired_elsewhere.load(Ordering::Relaxed);
+        Stats {
+            workers,
+            external,
+            level_names: self
+                .topology
+                .levels(0)
+                .iter()
+                .map(|l| l.kind.name())
+                .collect(),
+            park_cost: Duration::from_nanos(self.park_cost_ns.load(Ordering::Relaxed)),
+            spawned,
+            retired,
+            asleep: self.workers.len().saturating_sub(self.idle.counts().awake),
+            searching: self.idle.counts().searching,
+        }
+    }
+}
+
+/// Drops a task (cancelling it) without letting a panic in its destructor
+/// escape.
+pub(crate) fn drop_task(r: Runnable) {
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(r))) {
+        // The payload may panic when dropped, too.
+        crate::task::discard(p);
+    }
+}

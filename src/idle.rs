@@ -58,7 +58,7 @@
 //! 1. marks itself idle and, if fewer than half the workers search,
 //!    becomes a searcher ([`Sleepers::to_searching`]);
 //! 2. a searcher walks the domain tree (balance.rs); if it finds work it
-//!    stops searching ([`Sleepers::from_searching`]) and, if it was the last
+//!    stops searching ([`Sleepers::leave_searching`]) and, if it was the last
 //!    searcher and work is still queued somewhere (its own deque after a
 //!    batch steal, or any `queued` bit), runs the pusher's steps 2-3 itself
 //!    (Go's `resetspinning` -> `wakep`): a burst fans out one wake at a
@@ -70,7 +70,7 @@
 //!    read the `queued` bitmap; a worker found with work is stolen from at
 //!    once instead of sleeping;
 //! 4. parks on its [`Parker`](crate::park::Parker) (no lost wakeups: park.rs);
-//! 5. on waking, for whatever reason, [`Sleepers::from_parked`]: clears
+//! 5. on waking, for whatever reason, [`Sleepers::leave_parked`]: clears
 //!    its own `parked` bit and counts itself awake. If the bit was gone, a
 //!    waker claimed it and counts it awake and searching: it searches.
 //!
@@ -404,12 +404,12 @@ impl Sleepers {
     /// searcher: then the caller must wake another worker if work is still
     /// queued anywhere ([`Sleepers::needs_wake`] then `wake_one`), because
     /// pushers may have counted on it.
-    pub fn from_searching(&self) -> bool {
+    pub fn leave_searching(&self) -> bool {
         // SeqCst: pairs with the pusher's fence (store-buffering): either
         // the pusher sees this decrement and wakes someone, or the caller's
         // fence-then-read of the queues that follows sees the push.
         let prev = Counts::of(self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst));
-        debug_assert!(prev.searching > 0, "from_searching without a searcher");
+        debug_assert!(prev.searching > 0, "leave_searching without a searcher");
         let last = prev.searching == 1;
         if last {
             fence(Ordering::SeqCst);
@@ -527,7 +527,7 @@ impl Sleepers {
         // below (wake_one's CAS).
         self.parked.insert_rmw(w, Ordering::SeqCst);
         let d = 1 + if searching { SEARCHING_ONE } else { 0 };
-        // SeqCst: as from_searching.
+        // SeqCst: as leave_searching.
         let prev = Counts::of(self.state.fetch_sub(d, Ordering::SeqCst));
         debug_assert!(prev.awake > 0, "to_parked: no worker was awake");
         debug_assert!(
@@ -544,7 +544,7 @@ impl Sleepers {
     /// Worker `w` is awake again (woken, or it decided not to sleep).
     /// Returns whether a waker had claimed it: the waker then counted it
     /// awake and searching.
-    pub fn from_parked(&self, w: usize) -> bool {
+    pub fn leave_parked(&self, w: usize) -> bool {
         // SeqCst: the bit is the one truth of who wakes this worker; an RMW,
         // so exactly one of us and a claimer clears it.
         if self.parked.remove_rmw(w, Ordering::SeqCst) {
@@ -680,7 +680,7 @@ mod tests {
         assert_eq!(w, Some(2), "the parked worker nearest to 2");
         assert!(!s.needs_wake(), "a searcher is on its way: no second wake");
         assert_eq!(s.wake_one(2, std::iter::once(&all)).0, None);
-        assert!(s.from_parked(2), "woken by a claim: searching");
+        assert!(s.leave_parked(2), "woken by a claim: searching");
         assert_eq!(
             s.counts(),
             Counts {
@@ -688,9 +688,9 @@ mod tests {
                 awake: 2
             }
         );
-        assert!(s.from_searching(), "the last searcher");
+        assert!(s.leave_searching(), "the last searcher");
         // Worker 3 wakes by itself (a direct delivery): not searching.
-        assert!(!s.from_parked(3));
+        assert!(!s.leave_parked(3));
         assert_eq!(
             s.counts(),
             Counts {

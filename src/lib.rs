@@ -6,13 +6,18 @@
 //!   [`topology`];
 //! - an idle worker looks for work level by level, nearest first, and stops
 //!   when the measured cost of looking exceeds how long it expects to stay
-//!   idle: [`balance`];
-//! - a woken task goes to an idle worker near where it ran or was woken:
-//!   [`wake`];
+//!   idle;
+//! - a woken task goes to an idle worker near where it ran or was woken;
 //! - shared load counters that guide these choices are updated at most once
-//!   per millisecond: [`load`];
+//!   per millisecond;
 //! - an idle worker spins or parks by predicted idle time against the
-//!   measured cost of parking: [`governor`].
+//!   measured cost of parking;
+//! - and no worker sleeps while a runnable task waits in a queue it could
+//!   take (work conservation).
+//!
+//! The runtime is [`Runtime`] (built by [`Builder`]), [`Handle`],
+//! [`spawn`] and [`JoinHandle`]; the heuristics are also a public API of
+//! pure functions in [`policy`].
 //!
 //! ```
 //! let rt = hwsched::Runtime::builder()
@@ -29,28 +34,46 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod balance;
+mod balance;
 mod block_on;
 mod error;
-pub mod governor;
-pub mod idle;
-pub mod load;
-pub mod park;
-pub mod place;
-pub mod queue;
+mod governor;
+mod handle;
+mod place;
+pub mod policy;
 mod runtime;
 mod shared;
-pub mod stats;
+mod stats;
 mod sync;
 mod task;
 pub mod topology;
 mod tunables;
-pub mod wake;
+mod wake;
 mod worker;
 
+// The protocol types the loom models in `loom-tests/` drive: private, but
+// public under `cfg(loom)` so the models check the production code.
+#[cfg(loom)]
+pub mod idle;
+#[cfg(not(loom))]
+mod idle;
+#[cfg(loom)]
+pub mod load;
+#[cfg(not(loom))]
+mod load;
+#[cfg(loom)]
+pub mod park;
+#[cfg(not(loom))]
+mod park;
+#[cfg(loom)]
+pub mod queue;
+#[cfg(not(loom))]
+mod queue;
+
 pub use error::BuildError;
+pub use handle::Handle;
 pub use runtime::{spawn, worker_index, Builder, Runtime};
 pub use stats::{Stats, WorkerStats};
-pub use task::{yield_now, JoinError, JoinHandle, Panic, TaskMeta, YieldNow};
+pub use task::{yield_now, JoinError, JoinHandle, Panic, YieldNow};
 pub use topology::{Level, LevelKind, Topology, TopologySource};
 pub use tunables::{IdleMode, SisMode, StealWalk, Tunables};

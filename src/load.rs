@@ -100,7 +100,7 @@ impl GroupClass {
     /// Classifies `load` for a group of `weight` workers.
     ///
     /// ```
-    /// use hwsched::load::{GroupClass, Load};
+    /// use hwsched::policy::{GroupClass, Load};
     /// assert_eq!(GroupClass::of(Load { running: 1, queued: 0 }, 2), GroupClass::HasSpare(1));
     /// assert_eq!(GroupClass::of(Load { running: 2, queued: 0 }, 2), GroupClass::FullyBusy);
     /// assert_eq!(GroupClass::of(Load { running: 2, queued: 3 }, 2), GroupClass::Overloaded(3));

@@ -154,6 +154,8 @@ impl Parker {
     }
 
     /// Whether the worker is parked (or committed to parking).
+    // Used by the loom models (loom-tests/).
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub fn is_parked(&self) -> bool {
         self.state.load(Ordering::Relaxed) & PARKED != 0
     }
@@ -305,6 +307,8 @@ impl<T> Mailbox<T> {
     /// publishes its load and announces its sleep there) and parks, unless
     /// `before_sleep` returns `false` (the worker found work elsewhere):
     /// then it returns [`Wait::Woken`] without sleeping.
+    // Used by the loom models (loom-tests/).
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub fn wait(
         &self,
         local: &Local<T>,

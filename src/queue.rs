@@ -70,6 +70,8 @@ mod imp {
             self.0.steal_batch_and_pop(&dest.0)
         }
         /// Steals one item.
+        // Used by the loom models (loom-tests/).
+        #[cfg_attr(not(loom), allow(dead_code))]
         pub fn steal(&self) -> Steal<T> {
             self.0.steal()
         }

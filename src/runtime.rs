@@ -242,6 +242,24 @@ impl Runtime {
         crate::block_on::block_on(&self.shared, future)
     }
 
+    /// A [`Handle`](crate::Handle) to this runtime: cloneable, `Send + Sync`,
+    /// for spawning from anywhere.
+    ///
+    /// ```
+    /// let rt = hwsched::Runtime::builder().worker_threads(1).build()?;
+    /// let h = rt.handle();
+    /// let v = std::thread::spawn(move || h.block_on(h.spawn(async { 5 })))
+    ///     .join()
+    ///     .unwrap();
+    /// assert_eq!(v.unwrap(), 5);
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    pub fn handle(&self) -> crate::Handle {
+        crate::Handle {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// Number of workers.
     pub fn workers(&self) -> usize {
         self.shared.workers.len()
@@ -394,11 +412,11 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match worker::current_shared() {
-        Some(shared) => worker::spawn(&shared, future),
+    match crate::Handle::try_current() {
+        Some(handle) => handle.spawn(future),
         None => panic!(
             "hwsched::spawn called outside a hwsched runtime: call it from a task, from \
-             inside Runtime::block_on, or use Runtime::spawn"
+             inside Runtime::block_on, or use Runtime::spawn or a Handle (Runtime::handle)"
         ),
     }
 }

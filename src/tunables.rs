@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::error::BuildError;
 
-/// How an idle worker looks for work (see [`balance`](crate::balance)).
+/// How an idle worker looks for work (see [`BalanceState`](crate::policy::BalanceState)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StealWalk {
     /// Level by level, nearest first, stopping when the next level's
@@ -19,7 +19,7 @@ pub enum StealWalk {
 }
 
 /// How deep the wakeup path scans the LLC for an idle worker (step 5 of
-/// `select_idle_sibling`, see [`wake`](crate::wake)).
+/// `select_idle_sibling`, see [`select_idle_sibling`](crate::policy::select_idle_sibling)).
 ///
 /// `Prop` is the default provisionally: on the 2-core development machine
 /// no mode separated from the others beyond noise on hackbench, `Util`
@@ -43,7 +43,7 @@ pub enum SisMode {
 }
 
 /// What a worker does when it has no work and its walk found none (see
-/// [`governor`](crate::governor)).
+/// [`Governor`](crate::policy::Governor)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IdleMode {
     /// Spin when the predicted idle time is below the park cost, else park:

@@ -124,8 +124,8 @@ pub const SCAN_COST_SAMPLE: u32 = 32;
 /// 4 * avg_scan_cost`, else 4.
 ///
 /// ```
-/// assert_eq!(hwsched::wake::prop_depth(8, 0, 0), 4);
-/// assert_eq!(hwsched::wake::prop_depth(8, 512_000, 999), 8); // 8000 / 1000
+/// assert_eq!(hwsched::policy::prop_depth(8, 0, 0), 4);
+/// assert_eq!(hwsched::policy::prop_depth(8, 512_000, 999), 8); // 8000 / 1000
 /// ```
 pub fn prop_depth(llc_weight: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
     let span_avg = llc_weight as u64 * avg_idle_ns / 512;
@@ -141,8 +141,8 @@ pub fn prop_depth(llc_weight: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) ->
 /// fraction. Nothing is scanned above ~85% busy.
 ///
 /// ```
-/// assert_eq!(hwsched::wake::util_depth(16, 0.0), 16);
-/// assert_eq!(hwsched::wake::util_depth(16, 0.9), 0);
+/// assert_eq!(hwsched::policy::util_depth(16, 0.0), 16);
+/// assert_eq!(hwsched::policy::util_depth(16, 0.9), 0);
 /// ```
 pub fn util_depth(llc_weight: usize, busy: f64) -> usize {
     let x = 1.17 * busy.clamp(0.0, 1.0);

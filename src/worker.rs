@@ -542,7 +542,7 @@ impl Core {
     /// the pusher's check runs for it; the last searcher also looks at the
     /// `queued` set, because pushers that saw it searching counted on it.
     fn found_work(&mut self, shared: &Shared) {
-        let last = std::mem::take(&mut self.searching) && shared.idle.from_searching();
+        let last = std::mem::take(&mut self.searching) && shared.idle.leave_searching();
         if !self.local.is_empty() {
             if !self.queued_bit {
                 self.queued_bit = true;
@@ -566,7 +566,7 @@ fn has_work(shared: &Shared, v: usize) -> bool {
 /// The re-check of the last searcher leaving, or of a worker parking with
 /// no searcher left (idle.rs, steps 2 and 3): a worker other than `me`
 /// whose queue holds work, found through the `queued` set nearest first.
-/// Call after the fence of `from_searching` / `to_parked`.
+/// Call after the fence of `leave_searching` / `to_parked`.
 fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
     let st = &shared.workers[me].stats;
     let mut touched = 0u64;
@@ -911,7 +911,7 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
         );
         if announced {
             // Step 5: awake again; searching if a waker claimed us.
-            core.searching = shared.idle.from_parked(index);
+            core.searching = shared.idle.leave_parked(index);
         }
         if matches!(choice, Choice::Spin { .. }) {
             core.governor.record_spin(spun_ns);

@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | `park.rs` | inbox hand-off racing a worker going to sleep, with and without spinning | `park::Mailbox::{deliver, wait}`, `park::Parker` |
 //! | `placement.rs` | two placements claiming one idle worker while it leaves idle | `idle::WorkerSet::{insert, remove}` (the idle mask), `Mailbox::deliver_or_drain` |
-//! | `conserve.rs` | work conservation: a push (onto a busy worker's deque, or from outside into its inbox) racing the last searcher going to sleep | `idle::Sleepers::{to_searching, from_searching, needs_wake, wake_one, to_parked, from_parked, find_queued}`, `Mailbox::{wait, kick, deliver_or_drain}`, the `queued` `WorkerSet` |
+//! | `conserve.rs` | work conservation: a push (onto a busy worker's deque, or from outside into its inbox) racing the last searcher going to sleep | `idle::Sleepers::{to_searching, leave_searching, needs_wake, wake_one, to_parked, leave_parked, find_queued}`, `Mailbox::{wait, kick, deliver_or_drain}`, the `queued` `WorkerSet` |
 //! | `load.rs` | rate-limited publishes into packed group counters, one forced before a park | `load::{GroupLoad, Publisher}` |
 //! | `shutdown.rs` | shutdown racing a delivery and the worker, with the burial of late tasks | `Mailbox::deliver_or_drain`, the sequences of `Runtime::shutdown` and `Shared::bury` |
 //!

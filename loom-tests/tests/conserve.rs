@@ -11,7 +11,7 @@
 //! announces the sleep (`Sleepers::to_parked`) and, as the last searcher,
 //! re-checks the `queued` set (`Sleepers::find_queued`) and steals instead
 //! of sleeping when it finds work; after every wait it runs
-//! `Sleepers::from_parked`. The item is pushed by:
+//! `Sleepers::leave_parked`. The item is pushed by:
 //!
 //! - `push_races_the_last_searcher_going_to_sleep`: worker 0 itself, onto
 //!   its deque (`Core::push_local`: push, `queued` bit, the pusher's check
@@ -137,7 +137,7 @@ fn idle_worker(
             if let Some(t) = victim.steal(&local) {
                 // `Core::found_work`.
                 if std::mem::take(&mut searching) {
-                    s.from_searching();
+                    s.leave_searching();
                 }
                 cases.hit("the walk found the item");
                 t.run();
@@ -164,13 +164,13 @@ fn idle_worker(
             },
         );
         if announced {
-            searching = s.from_parked(me);
+            searching = s.leave_parked(me);
         }
         match res {
             Wait::Work { item, .. } => {
                 // Delivered into its own inbox (wake placement).
                 if std::mem::take(&mut searching) {
-                    s.from_searching();
+                    s.leave_searching();
                 }
                 cases.hit("worker 1 took the item from its inbox");
                 item.run();
@@ -184,7 +184,7 @@ fn idle_worker(
                         .steal(&local)
                         .expect("the re-check saw work that only worker 1 takes");
                     if std::mem::take(&mut searching) {
-                        s.from_searching();
+                        s.leave_searching();
                     }
                     cases.hit("the last searcher's re-check found the item");
                     t.run();
@@ -360,7 +360,7 @@ fn a_non_searcher_parks_as_the_last_searcher_leaves() {
                     for me in [1, 3] {
                         // `found_work` for work of its own: the last
                         // searcher leaving looks at the queued set.
-                        if s.from_searching()
+                        if s.leave_searching()
                             && s.find_queued(&(0..4), me, |v| v == 0 && victim.has_work())
                                 .0
                                 .is_some()

@@ -1,0 +1,103 @@
+//! [`Handle`]: a cheap, cloneable reference to a runtime, for libraries and
+//! for code that runs on threads the runtime does not own.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::shared::Shared;
+use crate::stats::Stats;
+use crate::task::JoinHandle;
+use crate::worker;
+
+/// A reference to a [`Runtime`](crate::Runtime): spawn onto it, block on it,
+/// read its stats, from anywhere.
+///
+/// `Clone + Send + Sync`, and cheap to clone. It does not keep the workers
+/// alive: once the [`Runtime`](crate::Runtime) is dropped, the workers stop,
+/// and a task spawned through a `Handle` afterwards is dropped at once (its
+/// [`JoinHandle`] resolves to [`JoinError::Cancelled`](crate::JoinError)),
+/// never a panic.
+///
+/// ```
+/// // A library function that runs on whichever hwsched runtime calls it,
+/// // and says so when there is none.
+/// fn start_background_work() -> Option<hwsched::JoinHandle<u32>> {
+///     let handle = hwsched::Handle::try_current()?;
+///     Some(handle.spawn(async { 7 }))
+/// }
+///
+/// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+/// assert!(start_background_work().is_none(), "no runtime on this thread");
+/// let v = rt.block_on(async { start_background_work().unwrap().await.unwrap() });
+/// assert_eq!(v, 7);
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.shared.workers.len())
+            .field("shut_down", &self.shared.is_shutdown())
+            .finish()
+    }
+}
+
+impl Handle {
+    /// The runtime of the current context: the worker this code runs on, or
+    /// the runtime whose `block_on` is running on this thread, or whose
+    /// blocking pool or thread hook this is.
+    ///
+    /// # Panics
+    ///
+    /// Outside any hwsched context, with a message that says what to do; use
+    /// [`Handle::try_current`] to ask instead.
+    pub fn current() -> Handle {
+        Handle::try_current().unwrap_or_else(|| {
+            panic!(
+                "no hwsched runtime on this thread: call this from a task, from inside \
+                 Runtime::block_on, from a spawn_blocking closure or a thread hook; or keep a \
+                 Handle (Runtime::handle) and use it; Handle::try_current asks without panicking"
+            )
+        })
+    }
+
+    /// The runtime of the current context, or `None` on a thread with none
+    /// (see [`Handle::current`]).
+    ///
+    /// ```
+    /// assert!(hwsched::Handle::try_current().is_none());
+    /// ```
+    pub fn try_current() -> Option<Handle> {
+        worker::current_shared().map(|shared| Handle { shared })
+    }
+
+    /// Spawns a task onto this runtime; it starts running on some worker at
+    /// once. After the runtime is dropped, the task is dropped at once and
+    /// its handle resolves to `Cancelled`.
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        worker::spawn(&self.shared, future)
+    }
+
+    /// Runs `future` to completion on the calling thread, with this runtime
+    /// as its context; see [`Runtime::block_on`](crate::Runtime::block_on).
+    ///
+    /// # Panics
+    ///
+    /// If called from a worker thread of any hwsched runtime.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        crate::block_on::block_on(&self.shared, future)
+    }
+
+    /// A snapshot of the runtime's counters.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+}

@@ -1,0 +1,35 @@
+//! The scheduling policies, as plain functions and state machines over a
+//! topology and a view of idle and load state: the deliberate public API of
+//! hwsched's heuristics, for readers, tests and simulators (no threads, no
+//! atomics needed). The runtime's mechanism (queues, parking, the wake
+//! protocol) calls these same items.
+//!
+//! - wakeup placement, the kernel's `select_idle_sibling`:
+//!   [`select_idle_sibling`] over an [`IdleView`], with the scan depths of
+//!   `SIS_PROP` ([`prop_depth`]) and `SIS_UTIL` ([`util_depth`]);
+//! - placement of a task spawned from outside, the kernel's
+//!   `find_idlest_group`: [`find_idlest_group`] over a [`PlacementView`];
+//! - the bounded idle walk, `newidle_balance` with `max_newidle_lb_cost` and
+//!   `avg_idle`: [`BalanceState`], [`LevelCost`];
+//! - rate-limited load counters, `update_tg_load_avg`: [`Publisher`], and
+//!   group classification, `group_classify`: [`GroupClass`];
+//! - the idle governor (spin or park): [`Governor`].
+//!
+//! ```
+//! use hwsched::policy::{prop_depth, util_depth, GroupClass, Load};
+//! assert_eq!(prop_depth(8, 512_000, 999), 8);
+//! assert_eq!(util_depth(16, 0.9), 0);
+//! assert_eq!(
+//!     GroupClass::of(Load { running: 2, queued: 3 }, 2),
+//!     GroupClass::Overloaded(3)
+//! );
+//! ```
+
+pub use crate::balance::{BalanceState, LevelCost, WalkOutcome, DECAY_PERIOD_NS};
+pub use crate::governor::{Choice as IdleChoice, Governor, MIN_SPIN_NS, SPIN_WINDOW_NS};
+pub use crate::load::{Contribution, GroupClass, Load, Publish, Publisher};
+pub use crate::place::{find_idlest_group, PlacementView};
+pub use crate::wake::{
+    prop_depth, select_idle_sibling, util_depth, Choice, IdleView, Outcome, SisConfig,
+    SCAN_COST_SAMPLE,
+};

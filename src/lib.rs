@@ -39,6 +39,7 @@ mod block_on;
 mod error;
 mod governor;
 mod handle;
+mod join_set;
 mod place;
 pub mod policy;
 mod runtime;
@@ -72,8 +73,9 @@ mod queue;
 
 pub use error::BuildError;
 pub use handle::Handle;
+pub use join_set::JoinSet;
 pub use runtime::{spawn, worker_index, Builder, Runtime};
 pub use stats::{Stats, WorkerStats};
-pub use task::{yield_now, JoinError, JoinHandle, Panic, YieldNow};
+pub use task::{yield_now, AbortHandle, JoinError, JoinHandle, Panic, YieldNow};
 pub use topology::{Level, LevelKind, Topology, TopologySource};
 pub use tunables::{IdleMode, SisMode, StealWalk, Tunables};

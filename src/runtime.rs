@@ -32,7 +32,7 @@ use crate::worker;
 /// assert_eq!(rt.workers(), 8);
 /// # Ok::<(), hwsched::BuildError>(())
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Builder {
     workers: Option<usize>,
     source: TopologySource,
@@ -40,6 +40,63 @@ pub struct Builder {
     cpus: Option<Vec<usize>>,
     thread_name: Option<String>,
     tunables: Tunables,
+    stack_size: Option<usize>,
+    on_start: Option<Hook>,
+    on_stop: Option<Hook>,
+    max_blocking_threads: usize,
+    keep_alive: Duration,
+    blocking_affinity: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            workers: None,
+            source: TopologySource::default(),
+            pin: None,
+            cpus: None,
+            thread_name: None,
+            tunables: Tunables::default(),
+            stack_size: None,
+            on_start: None,
+            on_stop: None,
+            max_blocking_threads: DEFAULT_MAX_BLOCKING_THREADS,
+            keep_alive: DEFAULT_KEEP_ALIVE,
+            blocking_affinity: true,
+        }
+    }
+}
+
+/// Default of [`Builder::max_blocking_threads`] (tokio's).
+pub const DEFAULT_MAX_BLOCKING_THREADS: usize = 512;
+/// Default of [`Builder::thread_keep_alive`] (tokio's).
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
+/// Smallest [`Builder::thread_stack_size`] accepted: 64 KiB (glibc's
+/// `PTHREAD_STACK_MIN` is 16 KiB; a Rust thread needs more for anything).
+pub const MIN_STACK_SIZE: usize = 64 << 10;
+/// Largest [`Builder::thread_stack_size`] accepted: 1 GiB.
+pub const MAX_STACK_SIZE: usize = 1 << 30;
+
+/// A thread start or stop hook.
+#[derive(Clone)]
+pub(crate) struct Hook(pub(crate) Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<hook>")
+    }
+}
+
+impl Hook {
+    /// Runs the hook; a panic in it is caught (and counted by the caller's
+    /// panic counter when on a worker), so a hook cannot take a thread of
+    /// the runtime down with it.
+    pub(crate) fn run(&self) {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.0)())) {
+            worker::count_panic();
+            crate::task::discard(p);
+        }
+    }
 }
 
 impl Builder {
@@ -89,15 +146,93 @@ impl Builder {
         self
     }
 
+    /// Stack size of the worker and blocking threads, in bytes (default: the
+    /// platform's, 2 MiB for Rust threads; `RUST_MIN_STACK` is not read).
+    /// Must be in [`MIN_STACK_SIZE`] ..= [`MAX_STACK_SIZE`].
+    ///
+    /// ```
+    /// let rt = hwsched::Runtime::builder()
+    ///     .worker_threads(1)
+    ///     .thread_stack_size(8 << 20)
+    ///     .build()?;
+    /// // A task with a 4 MiB frame.
+    /// let n = rt.block_on(rt.spawn(async {
+    ///     let big = [1u8; 4 << 20];
+    ///     std::hint::black_box(&big).iter().map(|&b| b as usize).sum::<usize>()
+    /// }));
+    /// assert_eq!(n.unwrap(), 4 << 20);
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    pub fn thread_stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Runs `f` on every worker and blocking thread when it starts, before
+    /// it runs any task ([`Handle::current`](crate::Handle::current) works
+    /// inside). A panic in `f` is caught.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let s = started.clone();
+    /// let rt = hwsched::Runtime::builder()
+    ///     .worker_threads(2)
+    ///     .on_thread_start(move || {
+    ///         s.fetch_add(1, Ordering::SeqCst);
+    ///     })
+    ///     .build()?;
+    /// assert_eq!(started.load(Ordering::SeqCst), 2, "both workers, before build returns");
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    pub fn on_thread_start(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_start = Some(Hook(Arc::new(f)));
+        self
+    }
+
+    /// Runs `f` on every worker and blocking thread when it stops, after the
+    /// last task it runs or drops. A panic in `f` is caught.
+    pub fn on_thread_stop(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.on_stop = Some(Hook(Arc::new(f)));
+        self
+    }
+
+    /// Most threads of the blocking pool behind
+    /// [`spawn_blocking`](crate::spawn_blocking) (default
+    /// [`DEFAULT_MAX_BLOCKING_THREADS`], 512, as tokio). At least 1.
+    pub fn max_blocking_threads(mut self, n: usize) -> Self {
+        self.max_blocking_threads = n;
+        self
+    }
+
+    /// How long an idle blocking thread waits for work before it exits
+    /// (default [`DEFAULT_KEEP_ALIVE`], 10 s, as tokio). At most one day.
+    pub fn thread_keep_alive(mut self, d: Duration) -> Self {
+        self.keep_alive = d;
+        self
+    }
+
+    /// Whether a blocking thread runs on the CPUs of its caller's NUMA node
+    /// (else package) only: an affinity mask over that node's CPUs, not a
+    /// pin (default: on for `System` topologies; synthetic and XML ones are
+    /// not this machine's CPUs and never set it).
+    pub fn blocking_affinity(mut self, on: bool) -> Self {
+        self.blocking_affinity = on;
+        self
+    }
+
     /// Builds the runtime and starts its workers.
     pub fn build(self) -> Result<Runtime, BuildError> {
         self.tunables.validate()?;
+        self.validate_options()?;
         let name = self
             .thread_name
             .unwrap_or_else(|| "hwsched-worker".to_owned());
         if name.contains('\0') {
             return Err(BuildError::InvalidThreadName { name });
         }
+        let stack_size = self.stack_size;
         let topology = Topology::with_cpus(&self.source, self.workers, self.cpus.as_deref())?;
         let pin = self.pin.unwrap_or(topology.is_system());
         let n = topology.workers();
@@ -150,13 +285,17 @@ impl Builder {
             graveyard: Inbox::new(),
             reaper_done: AtomicBool::new(false),
             starting: Latch::new(n),
+            on_start: self.on_start.clone(),
+            on_stop: self.on_stop.clone(),
         });
         let mut threads = Vec::with_capacity(n);
         for (index, local) in locals.into_iter().enumerate() {
             let s = shared.clone();
-            let spawned = thread::Builder::new()
-                .name(format!("{name}-{index}"))
-                .spawn(move || worker::run(s, index, local, pin));
+            let mut tb = thread::Builder::new().name(format!("{name}-{index}"));
+            if let Some(sz) = stack_size {
+                tb = tb.stack_size(sz);
+            }
+            let spawned = tb.spawn(move || worker::run(s, index, local, pin));
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {
@@ -177,6 +316,39 @@ impl Builder {
             threads,
             shut: false,
         })
+    }
+}
+
+impl Builder {
+    /// Checks the thread options; the error names the option and value.
+    fn validate_options(&self) -> Result<(), BuildError> {
+        let bad = |name: &'static str, value: String, expected: &'static str| {
+            Err(BuildError::InvalidTunable {
+                name,
+                value,
+                expected,
+            })
+        };
+        if let Some(s) = self.stack_size {
+            if !(MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&s) {
+                return bad(
+                    "thread_stack_size",
+                    s.to_string(),
+                    "65536 ..= 1073741824 bytes",
+                );
+            }
+        }
+        if self.max_blocking_threads == 0 {
+            return bad("max_blocking_threads", "0".into(), "1 or more");
+        }
+        if self.keep_alive > Duration::from_secs(86_400) {
+            return bad(
+                "thread_keep_alive",
+                format!("{:?}", self.keep_alive),
+                "at most 1 day",
+            );
+        }
+        Ok(())
     }
 }
 

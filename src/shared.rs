@@ -58,6 +58,9 @@ pub(crate) struct Shared {
     /// Workers that have not yet started (and tried to pin): `build` waits
     /// for zero, so `pinned_workers()` is exact from its first call.
     pub(crate) starting: Latch,
+    /// Thread hooks (`Builder::on_thread_start` / `on_thread_stop`).
+    pub(crate) on_start: Option<crate::runtime::Hook>,
+    pub(crate) on_stop: Option<crate::runtime::Hook>,
 }
 
 /// A count-down latch (start-up only: not a scheduling protocol, so plain

@@ -212,6 +212,9 @@ pub struct JoinHandle<T> {
     /// The runtime's registry: valid while `task` is `Some` (the task's
     /// schedule function keeps the runtime alive; see the module docs).
     registry: NonNull<Registry>,
+    /// A waker of the task: a reference on its allocation that an
+    /// [`AbortHandle`] can clone to outlive this handle.
+    keep: Waker,
 }
 
 // SAFETY: the handle is a FallibleTask (Send/Sync when T: Send) plus
@@ -223,13 +226,37 @@ unsafe impl<T: Send> Send for JoinHandle<T> {}
 unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(task: async_task::Task<Output<T>, TaskMeta>, registry: &Registry) -> Self {
+    pub(crate) fn new(
+        task: async_task::Task<Output<T>, TaskMeta>,
+        registry: &Registry,
+        keep: Waker,
+    ) -> Self {
         let meta = NonNull::from(task.metadata());
         let registry = NonNull::from(registry);
         JoinHandle {
             task: Some(task.fallible()),
             meta,
             registry,
+            keep,
+        }
+    }
+
+    /// A handle that can abort this task without owning its output, and
+    /// outlives this `JoinHandle` (tokio's `JoinHandle::abort_handle`).
+    ///
+    /// ```
+    /// let rt = hwsched::Runtime::builder().worker_threads(1).build()?;
+    /// let h = rt.spawn(std::future::pending::<()>());
+    /// let abort = h.abort_handle();
+    /// abort.abort();
+    /// assert!(matches!(rt.block_on(h), Err(hwsched::JoinError::Cancelled)));
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle {
+            keep: self.keep.clone(),
+            meta: self.meta,
+            registry: self.registry,
         }
     }
 
@@ -240,26 +267,75 @@ impl<T> JoinHandle<T> {
     pub fn abort(&self) {
         if self.task.is_some() {
             // SAFETY: `task` is Some, so the allocation holding the metadata
-            // is alive (see the field's comment).
-            let meta = unsafe { self.meta.as_ref() };
-            // SeqCst store, then SeqCst load of the slot: pairs with the
-            // task's SeqCst store of its slot and load of `aborted` when it
-            // registers (TaskFuture::poll), so either we see its slot and
-            // wake it, or it sees the flag and wakes itself. The flag is also
-            // read (Acquire) by the worker before it runs the task.
-            meta.aborted.store(true, Ordering::SeqCst);
-            let slot = meta.slot.load(Ordering::SeqCst);
-            if slot != NO_SLOT {
-                // SAFETY: `task` is Some, so the runtime (and its registry)
-                // is alive (see the field's comment).
-                unsafe { self.registry.as_ref() }.wake(SlotKey::unpack(slot));
-            }
+            // and the runtime holding the registry are alive (see the
+            // fields' comments).
+            unsafe { abort_task(self.meta, self.registry) }
         }
     }
 
     /// Whether the task has finished (completed, panicked or cancelled).
     pub fn is_finished(&self) -> bool {
         self.task.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+/// Marks a task aborted and wakes it if it is registered as waiting.
+///
+/// # Safety
+///
+/// `meta` must point into a live task allocation, and `registry` to the
+/// registry of the live runtime that task belongs to.
+unsafe fn abort_task(meta: NonNull<TaskMeta>, registry: NonNull<Registry>) {
+    // SAFETY: the caller guarantees the allocation is alive.
+    let meta = unsafe { meta.as_ref() };
+    // SeqCst store, then SeqCst load of the slot: pairs with the task's
+    // SeqCst store of its slot and load of `aborted` when it registers
+    // (TaskFuture::poll), so either we see its slot and wake it, or it sees
+    // the flag and wakes itself. The flag is also read (Acquire) by the
+    // worker before it runs the task.
+    meta.aborted.store(true, Ordering::SeqCst);
+    let slot = meta.slot.load(Ordering::SeqCst);
+    if slot != NO_SLOT {
+        // SAFETY: the caller guarantees the runtime (and its registry) is
+        // alive.
+        unsafe { registry.as_ref() }.wake(SlotKey::unpack(slot));
+    }
+}
+
+/// Aborts a task without owning its output: from
+/// [`JoinHandle::abort_handle`]. Cloneable and `Send + Sync`; it keeps the
+/// task's allocation (not its output) alive.
+#[derive(Clone)]
+pub struct AbortHandle {
+    /// A reference on the task's allocation (and so on the runtime, which
+    /// the task's schedule function holds): held, never woken.
+    #[allow(dead_code)]
+    keep: Waker,
+    meta: NonNull<TaskMeta>,
+    registry: NonNull<Registry>,
+}
+
+// SAFETY: the pointers lead to TaskMeta and Registry, which are Sync (atomics
+// and mutexes) and kept alive by the allocation `keep` references; Waker is
+// Send + Sync.
+unsafe impl Send for AbortHandle {}
+// SAFETY: as above; `abort` only touches atomics and the registry's mutexes.
+unsafe impl Sync for AbortHandle {}
+
+impl std::fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AbortHandle").finish_non_exhaustive()
+    }
+}
+
+impl AbortHandle {
+    /// Cancels the task, as [`JoinHandle::abort`] does: if it has not
+    /// finished, its future is dropped and its `JoinHandle` yields
+    /// `Err(JoinError::Cancelled)`.
+    pub fn abort(&self) {
+        // SAFETY: `keep` holds a reference on the task's allocation, and the
+        // task's schedule function (in that allocation) holds the runtime.
+        unsafe { abort_task(self.meta, self.registry) }
     }
 }
 

@@ -210,7 +210,7 @@ where
             crate::wake::schedule(&shared, r, info)
         }),
     );
-    let handle = JoinHandle::new(task, &this.registry);
+    let handle = JoinHandle::new(task, &this.registry, runnable.waker());
     match here {
         Some(w) => WorkerCounters::bump(&this.workers[w].stats.spawned, 1),
         None => WorkerCounters::bump_shared(&this.external.spawned, 1),
@@ -1009,7 +1009,6 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
             shared.workers[index].pinned.store(true, Ordering::Relaxed);
         }
     }
-    shared.starting.count_down();
     let core = Core::new(&shared, index, local);
     let ctx = WorkerCtx {
         shared: shared.clone(),
@@ -1018,6 +1017,12 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
     };
     CURRENT.with(|c| c.set(&ctx as *const WorkerCtx));
     let guard = CtxGuard;
+    // The start hook runs with the worker's context (Handle::current works)
+    // and before `build` returns (the latch below) and before any task.
+    if let Some(h) = &shared.on_start {
+        h.run();
+    }
+    shared.starting.count_down();
     loop {
         if shared.is_shutdown() {
             break;
@@ -1046,5 +1051,9 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
         drop_task(r);
     }
     drop(core);
+    // After the last task this worker runs or drops.
+    if let Some(h) = &shared.on_stop {
+        h.run();
+    }
     drop(guard);
 }

@@ -1,0 +1,312 @@
+//! The embedding API (issue 15): `Handle`, thread hooks and stack size,
+//! `JoinSet` and `AbortHandle`, `spawn_blocking`. Each test is bounded by a
+//! watchdog.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hwsched::{Handle, JoinError, JoinSet, Runtime};
+
+mod common;
+use common::with_timeout;
+
+fn rt(n: usize) -> Runtime {
+    Runtime::builder()
+        .worker_threads(n)
+        .build()
+        .expect("a runtime")
+}
+
+// ---------------------------------------------------------------------------
+// Handle
+// ---------------------------------------------------------------------------
+
+#[test]
+fn handle_current_works_in_tasks_block_on_and_hooks_and_not_elsewhere() {
+    with_timeout(30, "handle_current", || {
+        assert!(Handle::try_current().is_none(), "a plain thread has none");
+        let in_hook = Arc::new(AtomicUsize::new(0));
+        let h = in_hook.clone();
+        let rt = Runtime::builder()
+            .worker_threads(2)
+            .on_thread_start(move || {
+                if Handle::try_current().is_some() {
+                    h.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .build()
+            .unwrap();
+        assert_eq!(in_hook.load(Ordering::SeqCst), 2, "inside both start hooks");
+        // Inside block_on, and inside a task.
+        let v = rt.block_on(async {
+            let outer = Handle::current();
+            let inner = outer
+                .spawn(async { Handle::current().spawn(async { 20 }).await.unwrap() + 1 })
+                .await
+                .unwrap();
+            inner * 2
+        });
+        assert_eq!(v, 42);
+        assert!(Handle::try_current().is_none(), "restored after block_on");
+        // A Handle used from another thread.
+        let handle = rt.handle();
+        let got = thread::spawn(move || handle.block_on(handle.spawn(async { 5 })))
+            .join()
+            .unwrap();
+        assert_eq!(got.unwrap(), 5);
+    });
+}
+
+#[test]
+fn a_handle_outliving_its_runtime_spawns_cancelled_tasks() {
+    with_timeout(30, "handle_after_drop", || {
+        let rt = rt(2);
+        let handle = rt.handle();
+        drop(rt);
+        let h = handle.spawn(async { 1 });
+        // No runtime runs the task: poll its handle with a plain waker.
+        let r = futures_lite_block_on(h);
+        let r = matches!(r, Err(JoinError::Cancelled));
+        assert!(
+            r,
+            "spawning through a Handle after the runtime is dropped resolves Cancelled"
+        );
+    });
+}
+
+/// A minimal block_on for futures that do not need a runtime.
+fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct W(thread::Thread);
+    impl Wake for W {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(W(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        thread::park_timeout(Duration::from_millis(10));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Hooks and stack size
+// ---------------------------------------------------------------------------
+
+#[test]
+fn hooks_run_once_per_thread_start_before_tasks_and_stop_after() {
+    with_timeout(30, "hooks", || {
+        let log = Arc::new(Mutex::new(Vec::<(String, thread::ThreadId)>::new()));
+        let (l1, l2) = (log.clone(), log.clone());
+        let rt = Runtime::builder()
+            .worker_threads(2)
+            .on_thread_start(move || {
+                l1.lock()
+                    .unwrap()
+                    .push(("start".into(), thread::current().id()))
+            })
+            .on_thread_stop(move || {
+                l2.lock()
+                    .unwrap()
+                    .push(("stop".into(), thread::current().id()))
+            })
+            .build()
+            .unwrap();
+        let l3 = log.clone();
+        let tasks: Vec<_> = (0..50)
+            .map(|_| {
+                let l = l3.clone();
+                rt.spawn(async move {
+                    l.lock()
+                        .unwrap()
+                        .push(("task".into(), thread::current().id()));
+                })
+            })
+            .collect();
+        for t in tasks {
+            rt.block_on(t).unwrap();
+        }
+        drop(rt);
+        let log = log.lock().unwrap().clone();
+        let threads: HashSet<_> = log
+            .iter()
+            .filter(|(k, _)| k == "start")
+            .map(|(_, t)| *t)
+            .collect();
+        assert_eq!(threads.len(), 2, "one start per worker: {log:?}");
+        for t in &threads {
+            let mine: Vec<&str> = log
+                .iter()
+                .filter(|(_, x)| x == t)
+                .map(|(k, _)| k.as_str())
+                .collect();
+            assert_eq!(mine.first(), Some(&"start"), "start first: {mine:?}");
+            assert_eq!(mine.last(), Some(&"stop"), "stop last: {mine:?}");
+            assert_eq!(mine.iter().filter(|k| **k == "start").count(), 1);
+            assert_eq!(mine.iter().filter(|k| **k == "stop").count(), 1);
+        }
+    });
+}
+
+#[test]
+fn a_bigger_stack_runs_a_task_with_a_4_mib_frame() {
+    with_timeout(30, "stack_size", || {
+        let rt = Runtime::builder()
+            .worker_threads(1)
+            .thread_stack_size(8 << 20)
+            .build()
+            .unwrap();
+        let n = rt
+            .block_on(rt.spawn(async {
+                let big = [7u8; 4 << 20];
+                std::hint::black_box(&big)
+                    .iter()
+                    .map(|&b| b as usize)
+                    .sum::<usize>()
+            }))
+            .unwrap();
+        assert_eq!(n, 7 * (4 << 20));
+    });
+}
+
+#[test]
+fn bad_thread_options_are_build_errors_naming_them() {
+    let cases: Vec<(hwsched::Builder, &str)> = vec![
+        (
+            Runtime::builder().thread_stack_size(1024),
+            "thread_stack_size",
+        ),
+        (
+            Runtime::builder().max_blocking_threads(0),
+            "max_blocking_threads",
+        ),
+        (
+            Runtime::builder().thread_keep_alive(Duration::from_secs(100_000)),
+            "thread_keep_alive",
+        ),
+    ];
+    for (b, name) in cases {
+        let e = b.worker_threads(1).build().expect_err(name);
+        assert!(e.to_string().contains(name), "{name}: {e}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// JoinSet and AbortHandle
+// ---------------------------------------------------------------------------
+
+#[test]
+fn join_set_yields_in_completion_order() {
+    with_timeout(30, "join_set_order", || {
+        let rt = rt(2);
+        let order = rt.block_on(async {
+            let mut set = JoinSet::new();
+            for (i, ms) in [(0u32, 60u64), (1, 5), (2, 30)] {
+                set.spawn(async move {
+                    // Blocking sleep: each task holds a worker; 2 workers,
+                    // so task 2 starts when task 1 ends.
+                    thread::sleep(Duration::from_millis(ms));
+                    i
+                });
+            }
+            assert_eq!(set.len(), 3);
+            let mut order = Vec::new();
+            while let Some(r) = set.join_next().await {
+                order.push(r.unwrap());
+            }
+            assert!(set.is_empty());
+            order
+        });
+        assert_eq!(order.len(), 3);
+        assert_eq!(order[2], 0, "the 60 ms task finishes last: {order:?}");
+    });
+}
+
+#[test]
+fn join_set_abort_all_and_drop_cancel_pending_tasks() {
+    with_timeout(30, "join_set_abort", || {
+        let rt = rt(2);
+        let dropped = Arc::new(AtomicUsize::new(0));
+        struct Counted(Arc<AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let d = dropped.clone();
+        rt.block_on(async move {
+            let mut set = JoinSet::new();
+            for _ in 0..10 {
+                let c = Counted(d.clone());
+                set.spawn(async move {
+                    let _c = c;
+                    std::future::pending::<()>().await
+                });
+            }
+            set.abort_all();
+            let mut cancelled = 0;
+            while let Some(r) = set.join_next().await {
+                assert!(matches!(r, Err(JoinError::Cancelled)));
+                cancelled += 1;
+            }
+            assert_eq!(cancelled, 10);
+        });
+        assert_eq!(dropped.load(Ordering::SeqCst), 10);
+        // Dropping a set aborts what it holds.
+        let d = dropped.clone();
+        rt.block_on(async move {
+            let mut set = JoinSet::new();
+            for _ in 0..10 {
+                let c = Counted(d.clone());
+                set.spawn(async move {
+                    let _c = c;
+                    std::future::pending::<()>().await
+                });
+            }
+            drop(set);
+        });
+        let t0 = Instant::now();
+        while dropped.load(Ordering::SeqCst) < 20 && t0.elapsed() < Duration::from_secs(10) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            20,
+            "dropping the set aborted its tasks"
+        );
+    });
+}
+
+#[test]
+fn an_abort_handle_outlives_its_join_handle() {
+    with_timeout(30, "abort_handle", || {
+        let rt = rt(1);
+        let (tx, rx) = mpsc::channel::<()>();
+        struct Signal(mpsc::Sender<()>);
+        impl Drop for Signal {
+            fn drop(&mut self) {
+                let _ = self.0.send(());
+            }
+        }
+        let s = Signal(tx);
+        let h = rt.spawn(async move {
+            let _s = s;
+            std::future::pending::<()>().await
+        });
+        let abort = h.abort_handle();
+        drop(h);
+        // Clone it onto another thread and abort from there.
+        let a2 = abort.clone();
+        thread::spawn(move || a2.abort()).join().unwrap();
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the aborted task was dropped");
+    });
+}

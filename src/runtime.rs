@@ -60,22 +60,24 @@ impl Default for Builder {
             stack_size: None,
             on_start: None,
             on_stop: None,
-            max_blocking_threads: DEFAULT_MAX_BLOCKING_THREADS,
-            keep_alive: DEFAULT_KEEP_ALIVE,
+            max_blocking_threads: Builder::DEFAULT_MAX_BLOCKING_THREADS,
+            keep_alive: Builder::DEFAULT_KEEP_ALIVE,
             blocking_affinity: true,
         }
     }
 }
 
-/// Default of [`Builder::max_blocking_threads`] (tokio's).
-pub const DEFAULT_MAX_BLOCKING_THREADS: usize = 512;
-/// Default of [`Builder::thread_keep_alive`] (tokio's).
-pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
-/// Smallest [`Builder::thread_stack_size`] accepted: 64 KiB (glibc's
-/// `PTHREAD_STACK_MIN` is 16 KiB; a Rust thread needs more for anything).
-pub const MIN_STACK_SIZE: usize = 64 << 10;
-/// Largest [`Builder::thread_stack_size`] accepted: 1 GiB.
-pub const MAX_STACK_SIZE: usize = 1 << 30;
+impl Builder {
+    /// Default of [`Builder::max_blocking_threads`] (tokio's).
+    pub const DEFAULT_MAX_BLOCKING_THREADS: usize = 512;
+    /// Default of [`Builder::thread_keep_alive`] (tokio's).
+    pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(10);
+    /// Smallest [`Builder::thread_stack_size`] accepted: 64 KiB (glibc's
+    /// `PTHREAD_STACK_MIN` is 16 KiB; a Rust thread needs more for anything).
+    pub const MIN_STACK_SIZE: usize = 64 << 10;
+    /// Largest [`Builder::thread_stack_size`] accepted: 1 GiB.
+    pub const MAX_STACK_SIZE: usize = 1 << 30;
+}
 
 /// A thread start or stop hook.
 #[derive(Clone)]
@@ -148,7 +150,7 @@ impl Builder {
 
     /// Stack size of the worker and blocking threads, in bytes (default: the
     /// platform's, 2 MiB for Rust threads; `RUST_MIN_STACK` is not read).
-    /// Must be in [`MIN_STACK_SIZE`] ..= [`MAX_STACK_SIZE`].
+    /// Must be in [`Builder::MIN_STACK_SIZE`] ..= [`Builder::MAX_STACK_SIZE`].
     ///
     /// ```
     /// let rt = hwsched::Runtime::builder()
@@ -200,14 +202,14 @@ impl Builder {
 
     /// Most threads of the blocking pool behind
     /// [`spawn_blocking`](crate::spawn_blocking) (default
-    /// [`DEFAULT_MAX_BLOCKING_THREADS`], 512, as tokio). At least 1.
+    /// [`Builder::DEFAULT_MAX_BLOCKING_THREADS`], 512, as tokio). At least 1.
     pub fn max_blocking_threads(mut self, n: usize) -> Self {
         self.max_blocking_threads = n;
         self
     }
 
     /// How long an idle blocking thread waits for work before it exits
-    /// (default [`DEFAULT_KEEP_ALIVE`], 10 s, as tokio). At most one day.
+    /// (default [`Builder::DEFAULT_KEEP_ALIVE`], 10 s, as tokio). At most one day.
     pub fn thread_keep_alive(mut self, d: Duration) -> Self {
         self.keep_alive = d;
         self
@@ -330,7 +332,7 @@ impl Builder {
             })
         };
         if let Some(s) = self.stack_size {
-            if !(MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&s) {
+            if !(Builder::MIN_STACK_SIZE..=Builder::MAX_STACK_SIZE).contains(&s) {
                 return bad(
                     "thread_stack_size",
                     s.to_string(),

@@ -86,6 +86,16 @@ impl Handle {
         worker::spawn(&self.shared, future)
     }
 
+    /// Runs the blocking function `f` on this runtime's blocking pool; see
+    /// [`spawn_blocking`](crate::spawn_blocking).
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        worker::spawn_blocking(&self.shared, f)
+    }
+
     /// Runs `future` to completion on the calling thread, with this runtime
     /// as its context; see [`Runtime::block_on`](crate::Runtime::block_on).
     ///

@@ -36,6 +36,7 @@
 
 mod balance;
 mod block_on;
+mod blocking;
 mod error;
 mod governor;
 mod handle;
@@ -74,7 +75,7 @@ mod queue;
 pub use error::BuildError;
 pub use handle::Handle;
 pub use join_set::JoinSet;
-pub use runtime::{spawn, worker_index, Builder, Runtime};
+pub use runtime::{spawn, spawn_blocking, worker_index, Builder, Runtime};
 pub use stats::{Stats, WorkerStats};
 pub use task::{yield_now, AbortHandle, JoinError, JoinHandle, Panic, YieldNow};
 pub use topology::{Level, LevelKind, Topology, TopologySource};

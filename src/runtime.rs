@@ -267,7 +267,32 @@ impl Builder {
             (None, crate::IdleMode::Governed) => governor::measure_park_cost(),
             (None, _) => Duration::ZERO,
         };
-        let shared = Arc::new(Shared {
+        let (masks, blocking_mask_of) = if self.blocking_affinity && topology.is_system() {
+            crate::blocking::affinity_masks(&topology)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let blocking_config = crate::blocking::BlockingConfig {
+            max_threads: self.max_blocking_threads,
+            keep_alive: self.keep_alive,
+            stack_size,
+            thread_name: name.clone(),
+            on_start: self.on_start.as_ref().map(|h| h.0.clone()),
+            on_stop: self.on_stop.as_ref().map(|h| h.0.clone()),
+            masks,
+        };
+        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| Shared {
+            // Each blocking thread runs with this runtime as its context. A
+            // Weak: the pool lives in `Shared`, so an Arc here would be a
+            // cycle.
+            blocking: crate::blocking::BlockingPool::new(blocking_config, {
+                let weak = weak.clone();
+                Arc::new(move || match weak.upgrade() {
+                    Some(s) => Box::new(crate::block_on::enter(s)) as Box<dyn std::any::Any>,
+                    None => Box::new(()),
+                })
+            }),
+            blocking_mask_of,
             load: LoadMap::new(&topology),
             llc_idle_cores: llc_spans
                 .iter()
@@ -407,6 +432,16 @@ impl Runtime {
         worker::spawn(&self.shared, future)
     }
 
+    /// Runs the blocking function `f` on the runtime's blocking pool (not on
+    /// a worker); see [`spawn_blocking`](crate::spawn_blocking).
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        worker::spawn_blocking(&self.shared, f)
+    }
+
     /// Runs `future` to completion on the calling thread; inside it,
     /// [`spawn`](crate::spawn) spawns onto this runtime.
     ///
@@ -518,6 +553,11 @@ impl Runtime {
                 }
             }
         }
+        // The blocking pool: queued closures are cancelled, running ones
+        // waited for until the deadline (never the calling thread itself).
+        if !shared.blocking.shutdown(deadline) {
+            all_joined = false;
+        }
         // The drops below run user destructors: with this runtime as the
         // thread's context, a destructor that calls `hwsched::spawn` gets a
         // handle that resolves to `Cancelled` (a spawn after shutdown), not
@@ -566,6 +606,51 @@ impl Drop for Runtime {
 /// ```
 pub fn worker_index() -> Option<usize> {
     worker::current_index()
+}
+
+/// Runs the blocking function `f` on a thread of the current runtime's
+/// blocking pool, so it does not stall a worker, and returns a handle to
+/// its result.
+///
+/// The pool starts threads on demand, up to
+/// [`Builder::max_blocking_threads`]; an idle one exits after
+/// [`Builder::thread_keep_alive`]. A pool thread has the runtime as its
+/// context ([`Handle::current`](crate::Handle::current), `hwsched::spawn`
+/// work inside `f`) and, on a `System` topology, runs on the CPUs of the
+/// NUMA node (else package) of the worker that called `spawn_blocking`
+/// (an affinity mask, not a pin; [`Builder::blocking_affinity`]). A panic
+/// in `f` reaches the handle as
+/// [`JoinError::Panicked`](crate::JoinError::Panicked). At shutdown,
+/// closures not yet started are cancelled and running ones are waited for
+/// (up to the shutdown timeout).
+///
+/// # Panics
+///
+/// Outside any hwsched context, with a message saying so; use
+/// [`Handle::spawn_blocking`](crate::Handle::spawn_blocking).
+///
+/// ```
+/// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+/// let text = rt.block_on(async {
+///     hwsched::spawn_blocking(|| std::fs::read_to_string("Cargo.toml"))
+///         .await
+///         .unwrap()
+/// });
+/// assert!(text.unwrap().contains("hwsched"));
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    match crate::Handle::try_current() {
+        Some(handle) => handle.spawn_blocking(f),
+        None => panic!(
+            "hwsched::spawn_blocking called outside a hwsched runtime: call it from a task, \
+             from inside Runtime::block_on, or use Runtime::spawn_blocking or a Handle"
+        ),
+    }
 }
 
 /// Spawns a task onto the runtime of the current context: the worker this

@@ -58,6 +58,11 @@ pub(crate) struct Shared {
     /// Workers that have not yet started (and tried to pin): `build` waits
     /// for zero, so `pinned_workers()` is exact from its first call.
     pub(crate) starting: Latch,
+    /// The pool behind `spawn_blocking`.
+    pub(crate) blocking: crate::blocking::BlockingPool,
+    /// Per worker, its blocking CPU set (an index into the pool's masks);
+    /// empty when blocking affinity is off.
+    pub(crate) blocking_mask_of: Vec<usize>,
     /// Thread hooks (`Builder::on_thread_start` / `on_thread_stop`).
     pub(crate) on_start: Option<crate::runtime::Hook>,
     pub(crate) on_stop: Option<crate::runtime::Hook>,
@@ -162,6 +167,8 @@ impl Shared {
             retired,
             asleep: self.workers.len().saturating_sub(self.idle.counts().awake),
             searching: self.idle.counts().searching,
+            blocking_threads: self.blocking.threads(),
+            blocking_idle: self.blocking.idle_threads(),
         }
     }
 }

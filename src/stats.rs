@@ -213,6 +213,10 @@ pub struct Stats {
     pub asleep: usize,
     /// Workers searching for work to steal at the snapshot.
     pub searching: usize,
+    /// Threads of the blocking pool (`spawn_blocking`) at the snapshot.
+    pub blocking_threads: usize,
+    /// Of those, the ones idle (waiting for a closure, until keep-alive).
+    pub blocking_idle: usize,
 }
 
 impl Stats {

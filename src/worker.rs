@@ -224,6 +224,46 @@ where
     handle
 }
 
+/// Runs `f` on the blocking pool (see [`crate::spawn_blocking`]): a task
+/// polled once by a pool thread, so its `JoinHandle` (output, panics,
+/// cancellation at shutdown) is a task's like any other.
+pub(crate) fn spawn_blocking<F, R>(shared: &Arc<Shared>, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let here = current_worker(shared);
+    let mask = match here {
+        Some(w) if !shared.blocking_mask_of.is_empty() => Some(shared.blocking_mask_of[w]),
+        _ => None,
+    };
+    let s = shared.clone();
+    let registry: *const Registry = &shared.registry;
+    let (runnable, task) = async_task::Builder::new().metadata(TaskMeta::new()).spawn(
+        move |meta: &TaskMeta| {
+            // SAFETY: as in `spawn`: the registry lives in `Shared`, which
+            // the schedule function of this task keeps alive.
+            TaskFuture::new(async move { f() }, meta, unsafe { &*registry })
+        },
+        move |r: Runnable| {
+            if s.is_shutdown() {
+                // Possibly inside a waker call: not dropped here (see
+                // Shared::bury).
+                s.bury(r);
+            } else {
+                s.blocking.push(r, mask);
+            }
+        },
+    );
+    let handle = JoinHandle::new(task, &shared.registry, runnable.waker());
+    match here {
+        Some(w) => WorkerCounters::bump(&shared.workers[w].stats.spawned, 1),
+        None => WorkerCounters::bump_shared(&shared.external.spawned, 1),
+    }
+    runnable.schedule();
+    handle
+}
+
 /// Drops everything in an inbox (never call this inside a wake: see
 /// [`Shared::bury`]); returns how many tasks it dropped.
 pub(crate) fn drain_inbox(m: &Mailbox<Runnable>) -> usize {

@@ -310,3 +310,211 @@ fn an_abort_handle_outlives_its_join_handle() {
             .expect("the aborted task was dropped");
     });
 }
+
+// ---------------------------------------------------------------------------
+// spawn_blocking
+// ---------------------------------------------------------------------------
+
+#[test]
+fn blocking_calls_leave_the_workers_free() {
+    with_timeout(60, "blocking_leaves_workers_free", || {
+        let rt = rt(2);
+        // A 5 ms ticker outside the runtime; a task on a worker counts ticks.
+        let (tick_tx, tick_rx) = async_channel::unbounded::<()>();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = stop.clone();
+        let ticker = thread::spawn(move || {
+            while !st.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(5));
+                let _ = tick_tx.try_send(());
+            }
+        });
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let t = ticks.clone();
+        let counter = rt.spawn(async move {
+            while tick_rx.recv().await.is_ok() {
+                t.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        // 64 blocking calls of 50 ms, from tasks on both workers.
+        let t0 = Instant::now();
+        let calls: Vec<_> = (0..64)
+            .map(|_| {
+                rt.spawn(async {
+                    hwsched::spawn_blocking(|| thread::sleep(Duration::from_millis(50)))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let before = ticks.load(Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(300));
+        let during = ticks.load(Ordering::SeqCst) - before;
+        for c in calls {
+            rt.block_on(c).unwrap();
+        }
+        let took = t0.elapsed();
+        stop.store(true, Ordering::SeqCst);
+        ticker.join().unwrap();
+        drop(counter);
+        // 300 ms at one tick per 5 ms is 60; within 2x of the period is 30.
+        assert!(
+            during >= 30,
+            "the 5 ms ticker ticked {during} times in 300 ms while 64 blocking calls ran \
+             (they took {took:?})"
+        );
+        let s = rt.stats();
+        assert!(
+            s.blocking_threads >= 2,
+            "the pool grew: {}",
+            s.blocking_threads
+        );
+    });
+}
+
+#[test]
+fn the_blocking_pool_honours_its_limit_and_shrinks_after_keep_alive() {
+    with_timeout(60, "blocking_pool_limit", || {
+        let rt = Runtime::builder()
+            .worker_threads(2)
+            .max_blocking_threads(4)
+            .thread_keep_alive(Duration::from_millis(100))
+            .build()
+            .unwrap();
+        let now = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let hs: Vec<_> = (0..16)
+            .map(|_| {
+                let (now, peak) = (now.clone(), peak.clone());
+                rt.spawn_blocking(move || {
+                    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(n, Ordering::SeqCst);
+                    thread::sleep(Duration::from_millis(20));
+                    now.fetch_sub(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        assert!(rt.stats().blocking_threads <= 4);
+        for h in hs {
+            rt.block_on(h).unwrap();
+        }
+        let p = peak.load(Ordering::SeqCst);
+        assert!(
+            (2..=4).contains(&p),
+            "peak concurrency {p} with a limit of 4"
+        );
+        assert!(rt.stats().blocking_threads <= 4);
+        // Idle threads exit after the keep-alive.
+        let t0 = Instant::now();
+        while rt.stats().blocking_threads > 0 && t0.elapsed() < Duration::from_secs(10) {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            rt.stats().blocking_threads,
+            0,
+            "the pool shrank after keep-alive"
+        );
+    });
+}
+
+#[test]
+fn a_blocking_panic_reaches_the_handle_and_the_context_is_the_runtime() {
+    with_timeout(30, "blocking_panic_context", || {
+        let rt = rt(2);
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let r = rt.block_on(rt.spawn_blocking(|| -> u32 { panic!("blocking boom") }));
+        std::panic::set_hook(prev);
+        match r {
+            Err(JoinError::Panicked(p)) => {
+                assert_eq!(p.downcast_ref::<&str>(), Some(&"blocking boom"))
+            }
+            other => panic!("expected Panicked, got {other:?}"),
+        }
+        // Handle::current and hwsched::spawn work inside the closure.
+        let v = rt
+            .block_on(rt.spawn_blocking(|| {
+                let h = Handle::current();
+                h.block_on(hwsched::spawn(async { 41 })).unwrap() + 1
+            }))
+            .unwrap();
+        assert_eq!(v, 42);
+    });
+}
+
+#[test]
+fn shutdown_cancels_queued_blocking_calls_and_waits_for_running_ones() {
+    with_timeout(60, "blocking_shutdown", || {
+        let rt = Runtime::builder()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let r = ran.clone();
+        let running = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            thread::sleep(Duration::from_millis(100));
+            r.fetch_add(1, Ordering::SeqCst);
+            7
+        });
+        started_rx.recv().unwrap();
+        // With one pool thread busy, these wait in the queue.
+        let queued: Vec<_> = (0..5)
+            .map(|_| {
+                let r = ran.clone();
+                rt.spawn_blocking(move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    0
+                })
+            })
+            .collect();
+        assert!(
+            rt.shutdown_timeout(Duration::from_secs(10)),
+            "everything joined"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "only the running call ran");
+        assert_eq!(
+            futures_lite_block_on(running).unwrap(),
+            7,
+            "the running call completed"
+        );
+        for q in queued {
+            assert!(matches!(
+                futures_lite_block_on(q),
+                Err(JoinError::Cancelled)
+            ));
+        }
+    });
+}
+
+#[cfg(target_os = "linux")]
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity
+    // writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_blocking_thread_runs_on_its_callers_numa_node() {
+    with_timeout(30, "blocking_affinity", || {
+        // On this machine (one NUMA node) the node is every allowed CPU.
+        let rt = rt(2);
+        let all = allowed_cpus();
+        let seen = rt
+            .block_on(rt.spawn(async { hwsched::spawn_blocking(allowed_cpus).await.unwrap() }))
+            .unwrap();
+        assert_eq!(seen, all, "a pool thread's CPU set is its caller's node's");
+    });
+}

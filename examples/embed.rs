@@ -1,4 +1,6 @@
-//! Embedding hwsched: build a runtime, spawn work, join it, print stats.
+//! Embedding hwsched: build a runtime, spawn work, join it; a library
+//! function written against `Handle::try_current`, `spawn_blocking` and a
+//! `JoinSet`; print stats.
 //!
 //! ```text
 //! cargo run --release --example embed
@@ -6,8 +8,40 @@
 
 use std::time::Instant;
 
-fn main() -> Result<(), hwsched::BuildError> {
-    let rt = hwsched::Runtime::builder().thread_name("embed").build()?;
+use hwsched::{Handle, JoinSet};
+
+/// Library code: sizes of files, read off the workers, on whichever
+/// hwsched runtime calls it.
+async fn file_sizes(paths: Vec<std::path::PathBuf>) -> std::io::Result<u64> {
+    let handle = Handle::try_current().expect("call file_sizes on a hwsched runtime");
+    let mut set = JoinSet::new();
+    for p in paths {
+        set.spawn_on(
+            async move {
+                let bytes = hwsched::spawn_blocking(move || std::fs::read(p))
+                    .await
+                    .expect("the read panicked")?;
+                Ok::<u64, std::io::Error>(bytes.len() as u64)
+            },
+            &handle,
+        );
+    }
+    let mut total = 0;
+    while let Some(r) = set.join_next().await {
+        total += r.expect("the task panicked")?;
+    }
+    Ok(total)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let rt = hwsched::Runtime::builder()
+        .thread_name("embed")
+        .thread_stack_size(4 << 20)
+        .on_thread_start(|| {
+            let name = std::thread::current().name().unwrap_or("?").to_owned();
+            eprintln!("thread up: {name}");
+        })
+        .build()?;
     println!("{}", rt.topology());
 
     let t0 = Instant::now();
@@ -39,6 +73,14 @@ fn main() -> Result<(), hwsched::BuildError> {
     // A panicking task does not take the runtime down: its handle says so.
     let err = rt.block_on(rt.spawn(async { panic!("boom") })).unwrap_err();
     println!("a panicking task reports: {err}\n");
+
+    // Blocking work goes to the blocking pool, not the workers.
+    let here = env!("CARGO_MANIFEST_DIR");
+    let paths = ["Cargo.toml", "README.md"]
+        .map(|f| std::path::Path::new(here).join(f))
+        .to_vec();
+    let total = rt.block_on(file_sizes(paths))?;
+    println!("Cargo.toml and README.md: {total} bytes, read on the blocking pool\n");
 
     println!("{}", rt.stats());
     Ok(())

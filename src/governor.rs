@@ -9,7 +9,7 @@
 //! - **spin**: poll its own inbox and parker token; exit latency ~0, but it
 //!   burns the CPU;
 //! - **park**: sleep on a futex; free while asleep, but the wake-up costs a
-//!   futex round trip (measured at start-up by [`measure_park_cost`]: on the
+//!   futex round trip (measured at start-up by the park module's `measure_park_cost`: on the
 //!   2-core VM this project is developed on, about 26 us of CPU and 40 us of
 //!   wall time; a few us on bare metal).
 //!
@@ -42,11 +42,9 @@
 //! So the worst case burns `spin_cap_percent`% of one CPU per worker, and a
 //! spin never costs more than the park it tries to avoid.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::park::Parker;
 use crate::tunables::IdleMode;
-use std::sync::Arc;
 
 /// Length of the window over which the spin cap is measured.
 pub const SPIN_WINDOW_NS: u64 = 10_000_000;
@@ -132,43 +130,6 @@ impl Governor {
     pub fn spun_in_window(&self) -> u64 {
         self.spun_in_window_ns
     }
-}
-
-/// Measures the median cost of waking a parked thread: two threads bounce a
-/// token through two [`Parker`]s; half the round trip is one park/unpark.
-/// Takes at most ~5 ms.
-pub fn measure_park_cost() -> Duration {
-    let a = Arc::new(Parker::new());
-    let b = Arc::new(Parker::new());
-    let (a2, b2) = (a.clone(), b.clone());
-    const SAMPLES: usize = 200;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let t = std::thread::spawn(move || loop {
-        b2.park();
-        let _ = a2.notify();
-        if stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
-    });
-    let mut samples = Vec::with_capacity(SAMPLES);
-    let budget = Instant::now();
-    for _ in 0..SAMPLES {
-        // Let the partner reach its park first, so the notify is a real unpark.
-        std::thread::sleep(Duration::from_micros(20));
-        let t0 = Instant::now();
-        let _ = b.notify();
-        a.park();
-        samples.push(t0.elapsed());
-        if budget.elapsed() > Duration::from_millis(8) && samples.len() >= 16 {
-            break;
-        }
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = b.notify();
-    let _ = t.join();
-    samples.sort();
-    samples[samples.len() / 2] / 2
 }
 
 #[cfg(test)]

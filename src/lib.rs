@@ -44,6 +44,7 @@ mod join_set;
 mod place;
 pub mod policy;
 mod runtime;
+mod schedule;
 mod shared;
 mod stats;
 mod sync;

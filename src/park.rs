@@ -82,8 +82,8 @@ const PARKED: usize = 2;
 /// way.
 pub const INBOX_BATCH: usize = 128;
 
-/// Sentinel for "no worker" in [`Mailbox`]'s kick note.
-pub const NO_WORKER: usize = usize::MAX;
+/// Sentinel for "no worker" in [`Mailbox`]'s kick note (the policy's).
+pub use crate::wake::NO_WORKER;
 
 /// A worker's sleep state: a token (`NOTIFIED`) and a sleeping bit (`PARKED`).
 /// See the [module docs](self) for the protocol.
@@ -408,4 +408,41 @@ impl<T> Mailbox<T> {
             w => Some(w),
         }
     }
+}
+
+/// Measures the median cost of waking a parked thread: two threads bounce a
+/// token through two [`Parker`]s; half the round trip is one park/unpark.
+/// Takes at most ~5 ms.
+pub(crate) fn measure_park_cost() -> std::time::Duration {
+    let a = std::sync::Arc::new(Parker::new());
+    let b = std::sync::Arc::new(Parker::new());
+    let (a2, b2) = (a.clone(), b.clone());
+    const SAMPLES: usize = 200;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let t = std::thread::spawn(move || loop {
+        b2.park();
+        let _ = a2.notify();
+        if stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+    });
+    let mut samples = Vec::with_capacity(SAMPLES);
+    let budget = std::time::Instant::now();
+    for _ in 0..SAMPLES {
+        // Let the partner reach its park first, so the notify is a real unpark.
+        std::thread::sleep(std::time::Duration::from_micros(20));
+        let t0 = std::time::Instant::now();
+        let _ = b.notify();
+        a.park();
+        samples.push(t0.elapsed());
+        if budget.elapsed() > std::time::Duration::from_millis(8) && samples.len() >= 16 {
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = b.notify();
+    let _ = t.join();
+    samples.sort();
+    samples[samples.len() / 2] / 2
 }

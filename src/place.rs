@@ -112,25 +112,6 @@ pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) 
     }
 }
 
-/// The runtime's view: its load counters and idle flags.
-pub(crate) struct RuntimeView<'a>(pub(crate) &'a crate::shared::Shared);
-
-impl PlacementView for RuntimeView<'_> {
-    fn load(&self, span: &Range<usize>) -> Load {
-        self.0.load.load(span)
-    }
-    fn claim_idle(&self, w: usize) -> bool {
-        self.0.idle.idle.remove(w, crate::sync::Ordering::Relaxed)
-    }
-    fn is_parked(&self, w: usize) -> bool {
-        self.0.idle.parked.contains(w)
-    }
-    fn backlog(&self, w: usize) -> usize {
-        let ws = &self.0.workers[w];
-        ws.mailbox.inbox.len() + ws.stealer.len()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

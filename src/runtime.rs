@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::error::BuildError;
-use crate::governor;
 use crate::idle::Sleepers;
 use crate::load::LoadMap;
 use crate::park::Mailbox;
@@ -264,7 +263,7 @@ impl Builder {
             .collect();
         let park_cost = match (self.tunables.park_cost, self.tunables.idle) {
             (Some(c), _) => c,
-            (None, crate::IdleMode::Governed) => governor::measure_park_cost(),
+            (None, crate::IdleMode::Governed) => crate::park::measure_park_cost(),
             (None, _) => Duration::ZERO,
         };
         let (masks, blocking_mask_of) = if self.blocking_affinity && topology.is_system() {

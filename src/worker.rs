@@ -207,7 +207,7 @@ where
             TaskFuture::new(future, meta, unsafe { &*registry })
         },
         async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
-            crate::wake::schedule(&shared, r, info)
+            crate::schedule::schedule(&shared, r, info)
         }),
     );
     let handle = JoinHandle::new(task, &this.registry, runnable.waker());
@@ -425,7 +425,8 @@ fn place_external(shared: &Shared, r: Runnable) {
         // A wake is in flight: the burst's target.
         shared.burst_target.load(Ordering::Relaxed).min(n - 1)
     } else {
-        crate::place::find_idlest_group(&shared.topology, &crate::place::RuntimeView(shared), rr).0
+        crate::place::find_idlest_group(&shared.topology, &crate::schedule::RuntimeView(shared), rr)
+            .0
     };
     deliver(shared, None, to, r);
 }

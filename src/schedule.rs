@@ -1,0 +1,250 @@
+//! Where a woken task goes: the mechanism around the wakeup placement
+//! policy (`wake.rs`'s `select_idle_sibling`) and the external spawn
+//! placement (`place.rs`'s `find_idlest_group`). The policies are pure
+//! functions over views; the views over the runtime's shared state, the
+//! wake path of every task (`schedule`) and its hand-off to the wake
+//! protocol live here.
+
+use std::ops::Range;
+
+use crate::idle::WakeSpecific;
+use crate::load::Load;
+use crate::park::NO_WORKER;
+use crate::place::PlacementView;
+use crate::shared::Shared;
+use crate::stats::WorkerCounters;
+use crate::sync::Ordering;
+use crate::task::Runnable;
+use crate::tunables::SisMode;
+use crate::wake::{
+    prop_depth, select_idle_sibling, util_depth, IdleView, Outcome, SisConfig, SCAN_COST_SAMPLE,
+};
+use crate::worker;
+
+/// The runtime's idle view.
+struct RuntimeIdle<'a>(&'a Shared);
+
+impl IdleView for RuntimeIdle<'_> {
+    fn is_idle(&self, w: usize) -> bool {
+        self.0.idle.idle.contains(w)
+    }
+    fn claim(&self, w: usize) -> bool {
+        // Relaxed: a placement hint (idle.rs).
+        self.0.idle.idle.remove(w, Ordering::Relaxed)
+    }
+    fn has_idle_cores(&self, w: usize) -> bool {
+        self.0.llc_idle_cores[self.0.workers[w].llc_hint].load(Ordering::Relaxed)
+    }
+    fn clear_idle_cores(&self, w: usize) {
+        let h = &self.0.llc_idle_cores[self.0.workers[w].llc_hint];
+        if h.load(Ordering::Relaxed) {
+            h.store(false, Ordering::Relaxed);
+        }
+    }
+    fn find_idle(&self, span: &Range<usize>, from: usize, max: usize) -> (Option<usize>, usize) {
+        self.0
+            .idle
+            .idle
+            .find(span, from, max, Ordering::Relaxed, None)
+    }
+}
+
+fn queue_loaded(shared: &Shared, w: usize) -> bool {
+    let ws = &shared.workers[w];
+    !ws.stealer.is_empty() || !ws.mailbox.inbox.is_empty()
+}
+
+/// The schedule function of every task: runs when a task is woken.
+pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleInfo) {
+    if shared.is_shutdown() {
+        // Not dropped here: we are inside a waker call (see Shared::bury).
+        shared.bury(r);
+        return;
+    }
+    worker::with_core(shared, |cur| {
+        let meta = r.metadata();
+        let last = meta.last_worker.load(Ordering::Relaxed);
+        let Some((me, core)) = cur else {
+            // Woken from outside the runtime: the target is prev.
+            let target = if last == NO_WORKER { 0 } else { last };
+            let t = &shared.tunables;
+            let scan_nr = match t.sis {
+                SisMode::Prop => prop_depth(
+                    shared.topology.llc_span(target).len(),
+                    2 * t.migration_cost.as_nanos() as u64,
+                    0,
+                ),
+                _ => scan_depth(shared, target, 0, 0),
+            };
+            let (c, _) = place(shared, &shared.external, true, meta, last, target, scan_nr);
+            worker::deliver(shared, None, c, r);
+            return;
+        };
+        let Some(core) = core else {
+            // The worker's core is borrowed by its own code: use its inbox.
+            worker::deliver(shared, Some(me), me, r);
+            return;
+        };
+        let stats = &shared.workers[me].stats;
+        if info.woken_while_running && last == me {
+            // yield_now (or a self-wake): to the back of the local deque.
+            core.push_local(shared, r);
+            return;
+        }
+        // wake_affine: the waker's worker, unless prev is idle and shares
+        // the waker's LLC (the kernel's wake_affine_idle: an idle prev in
+        // the same cache is as warm and needs no queueing), or the waker is
+        // loaded and prev is not (wake_affine_weight's spirit). An idle prev
+        // in another LLC does not pull the wakeup away from the waker's
+        // cache, where select_idle_sibling then looks for an idle worker.
+        let target = if last != NO_WORKER
+            && last != me
+            && ((shared.idle.idle.contains(last) && shared.topology.llc_span(me).contains(&last))
+                || (!core.local.is_empty() && !queue_loaded(shared, last)))
+        {
+            last
+        } else {
+            me
+        };
+        if target == me && core.lifo.is_none() && core.local.is_empty() {
+            // The waker's worker has nothing else queued: the wakee runs as
+            // soon as the waker yields, with a warm cache and no cross-worker
+            // hand-off. This is the kernel's sync wakeup in wake_affine_idle
+            // (`sync && cpu_rq(this_cpu)->nr_running == 1` -> this_cpu), and
+            // what tokio's LIFO slot does for a message reply. A second wake
+            // while this one waits in the LIFO slot goes through
+            // select_idle_sibling and spreads.
+            WorkerCounters::bump(&stats.wake_local, 1);
+            core.push_lifo(shared, r);
+            return;
+        }
+        let prev = if last == NO_WORKER { target } else { last };
+        // SIS_PROP's scan cost is sampled, one wake in SCAN_COST_SAMPLE: a
+        // clock read on every wake cost more than the scan it measured.
+        core.wakes = core.wakes.wrapping_add(1);
+        let t0 = (shared.tunables.sis == SisMode::Prop && core.wakes % SCAN_COST_SAMPLE == 0)
+            .then(|| shared.now_ns());
+        let scan_nr = scan_depth(
+            shared,
+            target,
+            core.balance.avg_idle_ns,
+            core.avg_scan_cost_ns,
+        );
+        let (c, claimed) = place(shared, stats, false, meta, prev, target, scan_nr);
+        if let Some(t0) = t0 {
+            let cost = shared.now_ns().saturating_sub(t0) as i64;
+            let avg = core.avg_scan_cost_ns as i64;
+            core.avg_scan_cost_ns = (avg + (cost - avg) / 8).max(0) as u64;
+        }
+        if c == me {
+            WorkerCounters::bump(&stats.wake_local, 1);
+            core.push_lifo(shared, r);
+            return;
+        }
+        if claimed && shared.idle.parked.contains(c) {
+            // The idle worker chosen is parked: the deepest idle state, a
+            // futex round trip to leave (where the kernel's idle CPU costs
+            // an IPI). Wake it only as the one wake in flight (idle.rs);
+            // while another wake is in flight, queue the task here, where
+            // the searcher finds it.
+            match shared.idle.wake_specific(c) {
+                WakeSpecific::Woken => {
+                    WorkerCounters::bump(&stats.searcher_wakes, 1);
+                    worker::deliver_to_woken(shared, Some(me), c, r);
+                }
+                WakeSpecific::InFlight => {
+                    shared.idle.idle.insert(c, Ordering::Relaxed);
+                    WorkerCounters::bump(&stats.wake_deferred, 1);
+                    core.push_local(shared, r);
+                }
+                WakeSpecific::Awake => worker::deliver(shared, Some(me), c, r),
+            }
+            return;
+        }
+        worker::deliver(shared, Some(me), c, r);
+    })
+}
+
+fn scan_depth(shared: &Shared, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
+    let llc = shared.topology.llc_span(target);
+    match shared.tunables.sis {
+        SisMode::Prop => prop_depth(llc.len(), avg_idle_ns, avg_scan_cost_ns),
+        SisMode::Util => {
+            let Load { running, .. } = shared.load.load(&llc);
+            util_depth(llc.len(), f64::from(running) / llc.len() as f64)
+        }
+        SisMode::Full => llc.len(),
+        SisMode::Off => 0,
+    }
+}
+
+fn place(
+    shared: &Shared,
+    stats: &WorkerCounters,
+    external: bool,
+    meta: &crate::task::TaskMeta,
+    prev: usize,
+    target: usize,
+    scan_nr: usize,
+) -> (usize, bool) {
+    let t = &shared.tunables;
+    let cfg = SisConfig {
+        recent_used: t.sis_recent_used,
+        idle_core: t.sis_idle_core,
+        scan_nr,
+    };
+    let c = select_idle_sibling(
+        &shared.topology,
+        &RuntimeIdle(shared),
+        cfg,
+        &meta.recent_used,
+        prev,
+        target,
+    );
+    let bump = |c: &crate::sync::AtomicU64, n: u64| {
+        if external {
+            WorkerCounters::bump_shared(c, n)
+        } else {
+            WorkerCounters::bump(c, n)
+        }
+    };
+    let counter = match c.outcome {
+        Outcome::Target => &stats.sis_target,
+        Outcome::Prev => &stats.sis_prev,
+        Outcome::RecentHit => &stats.sis_recent_hit,
+        Outcome::IdleCore => &stats.sis_idle_core,
+        Outcome::IdleCandidate => &stats.sis_idle_candidate,
+        Outcome::ScanFound => &stats.sis_scan_found,
+        Outcome::Fallback => &stats.sis_fallback,
+    };
+    bump(counter, 1);
+    if c.recent_miss {
+        bump(&stats.sis_recent_miss, 1);
+    }
+    if c.scanned > 0 {
+        bump(&stats.sis_scanned, c.scanned as u64);
+    }
+    if c.words > 0 {
+        bump(&stats.sis_words, c.words as u64);
+    }
+    (c.worker, c.outcome != Outcome::Fallback)
+}
+
+/// The runtime's view: its load counters and idle flags.
+pub(crate) struct RuntimeView<'a>(pub(crate) &'a Shared);
+
+impl PlacementView for RuntimeView<'_> {
+    fn load(&self, span: &Range<usize>) -> Load {
+        self.0.load.load(span)
+    }
+    fn claim_idle(&self, w: usize) -> bool {
+        self.0.idle.idle.remove(w, crate::sync::Ordering::Relaxed)
+    }
+    fn is_parked(&self, w: usize) -> bool {
+        self.0.idle.parked.contains(w)
+    }
+    fn backlog(&self, w: usize) -> usize {
+        let ws = &self.0.workers[w];
+        ws.mailbox.inbox.len() + ws.stealer.len()
+    }
+}

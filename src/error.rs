@@ -21,7 +21,10 @@ pub enum BuildError {
         /// How many PUs the topology allows.
         available: usize,
     },
-    /// hwloc rejected a synthetic topology description.
+    /// A synthetic topology description was refused: by hwloc, or by
+    /// hwsched before hwloc saw it (over the size limits, or a form hwloc
+    /// would abort on; see
+    /// [`TopologySource::Synthetic`](crate::TopologySource::Synthetic)).
     InvalidSynthetic {
         /// The description as given.
         description: String,
@@ -32,7 +35,13 @@ pub enum BuildError {
     InvalidXml {
         /// The path as given.
         path: PathBuf,
-        /// Why it was refused (missing, unreadable, not an hwloc XML export).
+        /// Why it was refused: missing or unreadable, not a regular file
+        /// (a directory, a FIFO, a device), larger than
+        /// [`MAX_XML_BYTES`](crate::topology::MAX_XML_BYTES), not UTF-8,
+        /// not well-formed, not an hwloc 2 XML export, no PU, two PUs with
+        /// one OS index, over the limits of
+        /// [`TopologySource::Xml`](crate::TopologySource::Xml), or refused
+        /// by hwloc.
         reason: String,
     },
     /// The set of CPUs to run on is empty (an empty `cpus(..)` list, or no

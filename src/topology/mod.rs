@@ -9,11 +9,21 @@
 //! Each worker sees its [`Level`]s smallest first: SMT, LLC, NUMA, package,
 //! machine, with degenerate levels (whose span equals the child's) removed,
 //! as the kernel's `sd_degenerate()` does for scheduling domains.
+//!
+//! Synthetic descriptions and XML files are checked before hwloc sees them
+//! (hwloc trusts its input: some inputs make it crash, abort or never
+//! return), against the limits [`MAX_PUS`], [`MAX_SYNTHETIC_OBJECTS`],
+//! [`MAX_XML_BYTES`], [`MAX_XML_OBJECTS`] and [`MAX_XML_OS_INDEX`]; see
+//! [`TopologySource`].
 
 mod discover;
 mod domain;
 mod pin;
+mod xml;
 
-pub use discover::{export_xml, TopologySource};
+pub use discover::{
+    export_xml, TopologySource, MAX_PUS, MAX_SYNTHETIC_OBJECTS, MAX_XML_BYTES, MAX_XML_OBJECTS,
+    MAX_XML_OS_INDEX,
+};
 pub use domain::{Level, LevelKind, Topology, WorkerPlace};
-pub use pin::pin_current_thread;
+pub use pin::{pin_current_thread, MAX_PIN_CPU};

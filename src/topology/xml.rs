@@ -1,0 +1,862 @@
+//! The XML input check: parse hwloc's XML, check the object tree, and write
+//! a consistent XML for hwloc to load.
+//!
+//! hwloc trusts its XML input: an object whose cpuset does not match its
+//! children, a PU whose cpuset is not its OS index, a missing
+//! `complete_cpuset` or a file without PUs makes it crash (a segmentation
+//! fault in `hwloc_topology_load`) or fail its consistency check (an abort in
+//! debug builds, where hwlocality runs `hwloc_topology_check`). So hwloc never
+//! sees the input: only the tree read from it, with every set recomputed
+//! from the PU and NUMA OS indices.
+
+use super::discover::{MAX_PUS, MAX_XML_OBJECTS, MAX_XML_OS_INDEX};
+use std::fmt::Write as _;
+
+/// Deepest element nesting accepted (hwloc trees, I/O included, are
+/// about 20 deep); the tree is walked recursively once parsed.
+const MAX_DEPTH: usize = 64;
+
+/// The most XML given to hwloc (libxml2 refuses a buffer over 10 MB;
+/// an export of a 4096-PU machine rebuilds to a few MiB). Sets that
+/// reach high OS indices make every object's bitmaps long, so a small
+/// hostile file can ask for much more.
+const MAX_REBUILT_BYTES: usize = 8 << 20;
+
+/// An `<object>` element: its attributes and its `<object>` children
+/// (other elements are parsed and dropped).
+#[derive(Debug, Default)]
+struct Element {
+    attrs: Vec<(String, String)>,
+    children: Vec<Element>,
+}
+
+impl Element {
+    fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Parses the document and returns its root element's `<object>`
+/// children. Well-formedness is checked (matching tags, quoted
+/// attributes, known entities); DTD internal subsets are refused.
+fn parse(text: &str) -> Result<Vec<Element>, String> {
+    let b = text.as_bytes();
+    let at = |i: usize| format!("at byte {i}");
+    let find = |from: usize, pat: &[u8]| {
+        b.get(from..)
+            .and_then(|rest| rest.windows(pat.len()).position(|w| w == pat))
+            .map(|p| from + p)
+    };
+    // Open elements: name, and the element being built when it is an
+    // `<object>` whose ancestors are all kept (else None: dropped).
+    let mut stack: Vec<(&str, Option<Element>)> = Vec::new();
+    let mut root_name: Option<&str> = None;
+    let mut root_done = false;
+    let mut top: Vec<Element> = Vec::new();
+    let mut objects = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'<' {
+            let end = find(i, b"<").unwrap_or(b.len());
+            if stack.is_empty() && !b[i..end].iter().all(|c| c.is_ascii_whitespace()) {
+                return Err(format!("text outside the root element {}", at(i)));
+            }
+            i = end;
+            continue;
+        }
+        if b[i..].starts_with(b"<?") {
+            i = find(i, b"?>").ok_or_else(|| format!("unterminated <? {}", at(i)))? + 2;
+        } else if b[i..].starts_with(b"<!--") {
+            i = find(i + 4, b"-->").ok_or_else(|| format!("unterminated comment {}", at(i)))? + 3;
+        } else if b[i..].starts_with(b"<![CDATA[") {
+            if stack.is_empty() {
+                return Err(format!("CDATA outside the root element {}", at(i)));
+            }
+            i = find(i, b"]]>").ok_or_else(|| format!("unterminated CDATA {}", at(i)))? + 3;
+        } else if b[i..].starts_with(b"<!") {
+            let end = find(i, b">").ok_or_else(|| format!("unterminated <! {}", at(i)))?;
+            if !stack.is_empty() || root_name.is_some() {
+                return Err(format!("misplaced <! {}", at(i)));
+            }
+            if b[i..end].contains(&b'[') {
+                return Err(format!("a DTD internal subset is not supported {}", at(i)));
+            }
+            i = end + 1;
+        } else if b[i..].starts_with(b"</") {
+            let (name, mut j) =
+                name_at(text, i + 2).ok_or_else(|| format!("bad end tag {}", at(i)))?;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if b.get(j) != Some(&b'>') {
+                return Err(format!("bad end tag {}", at(i)));
+            }
+            let (open, element) = stack
+                .pop()
+                .ok_or_else(|| format!("end tag </{name}> without a start tag {}", at(i)))?;
+            if open != name {
+                return Err(format!("end tag </{name}> closes <{open}> {}", at(i)));
+            }
+            close(&mut stack, &mut top, element, &mut root_done);
+            i = j + 1;
+        } else {
+            let (name, mut j) =
+                name_at(text, i + 1).ok_or_else(|| format!("bad start tag {}", at(i)))?;
+            let mut attrs: Vec<(String, String)> = Vec::new();
+            let empty;
+            loop {
+                let ws = j;
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                match b.get(j) {
+                    Some(b'>') => {
+                        empty = false;
+                        j += 1;
+                        break;
+                    }
+                    Some(b'/') if b.get(j + 1) == Some(&b'>') => {
+                        empty = true;
+                        j += 2;
+                        break;
+                    }
+                    Some(_) if j > ws => {}
+                    _ => return Err(format!("bad start tag <{name}> {}", at(i))),
+                }
+                let (attr, k) = name_at(text, j)
+                    .ok_or_else(|| format!("bad attribute in <{name}> {}", at(j)))?;
+                j = k;
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if b.get(j) != Some(&b'=') {
+                    return Err(format!("attribute {attr} without a value {}", at(j)));
+                }
+                j += 1;
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                let quote = match b.get(j) {
+                    Some(&q @ (b'"' | b'\'')) => q,
+                    _ => return Err(format!("attribute {attr} is not quoted {}", at(j))),
+                };
+                let end = b[j + 1..]
+                    .iter()
+                    .position(|&c| c == quote)
+                    .map(|p| j + 1 + p)
+                    .ok_or_else(|| format!("unterminated attribute {attr} {}", at(j)))?;
+                let value = unescape(&text[j + 1..end])
+                    .ok_or_else(|| format!("bad character in attribute {attr} {}", at(j)))?;
+                if attrs.iter().any(|(n, _)| n == attr) {
+                    return Err(format!("attribute {attr} repeated {}", at(j)));
+                }
+                attrs.push((attr.to_owned(), value));
+                j = end + 1;
+            }
+            if stack.is_empty() {
+                if root_done || root_name.is_some() {
+                    return Err(format!("a second root element <{name}> {}", at(i)));
+                }
+                if name != "topology" {
+                    return Err(format!("the root element is <{name}>, not <topology>"));
+                }
+                root_name = Some(name);
+            }
+            if stack.len() >= MAX_DEPTH {
+                return Err(format!("elements nested deeper than {MAX_DEPTH} {}", at(i)));
+            }
+            // Keep `<object>`s whose parent is kept or is the root.
+            let parent_kept = match stack.last() {
+                Some((_, Some(_))) => true,
+                Some((_, None)) => stack.len() == 1,
+                None => false,
+            };
+            let element = if name == "object" && parent_kept {
+                objects += 1;
+                if objects > 4 * MAX_XML_OBJECTS {
+                    return Err(format!("more than {} objects", 4 * MAX_XML_OBJECTS));
+                }
+                Some(Element {
+                    attrs,
+                    children: Vec::new(),
+                })
+            } else {
+                None
+            };
+            if empty {
+                if stack.is_empty() {
+                    root_done = true;
+                } else {
+                    close(&mut stack, &mut top, element, &mut root_done);
+                }
+            } else {
+                stack.push((name, element));
+            }
+            i = j;
+        }
+    }
+    if let Some((name, _)) = stack.last() {
+        return Err(format!(
+            "unterminated element <{name}> (the file is truncated?)"
+        ));
+    }
+    if root_name.is_none() {
+        return Err("no <topology> element".into());
+    }
+    Ok(top)
+}
+
+/// Attaches a closed element to its parent (or to the root's list).
+fn close(
+    stack: &mut [(&str, Option<Element>)],
+    top: &mut Vec<Element>,
+    element: Option<Element>,
+    root_done: &mut bool,
+) {
+    match stack.len() {
+        0 => *root_done = true,
+        1 => top.extend(element),
+        n => {
+            if let (Some(parent), Some(e)) = (&mut stack[n - 1].1, element) {
+                parent.children.push(e);
+            }
+        }
+    }
+}
+
+/// An XML name starting at `i`, and the index after it.
+fn name_at(text: &str, i: usize) -> Option<(&str, usize)> {
+    let b = text.as_bytes();
+    let start_ok = |c: u8| c.is_ascii_alphabetic() || c == b'_' || c == b':';
+    let ok = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b':' | b'.' | b'-');
+    if !b.get(i).is_some_and(|&c| start_ok(c)) {
+        return None;
+    }
+    let mut j = i + 1;
+    while j < b.len() && ok(b[j]) {
+        j += 1;
+    }
+    Some((&text[i..j], j))
+}
+
+/// Decodes the five predefined entities and character references;
+/// `None` for `<`, an unknown entity or a bad reference.
+fn unescape(raw: &str) -> Option<String> {
+    if raw.contains('<') {
+        return None;
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        let semi = rest[amp..].find(';')? + amp;
+        let entity = &rest[amp + 1..semi];
+        let c = match entity {
+            "lt" => '<',
+            "gt" => '>',
+            "amp" => '&',
+            "quot" => '"',
+            "apos" => '\'',
+            _ => {
+                let code = if let Some(hex) = entity.strip_prefix("#x") {
+                    u32::from_str_radix(hex, 16).ok()?
+                } else {
+                    entity.strip_prefix('#')?.parse::<u32>().ok()?
+                };
+                char::from_u32(code).filter(|&c| c != '\0')?
+            }
+        };
+        out.push(c);
+        rest = &rest[semi + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// The normal (CPU-side) object types, in hwloc's order from the root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Machine,
+    Package,
+    Die,
+    Group,
+    /// A data or unified cache of this level (1 ..= 5).
+    Cache(u8),
+    /// An instruction cache of this level (1 ..= 3).
+    ICache(u8),
+    Core,
+    Pu,
+}
+
+impl Kind {
+    fn parse(ty: &str) -> Option<Kind> {
+        Some(match ty {
+            "Machine" => Kind::Machine,
+            "Package" => Kind::Package,
+            "Die" => Kind::Die,
+            "Group" => Kind::Group,
+            "L1Cache" => Kind::Cache(1),
+            "L2Cache" => Kind::Cache(2),
+            "L3Cache" => Kind::Cache(3),
+            "L4Cache" => Kind::Cache(4),
+            "L5Cache" => Kind::Cache(5),
+            "L1iCache" => Kind::ICache(1),
+            "L2iCache" => Kind::ICache(2),
+            "L3iCache" => Kind::ICache(3),
+            "Core" => Kind::Core,
+            "PU" => Kind::Pu,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Machine => "Machine",
+            Kind::Package => "Package",
+            Kind::Die => "Die",
+            Kind::Group => "Group",
+            Kind::Cache(1) => "L1Cache",
+            Kind::Cache(2) => "L2Cache",
+            Kind::Cache(3) => "L3Cache",
+            Kind::Cache(4) => "L4Cache",
+            Kind::Cache(_) => "L5Cache",
+            Kind::ICache(1) => "L1iCache",
+            Kind::ICache(2) => "L2iCache",
+            Kind::ICache(_) => "L3iCache",
+            Kind::Core => "Core",
+            Kind::Pu => "PU",
+        }
+    }
+
+    /// Position in hwloc's order (a child is strictly below its parent);
+    /// `None` for groups, which may sit between any two levels above
+    /// cores.
+    fn rank(self) -> Option<u8> {
+        Some(match self {
+            Kind::Machine => 0,
+            Kind::Package => 1,
+            Kind::Die => 2,
+            Kind::Group => return None,
+            Kind::Cache(l) => 3 + 2 * (5 - l),
+            Kind::ICache(l) => 4 + 2 * (5 - l),
+            Kind::Core => 13,
+            Kind::Pu => 14,
+        })
+    }
+}
+
+/// Cache attributes, as hwloc's XML names them.
+#[derive(Debug, Default)]
+struct Cache {
+    size: u64,
+    linesize: u32,
+    associativity: i32,
+    /// 0 unified, 1 data, 2 instruction.
+    ty: u8,
+}
+
+#[derive(Debug)]
+struct Numa {
+    os_index: u32,
+    local_memory: u64,
+}
+
+#[derive(Debug)]
+struct Node {
+    kind: Kind,
+    os_index: Option<u32>,
+    cache: Option<Cache>,
+    children: Vec<Node>,
+    numa: Vec<Numa>,
+    /// PU OS indices below (computed after pruning), sorted.
+    cpus: Vec<u32>,
+}
+
+struct Counts {
+    objects: usize,
+    pus: usize,
+}
+
+fn os_index(e: &Element, what: &str) -> Result<u32, String> {
+    let v = e
+        .attr("os_index")
+        .ok_or_else(|| format!("a {what} object has no os_index"))?;
+    let n: u32 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("a {what} object has the os_index {v:?}, not a number"))?;
+    if n > MAX_XML_OS_INDEX {
+        return Err(format!(
+            "a {what} object has the os_index {n}, more than the limit of {MAX_XML_OS_INDEX} \
+             (hwsched::topology::MAX_XML_OS_INDEX)"
+        ));
+    }
+    Ok(n)
+}
+
+fn number<T: std::str::FromStr>(e: &Element, name: &str) -> Option<T> {
+    e.attr(name).and_then(|v| v.trim().parse().ok())
+}
+
+fn count(counts: &mut Counts, kind: Option<Kind>) -> Result<(), String> {
+    counts.objects += 1;
+    if counts.objects > MAX_XML_OBJECTS {
+        return Err(format!(
+            "it has more than {MAX_XML_OBJECTS} objects, the limit \
+             (hwsched::topology::MAX_XML_OBJECTS)"
+        ));
+    }
+    if kind == Some(Kind::Pu) {
+        counts.pus += 1;
+        if counts.pus > MAX_PUS {
+            return Err(format!(
+                "it has more than {MAX_PUS} PUs, the limit (hwsched::topology::MAX_PUS)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Converts the children of an object into `children` (normal objects)
+/// and `numa` (NUMA nodes, also those below memory-side caches).
+/// `above` is the rank of the nearest non-group ancestor, `parent` its
+/// kind (for messages).
+fn convert_children(
+    elements: &[Element],
+    above: u8,
+    parent: Kind,
+    children: &mut Vec<Node>,
+    numa: &mut Vec<Numa>,
+    counts: &mut Counts,
+) -> Result<(), String> {
+    for e in elements {
+        let ty = e.attr("type").ok_or("an object has no type")?;
+        match ty {
+            // Not used by hwsched: left out with their subtrees.
+            "Bridge" | "PCIDev" | "OSDev" | "Misc" => continue,
+            "NUMANode" => {
+                if e.children.iter().any(|c| {
+                    !matches!(c.attr("type"), Some("Misc" | "Bridge" | "PCIDev" | "OSDev"))
+                }) {
+                    return Err(
+                        "a NUMANode object has CPU or memory children (an hwloc 1.x \
+                         export? re-export it with hwloc 2)"
+                            .into(),
+                    );
+                }
+                count(counts, None)?;
+                numa.push(Numa {
+                    os_index: os_index(e, "NUMANode")?,
+                    local_memory: number(e, "local_memory").unwrap_or(0),
+                });
+                continue;
+            }
+            "MemCache" => {
+                // A memory-side cache: its NUMA nodes belong to `parent`.
+                let mut none = Vec::new();
+                convert_children(&e.children, u8::MAX, parent, &mut none, numa, counts)?;
+                if !none.is_empty() {
+                    return Err("a MemCache object has CPU children".into());
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let kind = Kind::parse(ty).ok_or_else(|| format!("unknown object type {ty:?}"))?;
+        let below_ok = match kind.rank() {
+            Some(r) => r > above,
+            None => above < Kind::Core.rank().unwrap_or(0),
+        };
+        if !below_ok {
+            return Err(format!(
+                "a {} object is inside a {} object (not hwloc's order)",
+                kind.name(),
+                parent.name()
+            ));
+        }
+        count(counts, Some(kind))?;
+        let os = match kind {
+            Kind::Pu => Some(os_index(e, "PU")?),
+            _ => number::<u32>(e, "os_index"),
+        };
+        let cache = match kind {
+            Kind::Cache(_) | Kind::ICache(_) => Some(Cache {
+                size: number(e, "cache_size").unwrap_or(0),
+                linesize: number(e, "cache_linesize").unwrap_or(0),
+                associativity: number(e, "cache_associativity").unwrap_or(0),
+                ty: match (kind, number::<u8>(e, "cache_type")) {
+                    (Kind::ICache(_), _) => 2,
+                    (_, Some(1)) => 1,
+                    _ => 0,
+                },
+            }),
+            _ => None,
+        };
+        let mut node = Node {
+            kind,
+            os_index: os,
+            cache,
+            children: Vec::new(),
+            numa: Vec::new(),
+            cpus: Vec::new(),
+        };
+        let rank = kind.rank().unwrap_or(above);
+        convert_children(
+            &e.children,
+            rank,
+            kind,
+            &mut node.children,
+            &mut node.numa,
+            counts,
+        )?;
+        if kind == Kind::Pu && !node.children.is_empty() {
+            return Err(format!(
+                "the PU with os_index {} has CPU children",
+                node.os_index.unwrap_or(0)
+            ));
+        }
+        children.push(node);
+    }
+    Ok(())
+}
+
+/// Removes PUs not in `allowed` (when given), then every CPU object left
+/// without a PU (its NUMA nodes move to its parent), and fills `cpus`.
+fn prune(node: &mut Node, allowed: Option<&[u32]>) {
+    if node.kind == Kind::Pu {
+        let os = node.os_index.unwrap_or(0);
+        if allowed.is_none_or(|a| a.binary_search(&os).is_ok()) {
+            node.cpus = vec![os];
+        }
+        return;
+    }
+    let mut kept = Vec::with_capacity(node.children.len());
+    for mut child in std::mem::take(&mut node.children) {
+        prune(&mut child, allowed);
+        if child.cpus.is_empty() {
+            node.numa.append(&mut child.numa);
+        } else {
+            node.cpus.extend_from_slice(&child.cpus);
+            kept.push(child);
+        }
+    }
+    // Children in the order of their first PU, as hwloc orders them.
+    kept.sort_by_key(|c| c.cpus[0]);
+    node.children = kept;
+    node.cpus.sort_unstable();
+}
+
+fn collect(node: &Node, pus: &mut Vec<u32>, numa: &mut Vec<u32>) {
+    if node.kind == Kind::Pu {
+        pus.extend(node.os_index);
+    }
+    numa.extend(node.numa.iter().map(|n| n.os_index));
+    for c in &node.children {
+        collect(c, pus, numa);
+    }
+}
+
+/// The first duplicate of a sorted list.
+fn duplicate(sorted: &[u32]) -> Option<u32> {
+    sorted.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+}
+
+/// Parses an hwloc bitmap (`0x0000000f,0xffffffff`, comma-separated
+/// 32-bit words, most significant first, empty words zero, an optional
+/// leading `0xf...f,` for an infinite set) into the set bits up to
+/// `limit`.
+fn parse_bitmap(s: &str, limit: u32) -> Option<Vec<u32>> {
+    let s = s.trim();
+    let (infinite, s) = match s.strip_prefix("0xf...f") {
+        Some(rest) => (true, rest.strip_prefix(',').unwrap_or(rest)),
+        None => (false, s),
+    };
+    let words: Vec<&str> = if s.is_empty() {
+        Vec::new()
+    } else {
+        s.split(',').collect()
+    };
+    let mut bits = Vec::new();
+    // Words past `limit` do not matter (but must still be words).
+    let relevant = limit as usize / 32 + 1;
+    for (i, w) in words.iter().rev().enumerate() {
+        let w = w.trim();
+        if i >= relevant {
+            let hex = w.strip_prefix("0x").unwrap_or(w);
+            if hex.len() > 8 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                return None;
+            }
+            continue;
+        }
+        if w.is_empty() {
+            continue;
+        }
+        let hex = w.strip_prefix("0x").unwrap_or(w);
+        if hex.is_empty() || hex.len() > 8 {
+            return None;
+        }
+        let v = u32::from_str_radix(hex, 16).ok()?;
+        for bit in 0..32 {
+            if v & (1 << bit) != 0 {
+                let index = u32::try_from(i).ok()?.checked_mul(32)?.checked_add(bit)?;
+                if index <= limit {
+                    bits.push(index);
+                }
+            }
+        }
+    }
+    if infinite {
+        let from = u32::try_from(words.len()).ok()?.saturating_mul(32);
+        bits.extend(from..=limit);
+    }
+    bits.sort_unstable();
+    Some(bits)
+}
+
+/// hwloc's bitmap string of a sorted set of indices.
+fn bitmap(bits: &[u32]) -> String {
+    let Some(&last) = bits.last() else {
+        return "0x0".to_owned();
+    };
+    let mut words = vec![0u32; last as usize / 32 + 1];
+    for &b in bits {
+        words[b as usize / 32] |= 1 << (b % 32);
+    }
+    let n = words.len();
+    let mut out = String::with_capacity(n + 20);
+    for (i, w) in words.iter().enumerate().rev() {
+        if *w != 0 || i == 0 || i == n - 1 {
+            let _ = write!(out, "0x{w:08x}");
+        }
+        if i > 0 {
+            out.push(',');
+        }
+    }
+    out
+}
+
+struct Writer {
+    out: String,
+    gp_index: u64,
+}
+
+fn union(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut v: Vec<u32> = a.iter().chain(b).copied().collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The NUMA nodes of `node` and all its descendants, sorted.
+fn nodes_below(node: &Node) -> Vec<u32> {
+    let mut v: Vec<u32> = node.numa.iter().map(|n| n.os_index).collect();
+    for c in &node.children {
+        v.extend(nodes_below(c));
+    }
+    v.sort_unstable();
+    v
+}
+
+/// Writes `node`; `inherited` are the NUMA nodes attached to its
+/// ancestors (an object's nodeset is what is attached to it, to its
+/// ancestors and below it). Stops early (returns false) when the output
+/// passes [`MAX_REBUILT_BYTES`].
+fn write(w: &mut Writer, node: &Node, inherited: &[u32], depth: usize) -> bool {
+    if w.out.len() > MAX_REBUILT_BYTES {
+        return false;
+    }
+    let below = nodes_below(node);
+    let nodeset = bitmap(&union(inherited, &below));
+    let cpuset = bitmap(&node.cpus);
+    let indent = "  ".repeat(depth + 1);
+    w.gp_index += 1;
+    let _ = write!(w.out, "{indent}<object type=\"{}\"", node.kind.name());
+    if let Some(os) = node.os_index {
+        let _ = write!(w.out, " os_index=\"{os}\"");
+    }
+    let _ = write!(w.out, " cpuset=\"{cpuset}\" complete_cpuset=\"{cpuset}\"");
+    if depth == 0 {
+        let _ = write!(w.out, " allowed_cpuset=\"{cpuset}\"");
+    }
+    let _ = write!(
+        w.out,
+        " nodeset=\"{nodeset}\" complete_nodeset=\"{nodeset}\""
+    );
+    if depth == 0 {
+        let _ = write!(w.out, " allowed_nodeset=\"{nodeset}\"");
+    }
+    let _ = write!(w.out, " gp_index=\"{}\"", w.gp_index);
+    if let (Some(c), Kind::Cache(level) | Kind::ICache(level)) = (&node.cache, node.kind) {
+        let _ = write!(
+            w.out,
+            " cache_size=\"{}\" depth=\"{level}\" cache_linesize=\"{}\" \
+             cache_associativity=\"{}\" cache_type=\"{}\"",
+            c.size, c.linesize, c.associativity, c.ty
+        );
+    }
+    if node.kind == Kind::Pu {
+        w.out.push_str("/>\n");
+        return true;
+    }
+    w.out.push_str(">\n");
+    let mut numa: Vec<&Numa> = node.numa.iter().collect();
+    numa.sort_by_key(|n| n.os_index);
+    for n in numa {
+        w.gp_index += 1;
+        let _ = writeln!(
+            w.out,
+            "{indent}  <object type=\"NUMANode\" os_index=\"{os}\" cpuset=\"{cpuset}\" \
+             complete_cpuset=\"{cpuset}\" nodeset=\"{set}\" complete_nodeset=\"{set}\" \
+             gp_index=\"{gp}\" local_memory=\"{mem}\"/>",
+            os = n.os_index,
+            set = bitmap(&[n.os_index]),
+            gp = w.gp_index,
+            mem = n.local_memory,
+        );
+    }
+    let inherited = union(
+        inherited,
+        &node.numa.iter().map(|n| n.os_index).collect::<Vec<_>>(),
+    );
+    for c in &node.children {
+        if !write(w, c, &inherited, depth + 1) {
+            return false;
+        }
+    }
+    let _ = writeln!(w.out, "{indent}</object>");
+    true
+}
+
+/// Checks an hwloc XML topology and returns a consistent XML of the
+/// same CPU and memory hierarchy, or why it is refused.
+pub(super) fn sanitize(text: &str) -> Result<String, String> {
+    let top = parse(text)?;
+    let root = match top.as_slice() {
+        [root] => root,
+        [] => return Err("it has no object (no <object> in <topology>)".into()),
+        _ => return Err("it has more than one root object".into()),
+    };
+    if root.attr("type") != Some("Machine") {
+        return Err(format!(
+            "the root object is {:?}, not a Machine (an hwloc 1.x export? re-export it \
+             with hwloc 2)",
+            root.attr("type").unwrap_or("untyped")
+        ));
+    }
+    let mut counts = Counts { objects: 1, pus: 0 };
+    let mut machine = Node {
+        kind: Kind::Machine,
+        os_index: number(root, "os_index"),
+        cache: None,
+        children: Vec::new(),
+        numa: Vec::new(),
+        cpus: Vec::new(),
+    };
+    convert_children(
+        &root.children,
+        0,
+        Kind::Machine,
+        &mut machine.children,
+        &mut machine.numa,
+        &mut counts,
+    )?;
+    let (mut pus, mut numa) = (Vec::new(), Vec::new());
+    collect(&machine, &mut pus, &mut numa);
+    pus.sort_unstable();
+    numa.sort_unstable();
+    if let Some(d) = duplicate(&pus) {
+        return Err(format!("two PU objects have the os_index {d}"));
+    }
+    if let Some(d) = duplicate(&numa) {
+        return Err(format!("two NUMANode objects have the os_index {d}"));
+    }
+    if pus.is_empty() {
+        return Err("it has no PU object".into());
+    }
+    let allowed = match root.attr("allowed_cpuset") {
+        Some(s) => Some(
+            parse_bitmap(s, MAX_XML_OS_INDEX)
+                .ok_or_else(|| format!("the machine's allowed_cpuset {s:?} is not a bitmap"))?,
+        ),
+        None => None,
+    };
+    prune(&mut machine, allowed.as_deref());
+    if machine.cpus.is_empty() {
+        return Err(format!(
+            "none of its {} PUs is in the machine's allowed_cpuset",
+            pus.len()
+        ));
+    }
+    if let Some(s) = root.attr("allowed_nodeset") {
+        let allowed = parse_bitmap(s, MAX_XML_OS_INDEX)
+            .ok_or_else(|| format!("the machine's allowed_nodeset {s:?} is not a bitmap"))?;
+        fn keep(node: &mut Node, allowed: &[u32]) {
+            node.numa
+                .retain(|n| allowed.binary_search(&n.os_index).is_ok());
+            node.children.iter_mut().for_each(|c| keep(c, allowed));
+        }
+        keep(&mut machine, &allowed);
+    }
+    if nodes_below(&machine).is_empty() {
+        // hwloc needs a NUMA node; a file without one gets one.
+        machine.numa.push(Numa {
+            os_index: 0,
+            local_memory: 0,
+        });
+    }
+    let mut w = Writer {
+        out: String::from(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+             <!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"2.0\">\n",
+        ),
+        gp_index: 0,
+    };
+    if !write(&mut w, &machine, &[], 0) || w.out.len() > MAX_REBUILT_BYTES {
+        return Err(format!(
+            "rebuilt with consistent sets it is more than {MAX_REBUILT_BYTES} bytes of XML \
+             (its PU or NUMA OS indices are high and spread)"
+        ));
+    }
+    w.out.push_str("</topology>\n");
+    Ok(w.out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitmaps_round_trip() {
+        for bits in [
+            vec![0],
+            vec![0, 1, 2, 3],
+            vec![5, 100],
+            vec![31, 32, 64],
+            vec![1000],
+        ] {
+            let s = bitmap(&bits);
+            assert_eq!(
+                parse_bitmap(&s, MAX_XML_OS_INDEX),
+                Some(bits.clone()),
+                "{s}"
+            );
+        }
+        assert_eq!(bitmap(&[4, 96]), "0x00000001,,,0x00000010");
+        assert_eq!(parse_bitmap("0xf...f", 3), Some(vec![0, 1, 2, 3]));
+        assert_eq!(
+            parse_bitmap("0xf...f,0x00000001", 33),
+            Some(vec![0, 32, 33])
+        );
+        assert_eq!(parse_bitmap("0xzz", 10), None);
+    }
+
+    #[test]
+    fn entities_are_decoded() {
+        assert_eq!(unescape("a&lt;b&#65;&#x42;").as_deref(), Some("a<bAB"));
+        assert_eq!(unescape("&bogus;"), None);
+        assert_eq!(unescape("&#0;"), None);
+    }
+}

@@ -67,6 +67,15 @@ pub enum BuildError {
         /// What range is accepted.
         expected: &'static str,
     },
+    /// A [`Builder`](crate::Builder) option is out of its valid range.
+    InvalidOption {
+        /// The builder method, e.g. `thread_stack_size`.
+        name: &'static str,
+        /// The value given, formatted.
+        value: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
     /// The thread name is not usable (contains a NUL byte).
     InvalidThreadName {
         /// The name given.
@@ -115,6 +124,14 @@ impl fmt::Display for BuildError {
                     "tunable {name} = {value} is out of range: expected {expected}"
                 )
             }
+            BuildError::InvalidOption {
+                name,
+                value,
+                expected,
+            } => write!(
+                f,
+                "builder option {name}({value}) is not accepted: expected {expected}"
+            ),
             BuildError::InvalidThreadName { name } => {
                 write!(f, "thread name {name:?} contains a NUL byte")
             }

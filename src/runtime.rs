@@ -349,7 +349,7 @@ impl Builder {
     /// Checks the thread options; the error names the option and value.
     fn validate_options(&self) -> Result<(), BuildError> {
         let bad = |name: &'static str, value: String, expected: &'static str| {
-            Err(BuildError::InvalidTunable {
+            Err(BuildError::InvalidOption {
                 name,
                 value,
                 expected,

@@ -5,47 +5,22 @@
 //! the suite.
 
 use std::future::Future;
-use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::thread;
 use std::time::Duration;
 
 use hwsched::{JoinError, JoinHandle, Runtime};
 
 mod common;
-use common::with_timeout;
+use common::{block_on_plain, with_timeout};
 
 fn two() -> Runtime {
     Runtime::builder()
         .worker_threads(2)
         .build()
         .expect("a 2-worker runtime")
-}
-
-/// Polls `f` to completion on this thread with a plain thread waker (no
-/// runtime involved).
-fn wait<F: Future>(f: F) -> F::Output {
-    struct W(thread::Thread, AtomicBool);
-    impl Wake for W {
-        fn wake(self: Arc<Self>) {
-            self.1.store(true, Ordering::SeqCst);
-            self.0.unpark();
-        }
-    }
-    let w = Arc::new(W(thread::current(), AtomicBool::new(false)));
-    let waker = Waker::from(w.clone());
-    let mut cx = Context::from_waker(&waker);
-    let mut f = pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        while !w.1.swap(false, Ordering::SeqCst) {
-            thread::park();
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -159,7 +134,7 @@ fn dropping_the_last_runtime_reference_inside_a_task_shuts_it_down() {
             .expect("the task that dropped the runtime finished");
         for h in pending {
             assert!(
-                matches!(wait(h), Err(JoinError::Cancelled)),
+                matches!(block_on_plain(h), Err(JoinError::Cancelled)),
                 "a pending task's handle resolves to Cancelled"
             );
         }
@@ -230,7 +205,7 @@ fn a_destructor_that_spawns_during_shutdown_gets_a_cancelled_handle() {
         let hs = std::mem::take(&mut *handles.lock().unwrap());
         assert_eq!(hs.len(), 40, "every destructor ran once");
         for h in hs {
-            assert!(matches!(wait(h), Err(JoinError::Cancelled)));
+            assert!(matches!(block_on_plain(h), Err(JoinError::Cancelled)));
         }
     });
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use hwsched::{Handle, JoinError, JoinSet, Runtime};
 
 mod common;
-use common::with_timeout;
+use common::{block_on_plain, with_timeout};
 
 fn rt(n: usize) -> Runtime {
     Runtime::builder()
@@ -68,33 +68,13 @@ fn a_handle_outliving_its_runtime_spawns_cancelled_tasks() {
         drop(rt);
         let h = handle.spawn(async { 1 });
         // No runtime runs the task: poll its handle with a plain waker.
-        let r = futures_lite_block_on(h);
+        let r = block_on_plain(h);
         let r = matches!(r, Err(JoinError::Cancelled));
         assert!(
             r,
             "spawning through a Handle after the runtime is dropped resolves Cancelled"
         );
     });
-}
-
-/// A minimal block_on for futures that do not need a runtime.
-fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
-    use std::task::{Context, Poll, Wake, Waker};
-    struct W(thread::Thread);
-    impl Wake for W {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(W(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        thread::park_timeout(Duration::from_millis(10));
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -476,15 +456,12 @@ fn shutdown_cancels_queued_blocking_calls_and_waits_for_running_ones() {
         );
         assert_eq!(ran.load(Ordering::SeqCst), 1, "only the running call ran");
         assert_eq!(
-            futures_lite_block_on(running).unwrap(),
+            block_on_plain(running).unwrap(),
             7,
             "the running call completed"
         );
         for q in queued {
-            assert!(matches!(
-                futures_lite_block_on(q),
-                Err(JoinError::Cancelled)
-            ));
+            assert!(matches!(block_on_plain(q), Err(JoinError::Cancelled)));
         }
     });
 }

@@ -35,16 +35,7 @@ fn synthetic(desc: &str) -> TopologySource {
 
 /// A unique path in the temp directory.
 fn temp_path(tag: &str) -> PathBuf {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    std::env::temp_dir().join(format!(
-        "hwsched-hostile-{tag}-{}-{n}-{nanos}",
-        std::process::id()
-    ))
+    common::temp_path(&format!("hostile-{tag}"))
 }
 
 /// Removes the file (or empty directory) when dropped.

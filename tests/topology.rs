@@ -4,10 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hwsched::topology::{export_xml, pin_current_thread};
 use hwsched::{BuildError, LevelKind, Topology, TopologySource};
+
+mod common;
 
 const BIG: &str = "pack:2 l3:2 core:4 pu:2";
 
@@ -20,18 +21,9 @@ fn build(desc: &str, workers: Option<usize>) -> Topology {
         .unwrap_or_else(|e| panic!("building {desc:?} with {workers:?} workers failed: {e}"))
 }
 
-/// A unique path in the temp directory (no extra dependency).
+/// A unique `.xml` path in the temp directory.
 fn temp_path(tag: &str) -> PathBuf {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    std::env::temp_dir().join(format!(
-        "hwsched-test-{tag}-{}-{n}-{nanos}.xml",
-        std::process::id()
-    ))
+    common::temp_path(tag).with_extension("xml")
 }
 
 /// Removes the file when dropped, even if the test panics.

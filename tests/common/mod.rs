@@ -37,3 +37,47 @@ where
         Err(_) => panic!("{name} did not finish in {secs}s"),
     }
 }
+
+/// A unique path in the temp directory (no extra dependency): pid, a
+/// counter and the time.
+pub fn temp_path(tag: &str) -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!(
+        "hwsched-test-{tag}-{}-{n}-{nanos}",
+        std::process::id()
+    ))
+}
+
+/// Polls `f` to completion on this thread with a plain thread waker, no
+/// runtime involved (for join handles whose runtime is gone).
+pub fn block_on_plain<F: std::future::Future>(f: F) -> F::Output {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct W(thread::Thread, AtomicBool);
+    impl Wake for W {
+        fn wake(self: Arc<Self>) {
+            self.1.store(true, Ordering::SeqCst);
+            self.0.unpark();
+        }
+    }
+    let w = Arc::new(W(thread::current(), AtomicBool::new(false)));
+    let waker = Waker::from(w.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        // SeqCst: a test helper; pairs with the waker's store.
+        while !w.1.swap(false, Ordering::SeqCst) {
+            thread::park();
+        }
+    }
+}

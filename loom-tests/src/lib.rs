@@ -48,11 +48,12 @@
 //! `make test-loom`, which is
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 \
+//! RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=3 \
 //!     cargo test -p loom-tests --release --target-dir target/loom
 //! ```
 //!
-//! (`make test-loom LOOM_MAX_PREEMPTIONS=3` for a deeper run). Add
+//! (the Makefile's default bound is 3; `make test-loom LOOM_MAX_PREEMPTIONS=4`
+//! for a deeper run; without the variable, `model` uses bound 2). Add
 //! `-- --nocapture` to see each model's execution count and the cases it
 //! reached.
 //! Without `--cfg loom` every test file compiles to nothing, so

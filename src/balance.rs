@@ -46,9 +46,10 @@
 //! the counters lag (a worker stuck in a long poll never publishes), so a
 //! walk can miss queued work; that is allowed, because it is not the
 //! walk's job to keep work conservation. The protocol does: the last
-//! searcher to go to sleep re-checks the `queued` set (one bit per worker
-//! whose queue may hold stealable work, a word per 64 workers) and steals
-//! instead of sleeping when it finds work.
+//! searcher to leave, or any worker that sleeps with no searcher left,
+//! re-checks the `queued` set (one bit per worker whose queue may hold
+//! stealable work, a word per 64 workers) and steals instead of sleeping
+//! when it finds work.
 //!
 //! The walk reads summaries before members:
 //! - the gate (the kernel's `rd->overload`): the machine counter shows

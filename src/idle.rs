@@ -4,15 +4,16 @@
 //!
 //! **Whenever a runnable task sits in a queue that another worker could
 //! take it from (a local deque or an inbox) and some worker of the runtime
-//! is parked, either some worker is *searching* (it will find the task or,
-//! being the last searcher, look for it once more before it sleeps), or a
-//! wake is on its way to a parked worker.** The one exception is a running
+//! is parked, either some worker is *searching* (it will find the task, or
+//! look for it once more before it sleeps if no searcher is left after it),
+//! or a wake is on its way to a parked worker.** The one exception is a running
 //! worker's LIFO slot, which nobody else can take from; it holds one task,
 //! and the worker runs it next. No path drops a wake; a pusher that sees a
 //! searcher defers the wake to that searcher, which is bounded: a searcher
 //! either finds work (and then wakes the next worker if it was the last
-//! searcher and work remains) or goes to sleep, and the last searcher to go
-//! to sleep re-checks every queue that may hold work after announcing it.
+//! searcher and work remains) or goes to sleep, and a worker that goes to
+//! sleep with no searcher left after it (searcher or not) re-checks every
+//! queue that may hold work after announcing it.
 //!
 //! This is the protocol of tokio's `multi_thread/idle.rs` and Go's
 //! `wakep`/`resetspinning` (a count of searching workers, at most half the
@@ -38,7 +39,7 @@
 //!   cleared by the owner when it finds both empty. A set bit may be stale
 //!   (a thief emptied the queue); a clear bit is never stale for a queue
 //!   that holds work, except while its owner is awake and about to look at
-//!   it. It is the summary the last searcher reads instead of every queue.
+//!   it. It is the summary that re-check reads instead of every queue.
 //!
 //! # The steps
 //!
@@ -53,6 +54,17 @@
 //!    clears the `parked` bit of the parked worker nearest to the work,
 //!    counts it awake, and notifies its parker. The woken worker starts
 //!    out searching.
+//!
+//! A **waker whose placement chose a parked worker** (wake placement
+//! picked an idle worker, and that one sleeps: `schedule.rs`) wakes it only
+//! as the one wake in flight, [`Sleepers::wake_specific`]: the same CAS as
+//! step 3, then that worker's `parked` bit; the task goes to its inbox
+//! (marked in `queued`). If another wake is in flight, the task goes to the
+//! waker's own deque instead (a pusher's steps 1-2, which then send no
+//! wake); if the worker cleared its own bit first, the claim is undone and
+//! the task is delivered to it as to any awake worker (steps 1-2). An
+//! external spawn first tries an idle worker that is not parked
+//! ([`Sleepers::claim_awake_idle`]: no futex wake at all).
 //!
 //! A **worker** whose own queues are empty:
 //! 1. marks itself idle and, if fewer than half the workers search,
@@ -80,7 +92,7 @@
 //!
 //! # Why no wake is lost
 //!
-//! A pusher's step 2 and the last searcher's step 3 are store-buffering
+//! A pusher's step 2 and the re-check of step 3 are store-buffering
 //! with `SeqCst` fences on both sides: either the pusher's load of `state`
 //! sees the searcher's decrement (no searcher: it wakes a parked worker),
 //! or the searcher's loads after its fence see the pusher's push and its

@@ -357,8 +357,8 @@ impl<T> Mailbox<T> {
             spin_loop();
         }
         if !before_sleep() {
-            // The worker found work elsewhere (the last searcher's re-check,
-            // idle.rs): it does not sleep.
+            // The worker found work elsewhere (the re-check of a worker that
+            // sleeps with no searcher left, idle.rs): it does not sleep.
             return Wait::Woken {
                 slept: false,
                 kicked_by: self.take_kick(),

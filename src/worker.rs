@@ -17,8 +17,9 @@
 //!    Then it asks the [`governor`](crate::governor) whether to spin or
 //!    park, and waits through its [`Mailbox`] ([`park`](crate::park): no
 //!    lost wakeups); before it sleeps it announces it to the wake protocol
-//!    ([`idle`](crate::idle)), and the last searcher to sleep re-checks the
-//!    `queued` set and steals instead of sleeping when work is left. Work
+//!    ([`idle`](crate::idle)), and a worker that sleeps with no searcher
+//!    left re-checks the `queued` set and steals instead of sleeping when
+//!    work is left. Work
 //!    arriving ends the idle period, whose length feeds `avg_idle`.
 //! 4. Every push that makes a task stealable (onto its deque, or into a
 //!    busy worker's inbox) runs the wake protocol's pusher check: if nobody

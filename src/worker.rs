@@ -26,12 +26,12 @@
 //!    searches and a worker is parked, the parked worker nearest to the
 //!    work is woken to search ([`notify_parked`]). The one exception is the
 //!    LIFO slot, which nobody else can take from.
-//! 4a. With I/O on (`Builder::enable_io`), the loop runs inside async-io's
+//! 5. With I/O on (`Builder::enable_io`), the loop runs inside async-io's
 //!    `block_on` as a future ([`step`] at a time, `crate::reactor`): a
 //!    worker going to sleep returns `Pending` there ([`Idle::Suspended`])
 //!    and waits in the reactor, so I/O and timer wakes are made on its
 //!    thread; the idle period goes on when it is polled again.
-//! 5. Its load contribution is published to the shared group counters at
+//! 6. Its load contribution is published to the shared group counters at
 //!    most once per `load_update_interval` ([`load`](crate::load)), and
 //!    always before it sleeps.
 //!

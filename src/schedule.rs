@@ -90,10 +90,16 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         };
         if core.in_block_on {
             WorkerCounters::bump(&stats.wakes_by_reactor, 1);
+            // Relaxed: this worker's own counter.
+            let local = stats.wake_local.load(Ordering::Relaxed);
+            place_from_worker(shared, me, core, r, info);
+            if stats.wake_local.load(Ordering::Relaxed) != local {
+                WorkerCounters::bump(&stats.reactor_wakes_local, 1);
+            }
         } else {
             WorkerCounters::bump(&stats.wakes_by_task, 1);
+            place_from_worker(shared, me, core, r, info);
         }
-        place_from_worker(shared, me, core, r, info);
         if core.suspended.is_some() {
             // Woken in the reactor while this worker sleeps there: if the
             // task landed on this worker, it wakes itself (see "The

@@ -116,6 +116,9 @@ counters! {
         /// (I/O readiness, timer expiry) while the worker's loop waited in
         /// `block_on` (`Builder::enable_io`): placed like a task's wake.
         wakes_by_reactor,
+        /// Of `wakes_by_reactor`, those placed on the waking worker itself
+        /// (its LIFO slot): the task runs where its I/O was seen.
+        reactor_wakes_local,
         /// Task wakes made on threads outside the runtime (counted on
         /// `external`; async-io's own thread among them): placed near the
         /// task's previous worker.
@@ -340,9 +343,9 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "wakes by origin: {} from a task on a worker, {} from the reactor on a worker, {} \
-             from other threads",
-            t.wakes_by_task, t.wakes_by_reactor, t.wakes_foreign,
+            "wakes by origin: {} from a task on a worker, {} from the reactor on a worker ({} of \
+             them kept on it), {} from other threads",
+            t.wakes_by_task, t.wakes_by_reactor, t.reactor_wakes_local, t.wakes_foreign,
         )?;
         writeln!(
             f,

@@ -22,13 +22,27 @@ const MAX_DEPTH: usize = 64;
 /// hostile file can ask for much more.
 const MAX_REBUILT_BYTES: usize = 8 << 20;
 
-/// An `<object>` element: its attributes and its `<object>` children
-/// (other elements are parsed and dropped).
+/// A kept element: an `<object>` (with its `<object>` children), or a
+/// top-level `<distances2>` or `<cpukind>` (with their `<indexes>`,
+/// `<u64values>` and `<info>` children and text). Other elements are
+/// parsed and dropped.
 #[derive(Debug, Default)]
 struct Element {
+    name: String,
     attrs: Vec<(String, String)>,
     children: Vec<Element>,
+    /// The text content (kept only in `<indexes>` and `<u64values>`).
+    text: String,
 }
+
+/// Top-level elements kept besides `<object>`s: NUMA distances and CPU
+/// kinds, read by [`extras`].
+const EXTRA_ELEMENTS: [&str; 2] = ["distances2", "cpukind"];
+/// The children kept inside [`EXTRA_ELEMENTS`].
+const EXTRA_CHILDREN: [&str; 3] = ["indexes", "u64values", "info"];
+/// The most text kept from the `<indexes>` and `<u64values>` of one file
+/// (a 1024-node distance matrix is about 4 MiB of text).
+const MAX_EXTRA_TEXT: usize = 8 << 20;
 
 impl Element {
     fn attr(&self, name: &str) -> Option<&str> {
@@ -39,10 +53,18 @@ impl Element {
     }
 }
 
-/// Parses the document and returns its root element's `<object>`
-/// children. Well-formedness is checked (matching tags, quoted
-/// attributes, known entities); DTD internal subsets are refused.
-fn parse(text: &str) -> Result<Vec<Element>, String> {
+/// A parsed document: the `<topology>` element's `version` attribute and
+/// its kept children.
+struct Document {
+    version: Option<String>,
+    top: Vec<Element>,
+}
+
+/// Parses the document and returns its root element's `<object>`,
+/// `<distances2>` and `<cpukind>` children. Well-formedness is checked
+/// (matching tags, quoted attributes, known entities); DTD internal
+/// subsets are refused.
+fn parse(text: &str) -> Result<Document, String> {
     let b = text.as_bytes();
     let at = |i: usize| format!("at byte {i}");
     let find = |from: usize, pat: &[u8]| {
@@ -54,15 +76,25 @@ fn parse(text: &str) -> Result<Vec<Element>, String> {
     // `<object>` whose ancestors are all kept (else None: dropped).
     let mut stack: Vec<(&str, Option<Element>)> = Vec::new();
     let mut root_name: Option<&str> = None;
+    let mut version: Option<String> = None;
     let mut root_done = false;
     let mut top: Vec<Element> = Vec::new();
     let mut objects = 0usize;
+    let mut extra_text = 0usize;
     let mut i = 0;
     while i < b.len() {
         if b[i] != b'<' {
             let end = find(i, b"<").unwrap_or(b.len());
             if stack.is_empty() && !b[i..end].iter().all(|c| c.is_ascii_whitespace()) {
                 return Err(format!("text outside the root element {}", at(i)));
+            }
+            if let Some((name, Some(e))) = stack.last_mut() {
+                if matches!(*name, "indexes" | "u64values") && extra_text < MAX_EXTRA_TEXT {
+                    extra_text += end - i;
+                    // Not decoded: numbers only; anything else is ignored
+                    // by `extras`.
+                    e.text.push_str(&text[i..end]);
+                }
             }
             i = end;
             continue;
@@ -164,24 +196,37 @@ fn parse(text: &str) -> Result<Vec<Element>, String> {
                     return Err(format!("the root element is <{name}>, not <topology>"));
                 }
                 root_name = Some(name);
+                version = attrs
+                    .iter()
+                    .find(|(n, _)| n == "version")
+                    .map(|(_, v)| v.clone());
             }
             if stack.len() >= MAX_DEPTH {
                 return Err(format!("elements nested deeper than {MAX_DEPTH} {}", at(i)));
             }
-            // Keep `<object>`s whose parent is kept or is the root.
-            let parent_kept = match stack.last() {
-                Some((_, Some(_))) => true,
-                Some((_, None)) => stack.len() == 1,
-                None => false,
+            // Keep `<object>`s whose parent is kept or is the root, the
+            // root's distances and CPU kinds, and their children.
+            let parent = match stack.last() {
+                Some((_, Some(p))) => Some(p.name.as_str()),
+                _ => None,
             };
-            let element = if name == "object" && parent_kept {
+            let keep = match (name, parent) {
+                ("object", Some("object")) => true,
+                (_, Some(p)) if EXTRA_ELEMENTS.contains(&p) => EXTRA_CHILDREN.contains(&name),
+                (_, Some(_)) => false,
+                ("object", None) => stack.len() == 1,
+                (_, None) => stack.len() == 1 && EXTRA_ELEMENTS.contains(&name),
+            };
+            let element = if keep {
                 objects += 1;
                 if objects > 4 * MAX_XML_OBJECTS {
                     return Err(format!("more than {} objects", 4 * MAX_XML_OBJECTS));
                 }
                 Some(Element {
+                    name: name.to_owned(),
                     attrs,
                     children: Vec::new(),
+                    text: String::new(),
                 })
             } else {
                 None
@@ -206,7 +251,7 @@ fn parse(text: &str) -> Result<Vec<Element>, String> {
     if root_name.is_none() {
         return Err("no <topology> element".into());
     }
-    Ok(top)
+    Ok(Document { version, top })
 }
 
 /// Attaches a closed element to its parent (or to the root's list).
@@ -356,6 +401,9 @@ struct Cache {
     associativity: i32,
     /// 0 unified, 1 data, 2 instruction.
     ty: u8,
+    /// hwloc's `MemorySideCache` subtype: a memory-side cache (KNL's MCDRAM
+    /// in cache mode) that hwloc 2 shows as a CPU cache level.
+    memory_side: bool,
 }
 
 #[derive(Debug)]
@@ -492,6 +540,7 @@ fn convert_children(
                     (_, Some(1)) => 1,
                     _ => 0,
                 },
+                memory_side: e.attr("subtype") == Some("MemorySideCache"),
             }),
             _ => None,
         };
@@ -696,6 +745,9 @@ fn write(w: &mut Writer, node: &Node, inherited: &[u32], depth: usize) -> bool {
              cache_associativity=\"{}\" cache_type=\"{}\"",
             c.size, c.linesize, c.associativity, c.ty
         );
+        if c.memory_side {
+            w.out.push_str(" subtype=\"MemorySideCache\"");
+        }
     }
     if node.kind == Kind::Pu {
         w.out.push_str("/>\n");
@@ -730,12 +782,44 @@ fn write(w: &mut Writer, node: &Node, inherited: &[u32], depth: usize) -> bool {
     true
 }
 
+/// Refuses an XML format newer than the linked hwloc reads: hwloc 2.x
+/// imports versions 1 and 2 and fails on a 3.0 export with a bare
+/// `EINVAL`; hwsched's own checks assume hwloc 2's object order too (a
+/// 3.0 export may put a shared L1i cache above the L1d caches).
+fn check_version(version: Option<&str>) -> Result<(), String> {
+    let Some(v) = version else { return Ok(()) };
+    let major = v
+        .trim()
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok());
+    match major {
+        Some(1 | 2) => Ok(()),
+        Some(m) if m > 2 => {
+            let api = hwlocality::hwloc_api_version();
+            Err(format!(
+                "it is an hwloc {v} XML export, and the linked hwloc (API {}.{}) reads XML \
+                 versions 1 and 2 only: export it with an hwloc 2.x lstopo \
+                 (lstopo-no-graphics --of xml)",
+                api >> 16,
+                (api >> 8) & 0xff
+            ))
+        }
+        _ => Err(format!(
+            "its <topology> has the version {v:?}, not an hwloc XML version"
+        )),
+    }
+}
+
 /// Checks an hwloc XML topology and returns a consistent XML of the
-/// same CPU and memory hierarchy, or why it is refused.
-pub(super) fn sanitize(text: &str) -> Result<String, String> {
-    let top = parse(text)?;
-    let root = match top.as_slice() {
-        [root] => root,
+/// same CPU and memory hierarchy (with what [`read_extras`] reads), or why
+/// it is refused.
+pub(super) fn sanitize(text: &str) -> Result<(String, Extras), String> {
+    let doc = parse(text)?;
+    check_version(doc.version.as_deref())?;
+    let objects: Vec<&Element> = doc.top.iter().filter(|e| e.name == "object").collect();
+    let root = match objects.as_slice() {
+        [root] => *root,
         [] => return Err("it has no object (no <object> in <topology>)".into()),
         _ => return Err("it has more than one root object".into()),
     };
@@ -821,7 +905,121 @@ pub(super) fn sanitize(text: &str) -> Result<String, String> {
         ));
     }
     w.out.push_str("</topology>\n");
-    Ok(w.out)
+    Ok((w.out, extras_of(&doc)))
+}
+
+/// The most NUMA nodes of a distance matrix that is read (Linux's
+/// `MAX_NUMNODES` is at most 1024); a larger matrix is ignored.
+const MAX_DISTANCE_NODES: usize = 1024;
+
+/// A CPU kind of hwloc's `cpukinds` (an XML `<cpukind>`): PUs of one core
+/// type on a hybrid machine.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct CpuKind {
+    /// The PUs' OS indices, sorted.
+    pub(super) pus: Vec<u32>,
+    /// The kernel's capacity of these PUs (hwloc's `LinuxCapacity` info,
+    /// `/sys/devices/system/cpu/cpuN/cpu_capacity`), if known.
+    pub(super) linux_capacity: Option<u32>,
+    /// The highest frequency in MHz (hwloc's `FrequencyMaxMHz` info).
+    pub(super) max_mhz: Option<u32>,
+}
+
+/// A NUMA latency matrix (an XML `<distances2>` of NUMA nodes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct NumaDistances {
+    /// The nodes' OS indices, in matrix order.
+    pub(super) nodes: Vec<u32>,
+    /// Row-major: `values[i * nodes.len() + j]` from node `i` to node `j`.
+    pub(super) values: Vec<u64>,
+}
+
+impl NumaDistances {
+    /// The distance from the node with OS index `a` to the one with `b`.
+    pub(super) fn get(&self, a: u32, b: u32) -> Option<u64> {
+        let i = self.nodes.iter().position(|&n| n == a)?;
+        let j = self.nodes.iter().position(|&n| n == b)?;
+        self.values.get(i * self.nodes.len() + j).copied()
+    }
+}
+
+/// What hwsched reads from an XML topology besides the object tree.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Extras {
+    pub(super) cpu_kinds: Vec<CpuKind>,
+    pub(super) numa_distances: Option<NumaDistances>,
+}
+
+/// The CPU kinds and the NUMA latency matrix of an XML topology (hwloc's
+/// own export, for a discovered machine); empty when the text does not
+/// parse. Elements that do not make sense (a matrix of the wrong size, a
+/// kind without a cpuset) are ignored.
+pub(super) fn read_extras(text: &str) -> Extras {
+    parse(text).map(|d| extras_of(&d)).unwrap_or_default()
+}
+
+fn numbers<T: std::str::FromStr>(e: &Element, child: &str) -> Option<Vec<T>> {
+    e.children
+        .iter()
+        .filter(|c| c.name == child)
+        .flat_map(|c| c.text.split_ascii_whitespace())
+        .map(|n| n.parse().ok())
+        .collect()
+}
+
+fn extras_of(doc: &Document) -> Extras {
+    let mut out = Extras::default();
+    for e in &doc.top {
+        match e.name.as_str() {
+            "cpukind" => {
+                let Some(pus) = e
+                    .attr("cpuset")
+                    .and_then(|s| parse_bitmap(s, MAX_XML_OS_INDEX))
+                else {
+                    continue;
+                };
+                let info = |name: &str| {
+                    e.children
+                        .iter()
+                        .find(|c| c.name == "info" && c.attr("name") == Some(name))
+                        .and_then(|c| c.attr("value"))
+                        .and_then(|v| v.trim().parse::<u32>().ok())
+                        .filter(|&v| v > 0)
+                };
+                out.cpu_kinds.push(CpuKind {
+                    pus,
+                    linux_capacity: info("LinuxCapacity"),
+                    max_mhz: info("FrequencyMaxMHz"),
+                });
+            }
+            "distances2" if out.numa_distances.is_none() => {
+                let latency = e
+                    .attr("kind")
+                    .and_then(|k| k.trim().parse::<u64>().ok())
+                    .is_some_and(|k| k & 4 != 0);
+                if e.attr("type") != Some("NUMANode")
+                    || e.attr("indexing") != Some("os")
+                    || !latency
+                {
+                    continue;
+                }
+                let n: usize = number(e, "nbobjs").unwrap_or(0);
+                if n == 0 || n > MAX_DISTANCE_NODES {
+                    continue;
+                }
+                let (Some(nodes), Some(values)) =
+                    (numbers::<u32>(e, "indexes"), numbers::<u64>(e, "u64values"))
+                else {
+                    continue;
+                };
+                if nodes.len() == n && values.len() == n * n {
+                    out.numa_distances = Some(NumaDistances { nodes, values });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -572,7 +572,7 @@ fn cluster_of(pu: &TopologyObject, llc: Option<&TopologyObject>) -> Option<u64> 
 /// else the highest frequency where every kind has it, scaled so that the
 /// most capable kind has [`CAPACITY_SCALE`] (the kernel's
 /// `topology_normalize_cpu_scale`).
-fn capacities(extras: &Extras) -> Option<Vec<(u32, u32)>> {
+fn capacities(extras: &Extras) -> Option<std::collections::HashMap<u32, u32>> {
     let kinds = &extras.cpu_kinds;
     if kinds.len() < 2 {
         return None;
@@ -585,11 +585,13 @@ fn capacities(extras: &Extras) -> Option<Vec<(u32, u32)>> {
         return None;
     };
     let max = u64::from(values.iter().copied().max()?.max(1));
-    let mut out = Vec::new();
+    let mut out = std::collections::HashMap::new();
     for (k, v) in kinds.iter().zip(values) {
         let cap = (u64::from(v) * u64::from(CAPACITY_SCALE) / max).max(1);
         let cap = u32::try_from(cap).unwrap_or(CAPACITY_SCALE);
-        out.extend(k.pus.iter().map(|&pu| (pu, cap)));
+        for &pu in &k.pus {
+            out.entry(pu).or_insert(cap);
+        }
     }
     Some(out)
 }
@@ -642,10 +644,22 @@ fn distance_groupings(nodes: &[Option<u32>], dist: &NumaDistances) -> Vec<Vec<Op
     let mut ids: Vec<u32> = nodes.iter().flatten().copied().collect();
     ids.sort_unstable();
     ids.dedup();
+    // Each node's position in the matrix (nodes missing from it get no
+    // edge, and stay alone).
+    let index: std::collections::HashMap<u32, usize> = dist
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (n, i))
+        .collect();
+    let at: Vec<Option<usize>> = ids.iter().map(|n| index.get(n).copied()).collect();
     let mut edges: Vec<(u64, usize, usize)> = Vec::new();
-    for (i, &a) in ids.iter().enumerate() {
-        for (j, &b) in ids.iter().enumerate().skip(i + 1) {
-            if let (Some(x), Some(y)) = (dist.get(a, b), dist.get(b, a)) {
+    for i in 0..ids.len() {
+        for j in i + 1..ids.len() {
+            let (Some(a), Some(b)) = (at[i], at[j]) else {
+                continue;
+            };
+            if let (Some(x), Some(y)) = (dist.at(a, b), dist.at(b, a)) {
                 edges.push((x.max(y), i, j));
             }
         }
@@ -820,11 +834,8 @@ impl Topology {
             ];
             let capacity = capacity_of
                 .as_ref()
-                .and_then(|caps| {
-                    caps.iter()
-                        .find(|(pu, _)| usize::try_from(*pu).ok() == Some(os))
-                        .map(|(_, c)| *c)
-                })
+                .zip(u32::try_from(os).ok())
+                .and_then(|(caps, os)| caps.get(&os).copied())
                 .unwrap_or(CAPACITY_SCALE);
             let spread = std::iter::once(obj)
                 .chain(obj.ancestors())
@@ -944,12 +955,14 @@ impl Topology {
                 levels,
                 llc,
             })
-            .collect();
+            .collect::<Vec<WorkerPlace>>();
+        let asymmetric = places.windows(2).any(|p| p[0].capacity != p[1].capacity);
         Ok(Topology {
             description: describe(source),
             is_system,
             total_pus,
             places,
+            asymmetric,
         })
     }
 }

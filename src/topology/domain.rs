@@ -164,6 +164,9 @@ pub struct Topology {
     pub(crate) is_system: bool,
     pub(crate) total_pus: usize,
     pub(crate) places: Vec<WorkerPlace>,
+    /// Whether the workers differ in capacity (computed once: placement
+    /// asks on every wake).
+    pub(crate) asymmetric: bool,
 }
 
 impl Topology {
@@ -213,9 +216,7 @@ impl Topology {
     /// Whether the workers differ in capacity (a hybrid machine: the
     /// kernel's `SD_ASYM_CPUCAPACITY`).
     pub fn is_asymmetric(&self) -> bool {
-        let mut caps = self.places.iter().map(|p| p.capacity);
-        let first = caps.next();
-        caps.any(|c| Some(c) != first)
+        self.asymmetric
     }
 
     /// The span of `worker`'s SMT core (the worker alone without SMT).

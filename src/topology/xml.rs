@@ -908,6 +908,10 @@ pub(super) fn sanitize(text: &str) -> Result<(String, Extras), String> {
     Ok((w.out, extras_of(&doc)))
 }
 
+/// The most CPU kinds read (hwloc reports 2 to 5 on hybrid machines);
+/// further `<cpukind>`s are ignored.
+const MAX_CPU_KINDS: usize = 64;
+
 /// The most NUMA nodes of a distance matrix that is read (Linux's
 /// `MAX_NUMNODES` is at most 1024); a larger matrix is ignored.
 const MAX_DISTANCE_NODES: usize = 1024;
@@ -935,10 +939,8 @@ pub(super) struct NumaDistances {
 }
 
 impl NumaDistances {
-    /// The distance from the node with OS index `a` to the one with `b`.
-    pub(super) fn get(&self, a: u32, b: u32) -> Option<u64> {
-        let i = self.nodes.iter().position(|&n| n == a)?;
-        let j = self.nodes.iter().position(|&n| n == b)?;
+    /// The distance from the node at matrix position `i` to the one at `j`.
+    pub(super) fn at(&self, i: usize, j: usize) -> Option<u64> {
         self.values.get(i * self.nodes.len() + j).copied()
     }
 }
@@ -971,7 +973,7 @@ fn extras_of(doc: &Document) -> Extras {
     let mut out = Extras::default();
     for e in &doc.top {
         match e.name.as_str() {
-            "cpukind" => {
+            "cpukind" if out.cpu_kinds.len() < MAX_CPU_KINDS => {
                 let Some(pus) = e
                     .attr("cpuset")
                     .and_then(|s| parse_bitmap(s, MAX_XML_OS_INDEX))

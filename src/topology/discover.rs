@@ -83,9 +83,16 @@ pub enum TopologySource {
     /// NUMA OS indices, types nested in hwloc's order) and gives hwloc a
     /// rebuilt XML with consistent cpusets and nodesets: hwloc trusts its
     /// XML input and crashes or aborts on some inconsistent files. Only
-    /// what hwsched uses is kept: the CPU and memory hierarchy, OS indices
-    /// and cache attributes; I/O, Misc objects, infos and distances are
-    /// left out.
+    /// what hwsched uses is kept: the CPU and memory hierarchy, OS indices,
+    /// cache attributes and the `MemorySideCache` subtype; I/O, Misc
+    /// objects and infos are left out. hwsched itself reads the NUMA
+    /// latency matrix (`<distances2>`, for the NUMA group levels) and the
+    /// CPU kinds (`<cpukind>`, for capacities); one that does not make sense
+    /// (a matrix of the wrong size, over 1024 nodes) is ignored.
+    ///
+    /// An export in a newer XML format than the linked hwloc 2 reads (an
+    /// hwloc 3.0 `<topology version="3.0">`) is refused, saying so:
+    /// re-export it with an hwloc 2.x `lstopo`.
     Xml(PathBuf),
 }
 
@@ -988,6 +995,95 @@ mod tests {
 
     fn pus(desc: &str) -> u64 {
         synthetic_size(desc).pus
+    }
+
+    fn matrix(nodes: &[u32], values: &[u64]) -> NumaDistances {
+        NumaDistances {
+            nodes: nodes.to_vec(),
+            values: values.to_vec(),
+        }
+    }
+
+    #[test]
+    fn distance_groupings_close_over_each_distance() {
+        // Kunpeng 920: 0-1 and 2-3 at 16, 1-2 at 25, the rest 32/33: one
+        // grouping (pairs); at 25 everything is joined (the machine).
+        let d = matrix(
+            &[0, 1, 2, 3],
+            &[
+                10, 16, 32, 33, 16, 10, 25, 32, 32, 25, 10, 16, 33, 32, 16, 10,
+            ],
+        );
+        let nodes = [Some(0), Some(0), Some(1), Some(2), Some(3), Some(3)];
+        let g = distance_groupings(&nodes, &d);
+        assert_eq!(g.len(), 1, "{g:?}");
+        assert_eq!(runs(&g[0]), vec![(3, true), (6, true)]);
+        // Asymmetric entries count as their larger value; a node missing
+        // from the matrix stays alone; workers without a node have no key.
+        // Here 0-2 is 20, 0-1 is 30 (not 12), 1-2 is 40: {0, 2} first, then
+        // {0, 1, 2}; node 7 keeps the whole from being one group.
+        let d = matrix(&[0, 1, 2], &[10, 12, 20, 30, 10, 40, 20, 40, 10]);
+        let g = distance_groupings(&[Some(0), Some(1), Some(2), Some(7), None], &d);
+        assert_eq!(g.len(), 2, "{g:?}");
+        assert_eq!(g[0][0], g[0][2], "{g:?}");
+        assert_ne!(g[0][0], g[0][1], "{g:?}");
+        assert_eq!(g[1][0], g[1][1], "{g:?}");
+        assert_eq!(g[0][3..], [Some(3), None], "{g:?}");
+        // No matrix entry between the nodes: nothing to group.
+        assert!(distance_groupings(&[Some(5), Some(6)], &d).is_empty());
+    }
+
+    #[test]
+    fn capacities_follow_the_kernel_then_the_frequency() {
+        use super::super::xml::CpuKind;
+        let kind = |pus: &[u32], cap: Option<u32>, mhz: Option<u32>| CpuKind {
+            pus: pus.to_vec(),
+            linux_capacity: cap,
+            max_mhz: mhz,
+        };
+        let caps = |kinds: Vec<CpuKind>| {
+            capacities(&Extras {
+                cpu_kinds: kinds,
+                numa_distances: None,
+            })
+        };
+        assert_eq!(caps(vec![kind(&[0, 1], Some(1024), None)]), None);
+        let c = caps(vec![
+            kind(&[0], Some(718), Some(2808)),
+            kind(&[1], Some(1024), Some(3900)),
+        ])
+        .expect("two kinds");
+        assert_eq!((c[&0], c[&1]), (718, 1024));
+        let c = caps(vec![
+            kind(&[0], None, Some(3900)),
+            kind(&[1], None, Some(5000)),
+        ])
+        .expect("frequencies");
+        assert_eq!((c[&0], c[&1]), (798, 1024));
+        // Scaled so that the most capable is 1024.
+        let c = caps(vec![
+            kind(&[0], Some(256), None),
+            kind(&[1], Some(512), None),
+        ])
+        .expect("capacities");
+        assert_eq!((c[&0], c[&1]), (512, 1024));
+        // Nothing tells the kinds apart.
+        assert_eq!(
+            caps(vec![kind(&[0], None, None), kind(&[1], None, Some(1))]),
+            None
+        );
+    }
+
+    #[test]
+    fn runs_and_spans_follow_the_keys() {
+        let keys = [Some(1), Some(1), None, Some(2), Some(2), Some(2)];
+        assert_eq!(runs(&keys), vec![(2, true), (3, false), (6, true)]);
+        assert_eq!(spans_of(&keys), vec![0..2, 0..2, 2..3, 3..6, 3..6, 3..6]);
+        // A key split by another: every worker alone.
+        let split = [Some(1), Some(2), Some(1)];
+        assert_eq!(spans_of(&split), vec![0..1, 1..2, 2..3]);
+        assert!(refines(&runs(&keys), &[(6, true)]));
+        assert!(!refines(&[(6, true)], &runs(&keys)));
     }
 
     #[test]

@@ -1053,6 +1053,95 @@ mod tests {
         assert_eq!(parse_bitmap("0xzz", 10), None);
     }
 
+    const EXTRAS: &str = r#"<topology version="2.0">
+  <object type="Machine" os_index="0">
+    <object type="PU" os_index="0"/>
+    <object type="PU" os_index="1"/>
+  </object>
+  <distances2 type="NUMANode" nbobjs="2" kind="5" name="NUMALatency" indexing="os">
+    <indexes length="4">0 1 </indexes>
+    <u64values length="6">10 20 </u64values>
+    <u64values length="6">21 10 </u64values>
+  </distances2>
+  <distances2 type="NUMANode" nbobjs="2" kind="9" name="NUMABandwidth" indexing="os">
+    <indexes length="4">0 1 </indexes>
+    <u64values length="4">1 2 3 4</u64values>
+  </distances2>
+  <cpukind cpuset="0x00000001" forced_efficiency="0">
+    <info name="FrequencyMaxMHz" value="2808"/>
+    <info name="LinuxCapacity" value="718"/>
+  </cpukind>
+  <cpukind cpuset="0x00000002">
+    <info name="FrequencyMaxMHz" value="3900"/>
+  </cpukind>
+</topology>"#;
+
+    #[test]
+    fn extras_read_the_latency_matrix_and_cpu_kinds() {
+        let e = read_extras(EXTRAS);
+        let d = e.numa_distances.expect("a latency matrix");
+        assert_eq!(d.nodes, vec![0, 1]);
+        assert_eq!(d.values, vec![10, 20, 21, 10]);
+        assert_eq!(
+            (d.at(0, 1), d.at(1, 0), d.at(2, 0)),
+            (Some(20), Some(21), None)
+        );
+        assert_eq!(
+            e.cpu_kinds,
+            vec![
+                CpuKind {
+                    pus: vec![0],
+                    linux_capacity: Some(718),
+                    max_mhz: Some(2808)
+                },
+                CpuKind {
+                    pus: vec![1],
+                    linux_capacity: None,
+                    max_mhz: Some(3900)
+                },
+            ]
+        );
+        // sanitize reads the same, and keeps none of it in hwloc's XML.
+        let (clean, extras) = sanitize(EXTRAS).expect("valid");
+        assert_eq!(extras, read_extras(EXTRAS));
+        assert!(!clean.contains("distances2") && !clean.contains("cpukind"));
+        // A matrix of the wrong size is ignored.
+        let bad = EXTRAS.replace(r#"nbobjs="2" kind="5""#, r#"nbobjs="3" kind="5""#);
+        assert_eq!(read_extras(&bad).numa_distances, None);
+    }
+
+    #[test]
+    fn versions_past_2_are_refused_in_words() {
+        assert_eq!(check_version(None), Ok(()));
+        assert_eq!(check_version(Some("2.0")), Ok(()));
+        assert_eq!(check_version(Some("1.0")), Ok(()));
+        let e = check_version(Some("3.0")).unwrap_err();
+        assert!(
+            e.contains("hwloc 3.0 XML") && e.contains("versions 1 and 2"),
+            "{e}"
+        );
+        assert!(check_version(Some("x")).is_err());
+        let e = sanitize(&EXTRAS.replace("version=\"2.0\"", "version=\"3.0\"")).unwrap_err();
+        assert!(e.contains("3.0"), "{e}");
+    }
+
+    #[test]
+    fn memory_side_caches_keep_their_subtype() {
+        let xml = r#"<topology version="2.0"><object type="Machine" os_index="0">
+            <object type="L3Cache" cache_size="17179869184" depth="3" subtype="MemorySideCache">
+              <object type="NUMANode" os_index="0"/>
+              <object type="L2Cache" cache_size="1048576" depth="2">
+                <object type="Core" os_index="0"><object type="PU" os_index="0"/></object>
+              </object>
+            </object></object></topology>"#;
+        let (clean, _) = sanitize(xml).expect("valid");
+        assert_eq!(
+            clean.matches("subtype=\"MemorySideCache\"").count(),
+            1,
+            "{clean}"
+        );
+    }
+
     #[test]
     fn entities_are_decoded() {
         assert_eq!(unescape("a&lt;b&#65;&#x42;").as_deref(), Some("a<bAB"));

@@ -622,6 +622,11 @@ fn spans_of(keys: &[Option<u64>]) -> Vec<Range<usize>> {
     out
 }
 
+/// One key per worker for one slot (`None`: no object of that kind).
+type Keys = Vec<Option<u64>>;
+/// The runs of a [`Keys`]: `(end, has a key)` of each, in worker order.
+type Runs = Vec<(usize, bool)>;
+
 /// The runs of equal keys in worker order: `(end, has a key)` of each.
 fn runs(keys: &[Option<u64>]) -> Vec<(usize, bool)> {
     let mut out = Vec::new();
@@ -742,11 +747,10 @@ fn numa_groupings(pus: &[Pu<'_>], extras: &Extras) -> Vec<Vec<Option<u64>>> {
     let column = |slot: usize| -> Vec<Option<u64>> { pus.iter().map(|p| p.keys[slot]).collect() };
     let node_runs = runs(&column(NUMA_SLOT));
     let package_runs = runs(&column(PACKAGE_SLOT));
-    let mut cands: Vec<(Vec<(usize, bool)>, Vec<Option<u64>>)> =
-        cands.into_iter().map(|c| (runs(&c), c)).collect();
+    let mut cands: Vec<(Runs, Keys)> = cands.into_iter().map(|c| (runs(&c), c)).collect();
     // Finest first; a stable sort keeps distances before Groups.
     cands.sort_by_key(|(r, _)| std::cmp::Reverse(r.len()));
-    let mut kept: Vec<(Vec<(usize, bool)>, Vec<Option<u64>>)> = Vec::new();
+    let mut kept: Vec<(Runs, Keys)> = Vec::new();
     for (r, keys) in cands {
         let prev = kept.last().map_or(&node_runs, |(p, _)| p);
         let trivial = r.len() < 2 || r == node_runs || r == package_runs;

@@ -122,12 +122,14 @@ fn check_invariants(topo: &Topology, what: &str) {
             llc.len() == 1 || levels.iter().any(|l| l.span == llc),
             "{what}: worker {w}: LLC {llc:?} is none of its levels"
         );
+        let node = topo.numa_span(w);
+        assert!(node.contains(&w), "{what}: worker {w}: node {node:?}");
+        assert!(
+            node.start <= llc.start && llc.end <= node.end,
+            "{what}: worker {w}: LLC {llc:?} crosses its NUMA node {node:?}"
+        );
         if let Some(numa) = topo.level(w, LevelKind::Numa) {
-            assert!(
-                numa.span.start <= llc.start && llc.end <= numa.span.end,
-                "{what}: worker {w}: LLC {llc:?} crosses its NUMA node {:?}",
-                numa.span
-            );
+            assert_eq!(numa.span, node, "{what}: worker {w}: NUMA level");
         }
         // Cache and cluster levels come below NUMA and package levels.
         let position = |k: LevelKind| levels.iter().position(|l| l.kind == k);
@@ -815,6 +817,7 @@ fn cascade_lake_snc2_llc_stops_at_the_node() {
         );
     }
     llc_blocks(&topo, 20, "cascadelake-snc2");
+    assert_eq!(topo.numa_span(25), 20..40, "the node is the LLC level");
     let llc = topo.level(25, LevelKind::Llc).expect("an LLC level");
     assert_eq!(llc.cache_size, Some(28160 << 10));
     assert!(llc.shares_cache);

@@ -955,16 +955,18 @@ impl Topology {
         };
         let levels = build_levels(&kinds, &keys, &cache);
         let llc_spans = spans_of(&pus.iter().map(|p| p.llc_span_key).collect::<Vec<_>>());
+        let numa_spans = spans_of(&pus.iter().map(|p| p.keys[NUMA_SLOT]).collect::<Vec<_>>());
         let places = pus
             .iter()
             .zip(levels)
-            .zip(llc_spans)
-            .map(|((p, levels), llc)| WorkerPlace {
+            .zip(llc_spans.into_iter().zip(numa_spans))
+            .map(|((p, levels), (llc, numa))| WorkerPlace {
                 os_index: p.obj.os_index().unwrap_or(0),
                 logical_index: p.obj.logical_index(),
                 capacity: p.capacity,
                 levels,
                 llc,
+                numa,
             })
             .collect::<Vec<WorkerPlace>>();
         let asymmetric = places.windows(2).any(|p| p[0].capacity != p[1].capacity);

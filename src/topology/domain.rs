@@ -146,6 +146,9 @@ pub struct WorkerPlace {
     /// The span of the PU's LLC (cut at its NUMA node), whether or not it
     /// is a level of its own: see [`Topology::llc_span`].
     pub(crate) llc: Range<usize>,
+    /// The span of the PU's NUMA node, whether or not it is a level of its
+    /// own: see [`Topology::numa_span`].
+    pub(crate) numa: Range<usize>,
 }
 
 /// The workers of a runtime and their domain tree.
@@ -206,6 +209,14 @@ impl Topology {
         } else {
             llc.clone()
         }
+    }
+
+    /// The span of `worker`'s NUMA node: the workers whose PUs are in it,
+    /// also when it is no level of its own (on a sub-NUMA-clustered Xeon the
+    /// node is the LLC level, on a machine with one node the machine);
+    /// the worker alone when hwloc reports no node for it.
+    pub fn numa_span(&self, worker: usize) -> Range<usize> {
+        self.places[worker].numa.clone()
     }
 
     /// The capacity of `worker` (see [`WorkerPlace::capacity`]).

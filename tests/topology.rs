@@ -1088,3 +1088,22 @@ fn xml_errors_say_why_in_words() {
     let err = Topology::new(&TopologySource::Xml(no_pu.0.clone()), None).unwrap_err();
     assert!(err.to_string().contains("no PU"), "{err}");
 }
+
+#[test]
+fn hwloc_groups_above_nodes_make_numa_group_levels() {
+    // Groups of 2 NUMA nodes inside each package: a NUMA group level
+    // between the node and the package.
+    let topo = build("pack:2 group:2 numa:2 core:2 pu:1", None);
+    check_invariants(&topo, "groups");
+    assert_eq!(
+        tree(&topo, 5),
+        vec![
+            (LevelKind::Numa, 4..6),
+            (LevelKind::NumaGroup(1), 4..8),
+            (LevelKind::Package, 0..8),
+            (LevelKind::Machine, 0..16),
+        ]
+    );
+    // Without cache information the LLC span is the package cut at the node.
+    assert_eq!(topo.llc_span(5), 4..6);
+}

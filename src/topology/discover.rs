@@ -508,6 +508,8 @@ struct Pu<'t> {
     keys: [Option<u64>; 6],
     /// The OS index of its NUMA node.
     node: Option<u32>,
+    /// How many PUs its NUMA node has (`usize::MAX` without a node).
+    node_weight: usize,
     /// Identity of its LLC cut at its NUMA node, or of its package cut at
     /// its node when it has no cache (the kernel's `MC` without cache
     /// information): what [`Topology::llc_span`] spans.
@@ -727,15 +729,8 @@ fn numa_groupings(pus: &[Pu<'_>], extras: &Extras) -> Vec<Vec<Option<u64>>> {
     // hwloc Groups holding more than the worker's NUMA node, by depth.
     let mut by_depth: std::collections::BTreeMap<usize, Vec<Option<u64>>> = Default::default();
     for (i, p) in pus.iter().enumerate() {
-        let Some(node) = p.node else { continue };
-        let node_weight = p
-            .obj
-            .ancestors()
-            .flat_map(|a| a.memory_children())
-            .find(|m| m.os_index() == Some(node as usize))
-            .map_or(usize::MAX, weight);
         for a in p.obj.ancestors() {
-            if a.object_type() == ObjectType::Group && weight(a) > node_weight {
+            if a.object_type() == ObjectType::Group && weight(a) > p.node_weight {
                 let slot = by_depth
                     .entry(a.ancestors().count())
                     .or_insert_with(|| vec![None; pus.len()]);
@@ -856,6 +851,9 @@ impl Topology {
                 obj,
                 keys,
                 node: node.map(|(_, os, _)| *os),
+                node_weight: node
+                    .and_then(|(_, _, set)| set.weight())
+                    .unwrap_or(usize::MAX),
                 llc_span_key,
                 capacity,
                 spread,

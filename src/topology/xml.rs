@@ -40,6 +40,8 @@ struct Element {
 const EXTRA_ELEMENTS: [&str; 2] = ["distances2", "cpukind"];
 /// The children kept inside [`EXTRA_ELEMENTS`].
 const EXTRA_CHILDREN: [&str; 3] = ["indexes", "u64values", "info"];
+/// The most [`EXTRA_ELEMENTS`] and their children kept from one file.
+const MAX_EXTRA_ELEMENTS: usize = 1 << 18;
 /// The most text kept from the `<indexes>` and `<u64values>` of one file
 /// (a 1024-node distance matrix is about 4 MiB of text).
 const MAX_EXTRA_TEXT: usize = 8 << 20;
@@ -81,6 +83,7 @@ fn parse(text: &str) -> Result<Document, String> {
     let mut top: Vec<Element> = Vec::new();
     let mut objects = 0usize;
     let mut extra_text = 0usize;
+    let mut extra_elements = 0usize;
     let mut i = 0;
     while i < b.len() {
         if b[i] != b'<' {
@@ -217,8 +220,16 @@ fn parse(text: &str) -> Result<Document, String> {
                 ("object", None) => stack.len() == 1,
                 (_, None) => stack.len() == 1 && EXTRA_ELEMENTS.contains(&name),
             };
+            // Distances and CPU kinds are bounded apart from the objects
+            // (hwloc writes a 1024-node matrix as 100000 lines); past the
+            // bound they are dropped, and `extras` ignores what is left.
+            let keep = keep && (name == "object" || extra_elements < MAX_EXTRA_ELEMENTS);
             let element = if keep {
-                objects += 1;
+                if name == "object" {
+                    objects += 1;
+                } else {
+                    extra_elements += 1;
+                }
                 if objects > 4 * MAX_XML_OBJECTS {
                     return Err(format!("more than {} objects", 4 * MAX_XML_OBJECTS));
                 }
@@ -1108,6 +1119,38 @@ mod tests {
         // A matrix of the wrong size is ignored.
         let bad = EXTRAS.replace(r#"nbobjs="2" kind="5""#, r#"nbobjs="3" kind="5""#);
         assert_eq!(read_extras(&bad).numa_distances, None);
+    }
+
+    #[test]
+    fn a_1024_node_matrix_in_hwlocs_lines_is_read() {
+        // hwloc writes 10 values a line: 104858 elements, more than the
+        // object limit, which they do not count against.
+        let n = 1024;
+        let mut xml = String::from(
+            "<topology version=\"2.0\"><object type=\"Machine\" os_index=\"0\">\
+             <object type=\"PU\" os_index=\"0\"/></object>",
+        );
+        xml.push_str(&format!(
+            "<distances2 type=\"NUMANode\" nbobjs=\"{n}\" kind=\"5\" indexing=\"os\">"
+        ));
+        for chunk in (0..n).collect::<Vec<_>>().chunks(10) {
+            let line: Vec<String> = chunk.iter().map(u32::to_string).collect();
+            xml.push_str(&format!("<indexes>{}</indexes>", line.join(" ")));
+        }
+        for i in 0..n * n {
+            if i % 10 == 0 {
+                xml.push_str("<u64values>");
+            }
+            xml.push_str(if i % (n + 1) == 0 { "10 " } else { "20 " });
+            if i % 10 == 9 || i + 1 == n * n {
+                xml.push_str("</u64values>");
+            }
+        }
+        xml.push_str("</distances2></topology>");
+        let d = read_extras(&xml).numa_distances.expect("a matrix");
+        assert_eq!(d.nodes.len(), 1024);
+        assert_eq!((d.at(5, 5), d.at(5, 6)), (Some(10), Some(20)));
+        assert!(sanitize(&xml).is_ok());
     }
 
     #[test]

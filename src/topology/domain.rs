@@ -197,8 +197,10 @@ impl Topology {
     /// its last-level CPU cache and its NUMA node (the package's without
     /// cache information), or its SMT core if that is larger, or the worker
     /// alone. It is one of the worker's level spans (the [`LevelKind::Llc`]
-    /// level, or the level that made it degenerate: SMT, cluster, machine)
-    /// unless it is the worker alone. Wakeup placement searches inside this
+    /// level, or the level that made it degenerate: SMT, cluster, NUMA,
+    /// package, machine) or the worker alone, except where a package and a
+    /// NUMA node overlap without nesting (an odd XML file) on a machine
+    /// without cache information. Wakeup placement searches inside this
     /// span (the kernel's `sd_llc`, the highest domain with
     /// `SD_SHARE_LLC`).
     pub fn llc_span(&self, worker: usize) -> Range<usize> {

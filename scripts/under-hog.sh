@@ -6,6 +6,7 @@
 #
 #   scripts/under-hog.sh 30 --test conservation
 #   scripts/under-hog.sh 30 --test reliability blocked_worker
+#   scripts/under-hog.sh 30 --features io --test io
 #
 # The test binary is built first (release), then run directly, so the hog
 # competes with the test, not with the compiler.
@@ -24,7 +25,7 @@ for l in sys.stdin:
 filters=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --test) shift 2 ;;
+        --test | --features) shift 2 ;;
         *) filters+=("$1"); shift ;;
     esac
 done

@@ -119,6 +119,7 @@ impl Config {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TState {
+    Unspawned,
     Blocked,
     Queued,
     Running,
@@ -271,6 +272,7 @@ pub struct Sim {
     last_integrate: u64,
     idle_while_queued_ns: u128,
     makespan: u64,
+    at_end: Time,
     migrations: [u64; 6],
 }
 
@@ -410,6 +412,7 @@ impl Sim {
             last_integrate: 0,
             idle_while_queued_ns: 0,
             makespan: 0,
+            at_end: Time::default(),
             migrations: [0; 6],
             cfg,
         }
@@ -501,7 +504,6 @@ impl Sim {
                 lat[((lat.len() - 1) * p) / 100]
             }
         };
-        let sum = |f: fn(&Time) -> u64| self.time.iter().map(f).sum::<u64>();
         let unfinished = self
             .tasks
             .iter()
@@ -529,10 +531,10 @@ impl Sim {
             ops: self.workload.ops(),
             tasks: self.tasks.len(),
             unfinished,
-            work_ns: sum(|t| t.work),
-            warmth_ns: sum(|t| t.warmth),
-            sched_ns: sum(|t| t.sched),
-            spin_ns: sum(|t| t.spin),
+            work_ns: self.at_end.work,
+            warmth_ns: self.at_end.warmth,
+            sched_ns: self.at_end.sched,
+            spin_ns: self.at_end.spin,
             wake_p50_ns: pct(50),
             wake_p99_ns: pct(99),
             wake_max_ns: lat.last().copied().unwrap_or(0),
@@ -550,14 +552,20 @@ impl Sim {
         for a in actions {
             match a {
                 Action::Spawn(t) => {
-                    debug_assert_eq!(t, self.tasks.len(), "task ids in order");
-                    self.tasks.push(Task {
-                        last_worker: NO_WORKER,
-                        recent_used: AtomicUsize::new(NO_WORKER),
-                        state: TState::Queued,
-                        ready_at: self.now,
-                        notified: false,
-                    });
+                    // Ids are handed out when a task's run starts, spawns
+                    // applied when it ends: not necessarily in order.
+                    while self.tasks.len() <= t {
+                        self.tasks.push(Task {
+                            last_worker: NO_WORKER,
+                            recent_used: AtomicUsize::new(NO_WORKER),
+                            state: TState::Unspawned,
+                            ready_at: 0,
+                            notified: false,
+                        });
+                    }
+                    debug_assert_eq!(self.tasks[t].state, TState::Unspawned, "spawned once");
+                    self.tasks[t].state = TState::Queued;
+                    self.tasks[t].ready_at = self.now;
                     match from {
                         // worker.rs `place_spawn`: a worker's spawn goes to
                         // its own deque.
@@ -579,7 +587,7 @@ impl Sim {
     /// poll ends), then schedule.rs `schedule`.
     fn wake(&mut self, from: Option<usize>, t: TaskId) {
         match self.tasks[t].state {
-            TState::Queued | TState::Done => {}
+            TState::Queued | TState::Done | TState::Unspawned => {}
             TState::Running => self.tasks[t].notified = true,
             TState::Blocked => {
                 self.tasks[t].state = TState::Queued;
@@ -1092,7 +1100,17 @@ impl Sim {
         let task = &mut self.tasks[t];
         if done {
             task.state = TState::Done;
-            self.makespan = self.makespan.max(self.now);
+            if self.now >= self.makespan {
+                self.makespan = self.now;
+                // Worker time as of the end (what idle workers spend after
+                // it is not part of the run).
+                self.at_end = self.time.iter().fold(Time::default(), |a, t| Time {
+                    work: a.work + t.work,
+                    warmth: a.warmth + t.warmth,
+                    sched: a.sched + t.sched,
+                    spin: a.spin + t.spin,
+                });
+            }
         } else if task.notified {
             // Woken while running (a yield): schedule.rs sends it to the
             // back of the local deque (tokio-like: the same).

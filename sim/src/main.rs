@@ -27,7 +27,7 @@ workload (--workload NAME, default hackbench):
   burst       --bursts B (10) --tasks N (4 x workers) --work-us W (20) --period-us P (200) --jitter PCT (20)
   independent --tasks N (8 x workers) --work-us W (100): one burst, no communication
   pingpong    --pairs P (workers / 2) --trips R (500) --work-ns W (500)
-  light       --load X (0.25) --receivers R (workers) --work-us W (20) --rounds N (200)
+  light       --load X (0.25) --receivers R (2 x workers) --work-us W (20) --messages N (20000)
   forkjoin    --depth D (12) --leaf-us W (5) --node-ns W (200)
 
 policy:
@@ -40,6 +40,11 @@ policy:
 model:
   --costs epyc|xeon|zero (epyc)  --cost KEY=NS (repeatable, e.g. line_ns.remote=300)
   --seed N (1)
+
+output:
+  --row          one markdown table row instead of the full report:
+                 | label | makespan ms | ops/s | p50 us | p99 us | sched/work | idle-while-queued | cross-LLC migrations |
+  --label TEXT   the row's first cell (default: the policy)
 ";
 
 fn main() -> ExitCode {
@@ -79,7 +84,7 @@ impl Args {
     }
 }
 
-const FLAGS: &[&str] = &["show-topology", "help"];
+const FLAGS: &[&str] = &["show-topology", "help", "row"];
 
 fn parse() -> Result<Args, String> {
     let mut kv = Vec::new();
@@ -202,7 +207,7 @@ fn real_main() -> Result<(), String> {
             a.num("work-ns", 500)?,
         )),
         "light" => {
-            let r = a.num("receivers", n)?;
+            let r = a.num("receivers", 2 * n)?;
             let work = us("work-us", 20)?;
             let load: f64 = a.num("load", 0.25)?;
             if !(load > 0.0 && load <= 4.0) {
@@ -210,9 +215,9 @@ fn real_main() -> Result<(), String> {
             }
             Box::new(Light::new(
                 r,
-                Light::period_for(r, work, n, load),
+                Light::period_for(work, n, load),
                 work,
-                a.num("rounds", 200)?,
+                a.num("messages", 20_000)?,
             ))
         }
         "forkjoin" => Box::new(ForkJoin::new(
@@ -222,6 +227,14 @@ fn real_main() -> Result<(), String> {
         )),
         x => return Err(format!("unknown workload {x:?}")),
     };
-    print!("{}", simulate(cfg, w));
+    let r = simulate(cfg, w);
+    if a.flag("row") {
+        let label = a
+            .get("label")
+            .map_or_else(|| r.policy.clone(), str::to_string);
+        println!("{}", r.row(&label));
+    } else {
+        print!("{r}");
+    }
     Ok(())
 }

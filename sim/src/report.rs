@@ -154,6 +154,28 @@ impl Report {
         self.workers as u64 * self.makespan_ns
     }
 
+    /// One markdown table row: label, makespan (ms), throughput (ops/s),
+    /// wake latency p50 and p99 (us), scheduling CPU per work CPU,
+    /// idle-while-queued as a share of capacity, and migrations that left
+    /// the LLC (node, package and remote tiers).
+    pub fn row(&self, label: &str) -> String {
+        let cross: u64 = self.migrations[Tier::Node.index()..].iter().sum();
+        format!(
+            "| {} | {:.3} | {:.0} | {:.1} | {:.1} | {} | {} | {} |",
+            label,
+            self.makespan_ns as f64 / 1e6,
+            self.throughput(),
+            self.wake_p50_ns as f64 / 1e3,
+            self.wake_p99_ns as f64 / 1e3,
+            pct(self.sched_ns, self.work_ns),
+            pct(
+                self.idle_while_queued_ns.min(u128::from(u64::MAX)) as u64,
+                self.capacity_ns()
+            ),
+            cross
+        )
+    }
+
     /// Total migrations.
     pub fn total_migrations(&self) -> u64 {
         self.migrations.iter().sum()

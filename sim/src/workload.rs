@@ -367,50 +367,51 @@ impl Workload for PingPong {
     }
 }
 
-/// Light load: every `period_ns` a message from outside the runtime to each
-/// of `receivers` tasks, which compute `work_ns` for it and wait again;
-/// `rounds` rounds. The load is `receivers * work_ns / period_ns` workers.
-/// Operation: a message handled.
+/// Light load, as `benches/light_load.rs`: one message from outside the
+/// runtime every `period_ns` to a random one of `receivers` tasks, which
+/// computes `work_ns` for it and waits again; `messages` messages, then
+/// every receiver is told to finish. The load is `work_ns / period_ns`
+/// workers. Operation: a message handled.
 #[derive(Debug, Clone)]
 pub struct Light {
     /// Receiving tasks.
     pub receivers: usize,
-    /// Time between rounds (ns).
+    /// Time between messages (ns).
     pub period_ns: u64,
     /// Work per message (ns).
     pub work_ns: u64,
-    /// Rounds.
-    pub rounds: u64,
+    /// Messages in all.
+    pub messages: u64,
     pending: Vec<u64>,
-    count: Vec<u64>,
+    closing: bool,
     ops: u64,
 }
 
 impl Light {
     /// A light-load workload.
-    pub fn new(receivers: usize, period_ns: u64, work_ns: u64, rounds: u64) -> Self {
+    pub fn new(receivers: usize, period_ns: u64, work_ns: u64, messages: u64) -> Self {
         Light {
             receivers,
             period_ns,
             work_ns,
-            rounds,
+            messages,
             pending: Vec::new(),
-            count: Vec::new(),
+            closing: false,
             ops: 0,
         }
     }
 
     /// The period that gives `load` (busy fraction) on `workers` workers.
-    pub fn period_for(receivers: usize, work_ns: u64, workers: usize, load: f64) -> u64 {
-        ((receivers as f64 * work_ns as f64) / (load * workers as f64)).max(1.0) as u64
+    pub fn period_for(work_ns: u64, workers: usize, load: f64) -> u64 {
+        (work_ns as f64 / (load * workers as f64)).max(1.0) as u64
     }
 }
 
 impl Workload for Light {
     fn describe(&self) -> String {
         format!(
-            "light load: a message every {} ns to each of {} receivers, {} ns of work each, {} rounds",
-            self.period_ns, self.receivers, self.work_ns, self.rounds
+            "light load: a message every {} ns to a random one of {} receivers, {} ns of work each, {} messages",
+            self.period_ns, self.receivers, self.work_ns, self.messages
         )
     }
     fn op_name(&self) -> &'static str {
@@ -420,28 +421,28 @@ impl Workload for Light {
         for _ in 0..self.receivers {
             ctx.spawn();
             self.pending.push(0);
-            self.count.push(0);
         }
-        if self.rounds > 0 {
-            ctx.timer(self.period_ns, 0);
-        }
+        ctx.timer(self.period_ns, 0);
     }
     fn timer(&mut self, tag: u64, ctx: &mut Ctx<'_>) {
-        for r in 0..self.receivers {
-            self.pending[r] += 1;
-            ctx.wake(r);
+        if tag >= self.messages {
+            self.closing = true;
+            for r in 0..self.receivers {
+                ctx.wake(r);
+            }
+            return;
         }
-        if tag + 1 < self.rounds {
-            ctx.timer(ctx.now_ns + self.period_ns, tag + 1);
-        }
+        let r = ctx.rng.below(self.receivers as u64) as usize;
+        self.pending[r] += 1;
+        ctx.wake(r);
+        ctx.timer(ctx.now_ns + self.period_ns, tag + 1);
     }
     fn run(&mut self, task: TaskId, _ctx: &mut Ctx<'_>) -> Run {
         let n = std::mem::take(&mut self.pending[task]);
-        self.count[task] += n;
         self.ops += n;
         Run {
             work_ns: n * self.work_ns,
-            done: self.count[task] >= self.rounds,
+            done: self.closing,
         }
     }
     fn ops(&self) -> u64 {

@@ -35,10 +35,10 @@ fn all_workloads(workers: usize) -> Vec<(&'static str, Box<dyn Workload>)> {
         (
             "light",
             Box::new(Light::new(
-                workers,
-                Light::period_for(workers, 20_000, workers, 0.5),
+                64,
+                Light::period_for(20_000, workers, 0.5),
                 20_000,
-                50,
+                2_000,
             )),
         ),
         ("forkjoin", Box::new(ForkJoin::new(9, 5_000, 200))),

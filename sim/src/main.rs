@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use hwsched::{SisMode, StealWalk, Topology, TopologySource};
 use hwsched_sim::sim::parse_idle;
-use hwsched_sim::workload::{Burst, ForkJoin, Hackbench, Light, PingPong, Workload};
+use hwsched_sim::workload::{Burst, ForkJoin, Hackbench, Light, PingPong, Trace, Workload};
 use hwsched_sim::{simulate, Config, CostModel, Policy};
 
 const HELP: &str = "\
@@ -29,6 +29,7 @@ workload (--workload NAME, default hackbench):
   pingpong    --pairs P (workers / 2) --trips R (500) --work-ns W (500)
   light       --load X (0.25) --receivers R (2 x workers) --work-us W (20) --messages N (20000)
   forkjoin    --depth D (12) --leaf-us W (5) --node-ns W (200)
+  trace       --trace FILE: replay tasks, runs and wake edges (format: sim/src/workload.rs, `Trace`)
 
 policy:
   --policy hwsched|tokio   (hwsched)
@@ -225,6 +226,13 @@ fn real_main() -> Result<(), String> {
             us("leaf-us", 5)?,
             a.num("node-ns", 200)?,
         )),
+        "trace" => {
+            let p = a
+                .get("trace")
+                .ok_or("--workload trace needs --trace FILE")?;
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"))?;
+            Box::new(Trace::parse(&text)?)
+        }
         x => return Err(format!("unknown workload {x:?}")),
     };
     let r = simulate(cfg, w);

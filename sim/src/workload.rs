@@ -7,6 +7,8 @@
 //! Wakes and spawns made in `run` come from the worker running the task;
 //! those made in `start` and `timer` come from outside (a foreign thread).
 
+use std::collections::VecDeque;
+
 use crate::rng::Rng;
 
 /// A simulated task.
@@ -541,6 +543,206 @@ impl Workload for ForkJoin {
         Run {
             work_ns: self.node_ns,
             done: true,
+        }
+    }
+    fn ops(&self) -> u64 {
+        self.ops
+    }
+}
+
+/// A replayed trace: task arrivals, run lengths and wake edges, so a user
+/// can simulate their own program. The format is text, one item a line,
+/// `#` starts a comment:
+///
+/// ```text
+/// tasks 3                       # tasks 0, 1, 2 exist (not yet spawned)
+/// spawn 0 at 0                  # spawned from outside at t = 0 ns
+/// wake 2 at 5000                # woken from outside at t = 5000 ns
+/// run 0 2000 spawn 1 wake 2     # task 0's 1st run: 2 us, then spawns 1, wakes 2
+/// run 0 500 done                # task 0's 2nd run: 0.5 us, finishes
+/// run 1 1000 yield done         # (yield: woken by itself; `done` wins)
+/// run 2 300 done
+/// ```
+///
+/// A task's k-th run does what its k-th `run` line says; a task that runs
+/// more often than it has lines finishes with zero work. A task spawned by
+/// another (`spawn` inside a `run` line) must not also be spawned from
+/// outside. Operation: a run replayed.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    runs: Vec<VecDeque<TraceRun>>,
+    spawns: Vec<(u64, TaskId)>,
+    wakes: Vec<(u64, TaskId)>,
+    ids: Vec<TaskId>,
+    rev: Vec<usize>,
+    total_runs: usize,
+    ops: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct TraceRun {
+    work_ns: u64,
+    wakes: Vec<usize>,
+    spawns: Vec<usize>,
+    yields: bool,
+    done: bool,
+}
+
+impl Trace {
+    fn rev_grow(&mut self, t: usize) {
+        let id = self.ids[t];
+        if self.rev.len() <= id {
+            self.rev.resize(id + 1, usize::MAX);
+        }
+        self.rev[id] = t;
+    }
+
+    /// Parses a trace; the error names the line.
+    pub fn parse(text: &str) -> Result<Trace, String> {
+        let mut n: Option<usize> = None;
+        let mut runs: Vec<VecDeque<TraceRun>> = Vec::new();
+        let mut spawns = Vec::new();
+        let mut wakes = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let err = |m: &str| format!("trace line {}: {m}: {line:?}", i + 1);
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let num = |s: &str| s.parse::<u64>().map_err(|_| err("not a number"));
+            let task = |s: &str, n: Option<usize>| -> Result<usize, String> {
+                let t = num(s)? as usize;
+                match n {
+                    Some(n) if t < n => Ok(t),
+                    Some(_) => Err(err("no such task")),
+                    None => Err(err("`tasks N` must come first")),
+                }
+            };
+            match words[0] {
+                "tasks" if words.len() == 2 && n.is_none() => {
+                    let k = num(words[1])? as usize;
+                    if k > 10_000_000 {
+                        return Err(err("too many tasks"));
+                    }
+                    n = Some(k);
+                    runs = vec![VecDeque::new(); k];
+                }
+                "spawn" | "wake" if words.len() == 4 && words[2] == "at" => {
+                    let t = task(words[1], n)?;
+                    let at = num(words[3])?;
+                    if words[0] == "spawn" {
+                        spawns.push((at, t));
+                    } else {
+                        wakes.push((at, t));
+                    }
+                }
+                "run" if words.len() >= 3 => {
+                    let t = task(words[1], n)?;
+                    let mut r = TraceRun {
+                        work_ns: num(words[2])?,
+                        ..TraceRun::default()
+                    };
+                    let mut it = words[3..].iter();
+                    while let Some(w) = it.next() {
+                        match *w {
+                            "done" => r.done = true,
+                            "yield" => r.yields = true,
+                            "wake" | "spawn" => {
+                                let x = it.next().ok_or_else(|| err("wake/spawn needs a task"))?;
+                                let x = task(x, n)?;
+                                if *w == "wake" {
+                                    r.wakes.push(x);
+                                } else {
+                                    r.spawns.push(x);
+                                }
+                            }
+                            _ => return Err(err("unknown word in run")),
+                        }
+                    }
+                    runs[t].push_back(r);
+                }
+                _ => return Err(err("expected tasks, spawn, wake or run")),
+            }
+        }
+        if n.is_none() {
+            return Err("trace: no `tasks N` line".into());
+        }
+        spawns.sort();
+        wakes.sort();
+        let total_runs = runs.iter().map(VecDeque::len).sum();
+        Ok(Trace {
+            total_runs,
+            runs,
+            spawns,
+            wakes,
+            ids: Vec::new(),
+            rev: Vec::new(),
+            ops: 0,
+        })
+    }
+}
+
+impl Workload for Trace {
+    fn describe(&self) -> String {
+        format!(
+            "trace: {} tasks, {} runs, {} external spawns, {} external wakes",
+            self.runs.len(),
+            self.total_runs,
+            self.spawns.len(),
+            self.wakes.len()
+        )
+    }
+    fn op_name(&self) -> &'static str {
+        "run"
+    }
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        // The simulator hands out ids in spawn order: map the trace's task
+        // numbers to them as they are spawned.
+        self.ids = vec![usize::MAX; self.runs.len()];
+        for (i, &(at, _)) in self.spawns.iter().enumerate() {
+            ctx.timer(at, i as u64);
+        }
+        for (i, &(at, _)) in self.wakes.iter().enumerate() {
+            ctx.timer(at, (1 << 40) + i as u64);
+        }
+    }
+    fn timer(&mut self, tag: u64, ctx: &mut Ctx<'_>) {
+        if tag >= 1 << 40 {
+            let t = self.wakes[(tag - (1 << 40)) as usize].1;
+            if self.ids[t] != usize::MAX {
+                ctx.wake(self.ids[t]);
+            }
+        } else {
+            let t = self.spawns[tag as usize].1;
+            self.ids[t] = ctx.spawn();
+            self.rev_grow(t);
+        }
+    }
+    fn run(&mut self, task: TaskId, ctx: &mut Ctx<'_>) -> Run {
+        let t = self.rev[task];
+        let Some(r) = self.runs[t].pop_front() else {
+            return Run {
+                work_ns: 0,
+                done: true,
+            };
+        };
+        self.ops += 1;
+        for &s in &r.spawns {
+            self.ids[s] = ctx.spawn();
+            self.rev_grow(s);
+        }
+        for &w in &r.wakes {
+            if self.ids[w] != usize::MAX {
+                ctx.wake(self.ids[w]);
+            }
+        }
+        if r.yields && !r.done {
+            ctx.wake(task);
+        }
+        Run {
+            work_ns: r.work_ns,
+            done: r.done,
         }
     }
     fn ops(&self) -> u64 {

@@ -61,7 +61,8 @@ const INBOX_CHECK_INTERVAL: u32 = 61;
 const PUBLISH_CHECK_EVERY: u32 = 32;
 /// park.rs `INBOX_BATCH`: an inbox take moves up to this many into the deque.
 const INBOX_BATCH: usize = 128;
-/// crossbeam-deque's `MAX_BATCH`: a deque steal takes half, at most this.
+/// crossbeam-deque's `MAX_BATCH`: a steal moves at most this many plus the
+/// one it returns.
 const MAX_BATCH: usize = 32;
 
 /// Which scheduler the simulated workers run.
@@ -99,6 +100,10 @@ pub struct Config {
     /// and wakes a searcher for it. Without it, other queues found by no
     /// one wait while workers sleep (SIMULATION.md, "Findings").
     pub recheck_wakes_for_others: bool,
+    /// A proposed change, off by default (the runtime does not do it): a
+    /// worker leaves the `queued` set (re-checking its inbox) just before it
+    /// sleeps, not only when it goes idle (SIMULATION.md, "Findings").
+    pub park_clears_queued: bool,
 }
 
 impl Config {
@@ -113,6 +118,7 @@ impl Config {
             seed: 1,
             time_limit_ns: 60_000_000_000,
             recheck_wakes_for_others: false,
+            park_clears_queued: false,
         }
     }
 }
@@ -884,8 +890,11 @@ impl Sim {
         self.spawn_rr = self.spawn_rr.wrapping_add(1);
         let rr = self.spawn_rr;
         let n = self.n;
-        // idle.rs `claim_awake_idle`: an idle worker that is not parked.
-        let start = rr % n;
+        // idle.rs `claim_awake_idle`: an idle worker that is not parked,
+        // scanning the idle words from the one holding worker `rr % n`.
+        let from = rr % n;
+        let llc = self.topo.llc_span(from);
+        let start = llc.start + (from - llc.start) / 64 * 64;
         if let Some(w) = (0..n)
             .map(|i| (start + i) % n)
             .find(|&w| self.idle[w] && !self.parked[w])
@@ -1286,10 +1295,12 @@ impl Sim {
                 self.acc += cost.steal_probe_lines * l;
                 continue;
             }
+            // crossbeam's `steal_batch_and_pop`: half a deque, or what an
+            // injector block holds, at most MAX_BATCH + 1 with the one popped.
             let k = if from_inbox {
-                q.len().min(2 * MAX_BATCH)
+                q.len().min(MAX_BATCH + 1)
             } else {
-                q.len().div_ceil(2).min(MAX_BATCH)
+                q.len().div_ceil(2).min(MAX_BATCH + 1)
             };
             let mut taken: Vec<TaskId> = q.drain(..k).collect();
             let first = taken.remove(0);
@@ -1533,6 +1544,15 @@ impl Sim {
                 .publisher
                 .decide(self.now + self.acc, cur, interval, true);
             self.publish(w, d);
+        }
+        if self.cfg.park_clears_queued {
+            // Proposed (not in the runtime): leave the `queued` set before
+            // sleeping, as `clear_queued` does when going idle. A bit set
+            // by a delivery whose task a thief took would otherwise stay
+            // set for the whole sleep, and every walk probes this queue.
+            if let Some(t) = self.clear_queued(w) {
+                return self.got_work(w, t);
+            }
         }
         // to_parked.
         let searching = self.workers[w].searching;

@@ -234,3 +234,33 @@ fn a_bounded_walk_tries_fewer_levels_than_it_would_unbounded() {
         "{u}\n{b}"
     );
 }
+
+#[test]
+fn clearing_the_queued_bit_before_sleeping_stops_walks_probing_sleepers() {
+    // The second finding of SIMULATION.md: with the mirrored protocol a
+    // sleeping worker can keep a stale `queued` bit, which every walk then
+    // probes; the proposed change clears it before the sleep.
+    let run = |fix: bool| {
+        let mut cfg = Config::new(topo(NUMA, None));
+        cfg.park_clears_queued = fix;
+        let n = cfg.topology.workers();
+        simulate(
+            cfg,
+            Box::new(Light::new(
+                2 * n,
+                Light::period_for(20_000, n, 0.25),
+                20_000,
+                3_000,
+            )),
+        )
+    };
+    let (stale, clean) = (run(false), run(true));
+    assert_eq!((stale.ops, clean.ops), (3_000, 3_000));
+    assert!(
+        2 * clean.counters.walk_touched < stale.counters.walk_touched,
+        "touched {} with the fix, {} without",
+        clean.counters.walk_touched,
+        stale.counters.walk_touched
+    );
+    assert!(clean.sched_ns < stale.sched_ns);
+}

@@ -30,6 +30,9 @@ test: deps test-unit test-loom
 
 test-unit:
 	$(CARGO) test --workspace
+	# The I/O reactor (the `io` feature): its own tests, and the guarantees'
+	# suites again with every worker inside async-io's block_on.
+	$(CARGO) test --features io --test io --test reliability --test conservation --test edges
 
 # Optimized (--release) for speed, with debug assertions kept on
 # (-C debug-assertions): the models exercise hwsched's debug_assert!s, and

@@ -1,10 +1,13 @@
 //! Prints a domain tree: this machine's, or that of a synthetic description
-//! or an lstopo XML file.
+//! or an lstopo XML file. Each level line names its kind (SMT, cluster, LLC,
+//! NUMA, package, NUMA group n, machine); the header gives the workers'
+//! capacities, and on a hybrid machine each worker line gives its own.
 //!
 //! ```text
 //! cargo run --example topology
 //! cargo run --example topology -- --synthetic "pack:2 l3:2 core:4 pu:2"
 //! cargo run --example topology -- --xml machine.xml [--workers 4]
+//! cargo run --example topology -- --xml tests/topologies/gb10-hybrid.xml --workers 10
 //! ```
 
 use hwsched::{Topology, TopologySource};

@@ -43,12 +43,16 @@ mod handle;
 mod join_set;
 mod place;
 pub mod policy;
+#[cfg(feature = "io")]
+mod reactor;
 mod runtime;
 mod schedule;
 mod shared;
 mod stats;
 mod sync;
 mod task;
+#[cfg(feature = "io")]
+pub mod time;
 pub mod topology;
 mod tunables;
 mod wake;

@@ -65,10 +65,27 @@
 //! re-checks its queues after the swap). Loom does not model timeouts, so
 //! the models check that nothing depends on one firing.
 //!
+//! # Sleeping in an executor
+//!
+//! A worker of an I/O runtime sleeps inside async-io's `block_on`, which
+//! waits in the reactor (`src/reactor.rs`): its loop is a future,
+//! and sleeping is returning `Pending`. [`Parker::poll_park`] is `park` for
+//! it: under the mutex, `fetch_or(PARKED)` as above, then the executor's
+//! waker goes into the mutex's slot where a condvar sleeper would wait. A
+//! notifier that sees `PARKED` (and no token) takes the mutex, so it finds
+//! the waker and wakes it instead of signalling the condvar; the worker,
+//! polled again, sees `NOTIFIED` and ends the park with the same
+//! `swap(0)`. The race is the same one, closed the same way (the loom
+//! models of `loom-tests/tests/reactor.rs`). The wait itself is
+//! [`Mailbox::wait_with`], which returns [`Wait::Suspended`] when the owner
+//! must return `Pending`, and [`Mailbox::resume`] when it is polled again.
+//!
 //! Who sleeps and who wakes whom (the searching count, the `parked` and
 //! `idle` sets, and work conservation) is the protocol of
 //! [`idle`](crate::idle), built on this one: this module only makes sure
 //! that a notification sent to one worker is never lost.
+
+use std::task::{Poll, Waker};
 
 use crate::queue::{Inbox, Local, Steal};
 use crate::sync::{spin_loop, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
@@ -90,7 +107,10 @@ pub use crate::wake::NO_WORKER;
 #[derive(Debug)]
 pub struct Parker {
     state: AtomicUsize,
-    lock: Mutex<()>,
+    /// Held by a sleeper on the condvar from before it sets `PARKED` until
+    /// the wait releases it; holds the waker of an owner that sleeps inside
+    /// an executor's `block_on` instead ([`Parker::poll_park`]).
+    lock: Mutex<Option<Waker>>,
     cvar: Condvar,
 }
 
@@ -115,7 +135,7 @@ impl Parker {
     pub fn new() -> Self {
         Parker {
             state: AtomicUsize::new(0),
-            lock: Mutex::new(()),
+            lock: Mutex::new(None),
             cvar: Condvar::new(),
         }
     }
@@ -126,10 +146,15 @@ impl Parker {
         // or shutdown flag) to the worker's RMW that reads this bit.
         let prev = self.state.fetch_or(NOTIFIED, Ordering::AcqRel);
         if prev & PARKED != 0 && prev & NOTIFIED == 0 {
-            // The sleeper holds the mutex from its fetch_or(PARKED) until the
-            // condvar wait releases it: taking it here means it is waiting.
-            drop(self.lock.lock());
-            self.cvar.notify_one();
+            // The sleeper holds the mutex from before its fetch_or(PARKED)
+            // until the condvar wait releases it (or, sleeping in an
+            // executor, until its waker is in the slot): taking it here
+            // means it is waiting, on the condvar or behind its waker.
+            let waker = self.lock.lock().take();
+            match waker {
+                Some(w) => w.wake(),
+                None => self.cvar.notify_one(),
+            }
             Notified::Unparked
         } else {
             Notified::NoUnparkNeeded
@@ -196,6 +221,51 @@ impl Parker {
         self.state.swap(0, Ordering::AcqRel);
         slept
     }
+
+    /// [`park`](Self::park) for an owner that sleeps by returning `Pending`
+    /// to an executor's `block_on` (async-io's, which drives the I/O reactor
+    /// while it waits: see "The reactor" in the module docs): call it from
+    /// the owner's future with its waker; `Pending` means "asleep, return
+    /// `Pending`", and the owner calls it again when polled. `Ready(slept)`
+    /// ends the park as `park` returns: the token is consumed.
+    ///
+    /// The first call takes the mutex, sets `PARKED` as `park` does, and,
+    /// unless a token was there, leaves `waker` in the mutex's slot before
+    /// releasing it. A notifier that sees `PARKED` (and no token) takes the
+    /// mutex, so it comes after the waker is in the slot: it takes the waker
+    /// and wakes it. A notifier whose `fetch_or` came first is seen by the
+    /// owner's `fetch_or(PARKED)`, which then does not sleep.
+    #[cfg_attr(not(any(loom, feature = "io")), allow(dead_code))]
+    pub fn poll_park(&self, waker: &Waker) -> Poll<bool> {
+        let mut slot = self.lock.lock();
+        // Relaxed: only the owner sets or clears PARKED.
+        if self.state.load(Ordering::Relaxed) & PARKED == 0 {
+            // AcqRel: pairs with notify's fetch_or, as in `park_timeout`.
+            let prev = self.state.fetch_or(PARKED, Ordering::AcqRel);
+            if prev & NOTIFIED != 0 {
+                drop(slot);
+                // swap, not store: as in `park_timeout`.
+                self.state.swap(0, Ordering::AcqRel);
+                return Poll::Ready(false);
+            }
+            *slot = Some(waker.clone());
+            return Poll::Pending;
+        }
+        // Acquire: pairs with notify's release. Polled again before a
+        // notify (the executor may poll for its own reasons): still asleep.
+        if self.state.load(Ordering::Acquire) & NOTIFIED == 0 {
+            if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                *slot = Some(waker.clone());
+            }
+            return Poll::Pending;
+        }
+        // The notifier took the waker; clear a stale one all the same.
+        *slot = None;
+        drop(slot);
+        // swap, not store: synchronizes with every notify so far (see docs).
+        self.state.swap(0, Ordering::AcqRel);
+        Poll::Ready(true)
+    }
 }
 
 /// The part of a worker other threads touch: its inbox, parker and wake
@@ -227,6 +297,10 @@ pub enum Wait<T> {
     },
     /// The runtime is shutting down.
     Shutdown,
+    /// The owner sleeps inside an executor's `block_on`
+    /// ([`Parker::poll_park`] returned `Pending`): it returns `Pending`
+    /// there, and calls [`Mailbox::resume`] when polled again.
+    Suspended,
     /// Woken (or the spin saw a token) without inbox work: a kick, or a
     /// token whose item someone else took. Look again.
     Woken {
@@ -325,9 +399,27 @@ impl<T> Mailbox<T> {
         &self,
         local: &Local<T>,
         shutdown: &AtomicBool,
-        mut keep_spinning: impl FnMut() -> bool,
+        keep_spinning: impl FnMut() -> bool,
         before_sleep: impl FnOnce() -> bool,
         timeout: Option<std::time::Duration>,
+    ) -> Wait<T> {
+        self.wait_with(local, shutdown, keep_spinning, before_sleep, |p| {
+            Poll::Ready(p.park_timeout(timeout))
+        })
+    }
+
+    /// [`wait`](Self::wait), sleeping with `sleep`: a park on the condvar
+    /// (`Ready(slept)`), or [`Parker::poll_park`] for an owner that sleeps
+    /// inside an executor's `block_on`. When `sleep` returns `Pending` this
+    /// returns [`Wait::Suspended`]; the owner calls [`resume`](Self::resume)
+    /// when polled again.
+    pub fn wait_with(
+        &self,
+        local: &Local<T>,
+        shutdown: &AtomicBool,
+        mut keep_spinning: impl FnMut() -> bool,
+        before_sleep: impl FnOnce() -> bool,
+        sleep: impl FnOnce(&Parker) -> Poll<bool>,
     ) -> Wait<T> {
         self.parker.prepare();
         if let Some(item) = self.take(local) {
@@ -364,7 +456,29 @@ impl<T> Mailbox<T> {
                 kicked_by: self.take_kick(),
             };
         }
-        let slept = self.parker.park_timeout(timeout);
+        match sleep(&self.parker) {
+            Poll::Ready(slept) => self.after_sleep(local, shutdown, slept),
+            Poll::Pending => Wait::Suspended,
+        }
+    }
+
+    /// Goes on with a wait that returned [`Wait::Suspended`]: `sleep` (the
+    /// same [`Parker::poll_park`]) says whether the sleep is over, then the
+    /// wait ends as [`wait_with`](Self::wait_with)'s does.
+    pub fn resume(
+        &self,
+        local: &Local<T>,
+        shutdown: &AtomicBool,
+        sleep: impl FnOnce(&Parker) -> Poll<bool>,
+    ) -> Wait<T> {
+        match sleep(&self.parker) {
+            Poll::Ready(slept) => self.after_sleep(local, shutdown, slept),
+            Poll::Pending => Wait::Suspended,
+        }
+    }
+
+    /// The end of a wait, after the park: the inbox, then shutdown.
+    fn after_sleep(&self, local: &Local<T>, shutdown: &AtomicBool, slept: bool) -> Wait<T> {
         if let Some(item) = self.take(local) {
             return Wait::Work { item, slept };
         }

@@ -45,6 +45,7 @@ pub struct Builder {
     max_blocking_threads: usize,
     keep_alive: Duration,
     blocking_affinity: bool,
+    io: bool,
 }
 
 impl Default for Builder {
@@ -62,6 +63,7 @@ impl Default for Builder {
             max_blocking_threads: Builder::DEFAULT_MAX_BLOCKING_THREADS,
             keep_alive: Builder::DEFAULT_KEEP_ALIVE,
             blocking_affinity: true,
+            io: cfg!(feature = "io"),
         }
     }
 }
@@ -223,6 +225,40 @@ impl Builder {
         self
     }
 
+    /// Whether idle workers drive async-io's reactor (default: on when the
+    /// `io` cargo feature is, which it needs). On, each worker's loop runs
+    /// inside `async_io::block_on` and an idle worker sleeps there (one at
+    /// a time in the reactor) instead of on its condvar, so I/O readiness and timer
+    /// expiry wake tasks from a worker thread, and wake placement keeps
+    /// them near it; busy workers look at the reactor every 61 polls.
+    /// Off, async-io's own thread drives the reactor and every I/O or timer
+    /// wake comes from outside the runtime (async-io's types work either
+    /// way). Turning it on in a build without the feature is a
+    /// [`BuildError::InvalidOption`].
+    ///
+    /// ```
+    /// # #[cfg(feature = "io")] {
+    /// use std::time::Duration;
+    /// let rt = hwsched::Runtime::builder().worker_threads(2).enable_io(true).build()?;
+    /// let ticks = rt.spawn(async {
+    ///     let mut n = 0;
+    ///     for _ in 0..3 {
+    ///         // The timer's expiry wakes this task from the worker that
+    ///         // waits in the reactor (see `Stats`: wakes by origin).
+    ///         hwsched::time::sleep(Duration::from_millis(1)).await;
+    ///         n += 1;
+    ///     }
+    ///     n
+    /// });
+    /// assert_eq!(rt.block_on(ticks).unwrap(), 3);
+    /// # }
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    pub fn enable_io(mut self, on: bool) -> Self {
+        self.io = on;
+        self
+    }
+
     /// Builds the runtime and starts its workers.
     pub fn build(self) -> Result<Runtime, BuildError> {
         self.tunables.validate()?;
@@ -311,6 +347,7 @@ impl Builder {
             graveyard: Inbox::new(),
             reaper_done: AtomicBool::new(false),
             starting: Latch::new(n),
+            io: self.io,
             on_start: self.on_start.clone(),
             on_stop: self.on_stop.clone(),
         });
@@ -363,6 +400,13 @@ impl Builder {
                     "65536 ..= 1073741824 bytes",
                 );
             }
+        }
+        if self.io && !cfg!(feature = "io") {
+            return bad(
+                "enable_io",
+                "true".into(),
+                "false: this build of hwsched lacks the `io` cargo feature",
+            );
         }
         if self.max_blocking_threads == 0 {
             return bad("max_blocking_threads", "0".into(), "1 or more");

@@ -66,6 +66,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         let last = meta.last_worker.load(Ordering::Relaxed);
         let Some((me, core)) = cur else {
             // Woken from outside the runtime: the target is prev.
+            WorkerCounters::bump_shared(&shared.external.wakes_foreign, 1);
             let target = if last == NO_WORKER { 0 } else { last };
             let t = &shared.tunables;
             let scan_nr = match t.sis {
@@ -80,11 +81,46 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             worker::deliver(shared, None, c, r);
             return;
         };
+        let stats = &shared.workers[me].stats;
         let Some(core) = core else {
             // The worker's core is borrowed by its own code: use its inbox.
+            WorkerCounters::bump(&stats.wakes_by_task, 1);
             worker::deliver(shared, Some(me), me, r);
             return;
         };
+        if core.in_block_on {
+            WorkerCounters::bump(&stats.wakes_by_reactor, 1);
+            // Relaxed: this worker's own counter.
+            let local = stats.wake_local.load(Ordering::Relaxed);
+            place_from_worker(shared, me, core, r, info);
+            if stats.wake_local.load(Ordering::Relaxed) != local {
+                WorkerCounters::bump(&stats.reactor_wakes_local, 1);
+            }
+        } else {
+            WorkerCounters::bump(&stats.wakes_by_task, 1);
+            place_from_worker(shared, me, core, r, info);
+        }
+        if core.suspended.is_some() {
+            // Woken in the reactor while this worker sleeps there: if the
+            // task landed on this worker, it wakes itself (see "The
+            // reactor" in park.rs).
+            core.wake_self_in_reactor(shared);
+        }
+    })
+}
+
+/// Places a task woken by code on worker `me` (a task, or the reactor
+/// driven by the worker's `block_on`).
+fn place_from_worker(
+    shared: &Shared,
+    me: usize,
+    core: &mut worker::Core,
+    r: Runnable,
+    info: async_task::ScheduleInfo,
+) {
+    {
+        let meta = r.metadata();
+        let last = meta.last_worker.load(Ordering::Relaxed);
         let stats = &shared.workers[me].stats;
         if info.woken_while_running && last == me {
             // yield_now (or a self-wake): to the back of the local deque.
@@ -162,7 +198,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             return;
         }
         worker::deliver(shared, Some(me), c, r);
-    })
+    }
 }
 
 fn scan_depth(shared: &Shared, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {

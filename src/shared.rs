@@ -58,6 +58,10 @@ pub(crate) struct Shared {
     /// Workers that have not yet started (and tried to pin): `build` waits
     /// for zero, so `pinned_workers()` is exact from its first call.
     pub(crate) starting: Latch,
+    /// Whether the workers run inside async-io's `block_on`, so that idle
+    /// ones drive the reactor (`Builder::enable_io`, reactor.rs).
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    pub(crate) io: bool,
     /// The pool behind `spawn_blocking`.
     pub(crate) blocking: crate::blocking::BlockingPool,
     /// Per worker, its blocking CPU set (an index into the pool's masks);

@@ -109,6 +109,20 @@ counters! {
         park_rechecks,
         /// Idle-mask words read by wake placement scans.
         sis_words,
+        /// Task wakes made by code running on this worker (a task's poll,
+        /// or a drop): the waker is a worker, placement sees it.
+        wakes_by_task,
+        /// Task wakes made on this worker's thread by async-io's reactor
+        /// (I/O readiness, timer expiry) while the worker's loop waited in
+        /// `block_on` (`Builder::enable_io`): placed like a task's wake.
+        wakes_by_reactor,
+        /// Of `wakes_by_reactor`, those placed on the waking worker itself
+        /// (its LIFO slot): the task runs where its I/O was seen.
+        reactor_wakes_local,
+        /// Task wakes made on threads outside the runtime (counted on
+        /// `external`; async-io's own thread among them): placed near the
+        /// task's previous worker.
+        wakes_foreign,
         /// Wakes whose chosen idle worker was parked while another wake was
         /// in flight: queued on the waker's deque instead of a second
         /// futex wake.
@@ -326,6 +340,12 @@ impl fmt::Display for Stats {
             t.park_rechecks,
             per(t.walk_touched, t.walks),
             per(t.recheck_words, t.walks + t.park_rechecks),
+        )?;
+        writeln!(
+            f,
+            "wakes by origin: {} from a task on a worker, {} from the reactor on a worker ({} of \
+             them kept on it), {} from other threads",
+            t.wakes_by_task, t.wakes_by_reactor, t.reactor_wakes_local, t.wakes_foreign,
         )?;
         writeln!(
             f,

@@ -15,7 +15,13 @@
 //!    idle, scanning cores from target's; the first idle worker seen on the
 //!    way is remembered and returned when no whole core is idle (patch 4);
 //!    the hint is cleared when no whole core was found. This search already
-//!    looked at every worker of the LLC, so step 5 is skipped after it;
+//!    looked at every worker of the LLC, so step 5 is skipped after it.
+//!    On a hybrid machine ([`Topology::is_asymmetric`]) the search goes on
+//!    past the first whole idle core and takes the most capable one, and
+//!    the remembered worker is the most capable idle one seen (first seen
+//!    among equals): the kernel's `select_idle_capacity()`, simplified, as
+//!    tasks carry no utilization to fit against a capacity. Steps 1-3
+//!    (cache-hot workers) and the bounded scan of step 5 are unchanged;
 //! 5. scan the LLC from `target + 1`, wrapping, for an idle worker, at most
 //!    `nr` workers ([`SisMode`]);
 //! 6. -> target.
@@ -196,6 +202,14 @@ pub fn select_idle_sibling(
     }
     // 4.
     if cfg.idle_core && view.has_idle_cores(target) {
+        // On a hybrid machine: the most capable whole idle core and idle
+        // worker (the first seen among equals). With one capacity `more`
+        // is never true, and the first whole idle core is taken at once.
+        let asym = topo.is_asymmetric();
+        let more = |than: Option<usize>, x: usize| {
+            than.is_none_or(|than| topo.capacity(x) > topo.capacity(than))
+        };
+        let mut best_core: Option<usize> = None;
         let mut candidate = None;
         // Cores of the LLC from target's, wrapping (no allocation: cores
         // are contiguous spans, stepped through in place).
@@ -206,12 +220,18 @@ pub fn select_idle_sibling(
             let mut all_idle = true;
             for x in core.clone() {
                 if view.is_idle(x) {
-                    candidate.get_or_insert(x);
+                    if more(candidate, x) {
+                        candidate = Some(x);
+                    }
                 } else {
                     all_idle = false;
                 }
             }
-            if all_idle && view.claim(core.start) {
+            if all_idle && asym {
+                if more(best_core, core.start) {
+                    best_core = Some(core.start);
+                }
+            } else if all_idle && view.claim(core.start) {
                 pick(&mut choice, core.start, Outcome::IdleCore);
                 return choice;
             }
@@ -222,6 +242,12 @@ pub fn select_idle_sibling(
             };
             if w == first {
                 break;
+            }
+        }
+        if let Some(core) = best_core {
+            if view.claim(core) {
+                pick(&mut choice, core, Outcome::IdleCore);
+                return choice;
             }
         }
         view.clear_idle_cores(target);
@@ -394,6 +420,51 @@ mod tests {
         };
         let c = select_idle_sibling(&t, &v, cfg, &AtomicUsize::new(NO_WORKER), 0, 0);
         assert_eq!(c.outcome, Outcome::ScanFound);
+    }
+
+    #[test]
+    fn idle_core_search_prefers_capacity_on_a_hybrid() {
+        // Raptor Lake: P-cores 0..12 (2 threads, capacity 1024), E-cores
+        // 12..20 (capacity 798), one LLC.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/topologies/raptorlake-hybrid.xml");
+        let t = Topology::new(&TopologySource::Xml(path), None).unwrap();
+        assert!(t.is_asymmetric());
+        // Target on an E-core: whole idle E-cores come first in the scan,
+        // but the whole idle P-core wins.
+        let v = Scripted::new(20, &[4, 5, 13, 14, 15]);
+        v.hint.set(true);
+        let c = sis(&t, &v, NO_WORKER, 12, 12);
+        assert_eq!((c.worker, c.outcome), (4, Outcome::IdleCore));
+        // A whole idle E-core before a P-core thread whose sibling is busy
+        // (whole cores first, as on a symmetric machine).
+        let v = Scripted::new(20, &[13, 7]);
+        v.hint.set(true);
+        let c = sis(&t, &v, NO_WORKER, 12, 12);
+        assert_eq!((c.worker, c.outcome), (13, Outcome::IdleCore));
+        // No whole idle core: the idle P-core threads, first seen.
+        let v = Scripted::new(20, &[9, 7]);
+        v.hint.set(true);
+        let c = sis(&t, &v, NO_WORKER, 12, 12);
+        assert_eq!((c.worker, c.outcome), (7, Outcome::IdleCandidate));
+        // Among equals, the first seen from the target.
+        let v = Scripted::new(20, &[13, 15]);
+        v.hint.set(true);
+        let c = sis(&t, &v, NO_WORKER, 12, 12);
+        assert_eq!((c.worker, c.outcome), (13, Outcome::IdleCore));
+        // The cache-hot steps are unchanged: an idle target wins.
+        let v = Scripted::new(20, &[12, 4, 5]);
+        v.hint.set(true);
+        assert_eq!(sis(&t, &v, NO_WORKER, 12, 12).outcome, Outcome::Target);
+        // GB10, no SMT: workers 0..5 have capacity 718, 5..10 have 997, one
+        // LLC. The idle big core wins over the little one seen first.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/topologies/gb10-hybrid.xml");
+        let t = Topology::new(&TopologySource::Xml(path), None).unwrap();
+        let v = Scripted::new(20, &[2, 7]);
+        v.hint.set(true);
+        let c = sis(&t, &v, NO_WORKER, 1, 1);
+        assert_eq!((c.worker, c.outcome), (7, Outcome::IdleCore));
     }
 
     #[test]

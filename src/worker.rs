@@ -26,7 +26,12 @@
 //!    searches and a worker is parked, the parked worker nearest to the
 //!    work is woken to search ([`notify_parked`]). The one exception is the
 //!    LIFO slot, which nobody else can take from.
-//! 5. Its load contribution is published to the shared group counters at
+//! 5. With I/O on (`Builder::enable_io`), the loop runs inside async-io's
+//!    `block_on` as a future ([`step`] at a time, `crate::reactor`): a
+//!    worker going to sleep returns `Pending` there ([`Idle::Suspended`])
+//!    and waits in the reactor, so I/O and timer wakes are made on its
+//!    thread; the idle period goes on when it is polled again.
+//! 6. Its load contribution is published to the shared group counters at
 //!    most once per `load_update_interval` ([`load`](crate::load)), and
 //!    always before it sleeps.
 //!
@@ -102,6 +107,12 @@ pub(crate) struct Core {
     /// Whether this worker set its own bit in the `queued` set since it
     /// last cleared it.
     queued_bit: bool,
+    /// Whether the worker's loop waits in async-io's `block_on` now (its
+    /// future returned `Pending`): wakes made on this thread meanwhile come
+    /// from the reactor.
+    pub(crate) in_block_on: bool,
+    /// The idle period suspended while this worker sleeps in the reactor.
+    pub(crate) suspended: Option<SuspendedIdle>,
 }
 
 /// What the thread-local context points at.
@@ -457,7 +468,29 @@ impl Core {
             last_victim: None,
             searching: false,
             queued_bit: false,
+            in_block_on: false,
+            suspended: None,
         }
+    }
+
+    /// Called after a wake made by the reactor while this worker sleeps in
+    /// it: if the task landed on this worker (its LIFO slot or deque), the
+    /// worker leaves the `parked` set now, as a waker that claims a parked
+    /// worker does (idle.rs: whoever clears the bit counts it awake), and
+    /// notifies its own parker, which ends its sleep when the reactor
+    /// returns (no futex wake: the notify finds the reactor's own thread).
+    /// Out of the parked set and the idle mask, it is not chosen for the
+    /// wakes after this one: they spread to other workers.
+    pub(crate) fn wake_self_in_reactor(&mut self, shared: &Shared) {
+        let Some(s) = self.suspended.as_mut() else {
+            return;
+        };
+        if s.left_parked.is_some() || (self.lifo.is_none() && self.local.is_empty()) {
+            return;
+        }
+        s.left_parked = Some(shared.idle.leave_parked(self.index));
+        shared.idle.idle.remove(self.index, Ordering::Relaxed);
+        let _ = shared.workers[self.index].mailbox.parker.notify();
     }
 
     /// A small xorshift generator for random steal starts.
@@ -858,34 +891,106 @@ fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>, slept: b
     core.publish_load(shared, false);
 }
 
+/// How an idle period ended (or paused).
+pub(crate) enum Idle {
+    /// Work found.
+    Run(Runnable),
+    /// The runtime shuts down.
+    Shutdown,
+    /// The worker sleeps inside `block_on`, in the I/O reactor: its future
+    /// returns `Pending`, and the period goes on when it is polled again.
+    Suspended,
+}
+
+/// What an idle period carries from one pass of its loop to the next (and
+/// across a suspension in the reactor).
+struct Period {
+    kicked_by: Option<usize>,
+    idle_since: Option<u64>,
+    slept_any: bool,
+}
+
+/// One pass of the idle loop, as it stood when the wait returned.
+struct Pass {
+    t0: u64,
+    spun: bool,
+    spun_ns: u64,
+    spin_expired: bool,
+    announced: bool,
+    /// The re-check's find, when it kept the worker from sleeping.
+    pending: Option<usize>,
+}
+
+/// An idle period suspended while its worker sleeps in the reactor.
+pub(crate) struct SuspendedIdle {
+    period: Period,
+    pass: Pass,
+    /// Set when a wake made in the reactor put work on this worker: it has
+    /// left the `parked` set then (`Some(searching)`, what
+    /// [`Sleepers::leave_parked`](crate::idle::Sleepers::leave_parked)
+    /// returned), so the wakes after it spread to other workers.
+    left_parked: Option<bool>,
+}
+
 /// The idle path: walk (when searching), then spin or park until work
-/// arrives, following the wake protocol of [`idle`](crate::idle). `None`
-/// means shutdown.
-fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
-    if let Some(r) = core.clear_queued(shared) {
-        return Some(r);
-    }
-    enter_idle(shared, core);
-    if !core.searching {
-        core.searching = shared.idle.to_searching();
-    }
+/// arrives, following the wake protocol of [`idle`](crate::idle). `sleep`
+/// parks the worker: on its condvar (`Ready(slept)`), or, for the worker
+/// that drives the I/O reactor, [`Parker::poll_park`] inside async-io's
+/// `block_on`; then this returns [`Idle::Suspended`], and the next call
+/// goes on with the period where it stopped.
+fn idle(
+    shared: &Shared,
+    core: &mut Core,
+    mut sleep: impl FnMut(&crate::park::Parker) -> std::task::Poll<bool>,
+) -> Idle {
     let me = &shared.workers[core.index];
-    let mut kicked_by = None;
-    let mut idle_since: Option<u64> = None;
-    let mut slept_any = false;
+    let mut period = match core.suspended.take() {
+        Some(mut s) => {
+            let res = me.mailbox.resume(&core.local, &shared.shutdown, &mut sleep);
+            if matches!(res, Wait::Suspended) {
+                core.suspended = Some(s);
+                return Idle::Suspended;
+            }
+            if let Some(searching) = s.left_parked {
+                // A wake in the reactor took this worker out of the parked
+                // set already (`wake_self_in_reactor`).
+                s.pass.announced = false;
+                core.searching = searching;
+            }
+            let mut period = s.period;
+            if let Some(out) = after_wait(shared, core, &mut period, s.pass, res) {
+                return out;
+            }
+            period
+        }
+        None => {
+            if let Some(r) = core.clear_queued(shared) {
+                return Idle::Run(r);
+            }
+            enter_idle(shared, core);
+            if !core.searching {
+                core.searching = shared.idle.to_searching();
+            }
+            Period {
+                kicked_by: None,
+                idle_since: None,
+                slept_any: false,
+            }
+        }
+    };
     loop {
         // A kick may have come with other work (the wait then returned
         // that work, not the kick): take the note here so it is not lost.
-        let kick = kicked_by.take().or_else(|| me.mailbox.take_kick());
+        let kick = period.kicked_by.take().or_else(|| me.mailbox.take_kick());
         if core.searching || kick.is_some() {
             if let Some(r) = walk(shared, core, kick, true) {
                 core.found_work(shared);
-                exit_idle(shared, core, idle_since, slept_any);
-                return Some(r);
+                exit_idle(shared, core, period.idle_since, period.slept_any);
+                return Idle::Run(r);
             }
         }
         let now = shared.now_ns();
-        let t0 = *idle_since.get_or_insert(now);
+        let t0 = *period.idle_since.get_or_insert(now);
         // A placement may have claimed this worker (marked it not idle) for
         // a delivery that another worker's steal then took: still idle, say
         // so again, or wakeups would stop choosing it.
@@ -907,7 +1012,7 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
         let Core {
             local, publisher, ..
         } = &mut *core;
-        let res = me.mailbox.wait_for(
+        let res = me.mailbox.wait_with(
             local,
             &shared.shutdown,
             || {
@@ -949,63 +1054,103 @@ fn idle(shared: &Shared, core: &mut Core) -> Option<Runnable> {
                 }
                 true
             },
-            None,
+            &mut sleep,
         );
-        if announced {
-            // Step 5: awake again; searching if a waker claimed us.
-            core.searching = shared.idle.leave_parked(index);
+        let pass = Pass {
+            t0,
+            spun: matches!(choice, Choice::Spin { .. }),
+            spun_ns,
+            spin_expired,
+            announced,
+            pending,
+        };
+        if matches!(res, Wait::Suspended) {
+            core.suspended = Some(SuspendedIdle {
+                period,
+                pass,
+                left_parked: None,
+            });
+            return Idle::Suspended;
         }
-        if matches!(choice, Choice::Spin { .. }) {
-            core.governor.record_spin(spun_ns);
-            WorkerCounters::bump(&st.spin_ns, spun_ns);
-            if spin_expired {
-                WorkerCounters::bump(&st.spin_gave_up, 1);
-            } else {
-                WorkerCounters::bump(&st.spin_hits, 1);
-                WorkerCounters::bump(&st.spin_hit_ns, spun_ns);
-            }
+        if let Some(out) = after_wait(shared, core, &mut period, pass, res) {
+            return out;
         }
-        match res {
-            Wait::Work { item: r, slept } => {
-                if slept {
-                    WorkerCounters::bump(&st.parks, 1);
-                }
-                WorkerCounters::bump(&st.inbox_pulls, 1);
-                core.found_work(shared);
-                exit_idle(shared, core, Some(t0), slept_any || slept);
-                return Some(r);
+    }
+}
+
+/// The end of one idle pass, after its wait: `Some` ends the idle period.
+fn after_wait(
+    shared: &Shared,
+    core: &mut Core,
+    period: &mut Period,
+    pass: Pass,
+    res: Wait<Runnable>,
+) -> Option<Idle> {
+    let st = &shared.workers[core.index].stats;
+    if pass.announced {
+        // Step 5: awake again; searching if a waker claimed us.
+        core.searching = shared.idle.leave_parked(core.index);
+    }
+    if pass.spun {
+        core.governor.record_spin(pass.spun_ns);
+        WorkerCounters::bump(&st.spin_ns, pass.spun_ns);
+        if pass.spin_expired {
+            WorkerCounters::bump(&st.spin_gave_up, 1);
+        } else {
+            WorkerCounters::bump(&st.spin_hits, 1);
+            WorkerCounters::bump(&st.spin_hit_ns, pass.spun_ns);
+        }
+    }
+    match res {
+        Wait::Work { item: r, slept } => {
+            if slept {
+                WorkerCounters::bump(&st.parks, 1);
             }
-            Wait::Shutdown => return None,
-            Wait::Woken {
-                slept,
-                kicked_by: k,
-            } => {
-                if slept {
-                    slept_any = true;
-                    WorkerCounters::bump(&st.parks, 1);
-                }
-                kicked_by = k;
-                if shared.is_shutdown() {
-                    return None;
-                }
-                if let Some(v) = pending {
-                    // The last searcher's re-check found work at `v`: take it
-                    // now rather than sleep next to it.
-                    WorkerCounters::bump(&st.walk_touched, 1);
-                    if let Some((r, _)) = steal_from(shared, core, v) {
-                        if has_work(shared, v) {
-                            // More behind it: let a parked worker help.
-                            notify_parked(shared, v, Some(core.index));
-                        }
-                        core.found_work(shared);
-                        exit_idle(shared, core, Some(t0), slept_any);
-                        return Some(r);
+            WorkerCounters::bump(&st.inbox_pulls, 1);
+            core.found_work(shared);
+            exit_idle(shared, core, Some(pass.t0), period.slept_any || slept);
+            Some(Idle::Run(r))
+        }
+        Wait::Shutdown => Some(Idle::Shutdown),
+        Wait::Suspended => unreachable!("a suspended wait is resumed, not ended"),
+        Wait::Woken {
+            slept,
+            kicked_by: k,
+        } => {
+            if slept {
+                period.slept_any = true;
+                WorkerCounters::bump(&st.parks, 1);
+            }
+            period.kicked_by = k;
+            if shared.is_shutdown() {
+                return Some(Idle::Shutdown);
+            }
+            if let Some(v) = pass.pending {
+                // The re-check found work at `v`: take it now rather than
+                // sleep next to it.
+                WorkerCounters::bump(&st.walk_touched, 1);
+                if let Some((r, _)) = steal_from(shared, core, v) {
+                    if has_work(shared, v) {
+                        // More behind it: let a parked worker help.
+                        notify_parked(shared, v, Some(core.index));
                     }
-                }
-                if !core.searching {
-                    core.searching = shared.idle.to_searching();
+                    core.found_work(shared);
+                    exit_idle(shared, core, Some(pass.t0), period.slept_any);
+                    return Some(Idle::Run(r));
                 }
             }
+            if !core.searching {
+                core.searching = shared.idle.to_searching();
+            }
+            // Anything that lands in the LIFO slot or the deque while the
+            // worker slept in the reactor (wakes it made there) is its own
+            // work: the next pass's walk does not look there.
+            if let Some(r) = core.lifo.take().or_else(|| core.local.pop()) {
+                core.found_work(shared);
+                exit_idle(shared, core, Some(pass.t0), period.slept_any);
+                return Some(Idle::Run(r));
+            }
+            None
         }
     }
 }
@@ -1042,6 +1187,62 @@ impl Drop for CtxGuard {
     }
 }
 
+/// What one [`step`] of a worker's loop did.
+pub(crate) enum Step {
+    /// Ran a task.
+    Ran,
+    /// Went to sleep in the reactor ([`Idle::Suspended`]).
+    Suspended,
+    /// The runtime shuts down: leave the loop.
+    Shutdown,
+}
+
+/// One step of a worker's loop: the next task (or the idle period that
+/// ends with one), run. `sleep` is how the worker parks: see [`idle`].
+pub(crate) fn step(
+    ctx: &WorkerCtx,
+    sleep: impl FnMut(&crate::park::Parker) -> std::task::Poll<bool>,
+) -> Step {
+    let shared = &*ctx.shared;
+    let next = {
+        let mut core = ctx.core.borrow_mut();
+        if core.suspended.is_some() {
+            // Polled again after sleeping in the reactor: the idle period
+            // goes on (and sees shutdown there).
+            idle(shared, &mut core, sleep)
+        } else if shared.is_shutdown() {
+            Idle::Shutdown
+        } else {
+            match core.next_local(shared) {
+                Some(r) => {
+                    core.maybe_publish(shared);
+                    Idle::Run(r)
+                }
+                None => idle(shared, &mut core, sleep),
+            }
+        }
+    };
+    match next {
+        Idle::Run(r) => {
+            run_task(ctx, r);
+            Step::Ran
+        }
+        Idle::Suspended => Step::Suspended,
+        Idle::Shutdown => Step::Shutdown,
+    }
+}
+
+/// The loop of a worker that sleeps on its condvar.
+fn run_loop(ctx: &WorkerCtx) {
+    loop {
+        match step(ctx, |p| std::task::Poll::Ready(p.park())) {
+            Step::Ran => {}
+            Step::Shutdown => break,
+            Step::Suspended => unreachable!("a condvar park does not suspend"),
+        }
+    }
+}
+
 /// A worker thread's body.
 pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin: bool) {
     if pin {
@@ -1065,25 +1266,14 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
         h.run();
     }
     shared.starting.count_down();
-    loop {
-        if shared.is_shutdown() {
-            break;
-        }
-        let next = {
-            let mut core = ctx.core.borrow_mut();
-            match core.next_local(&shared) {
-                Some(r) => {
-                    core.maybe_publish(&shared);
-                    Some(r)
-                }
-                None => idle(&shared, &mut core),
-            }
-        };
-        match next {
-            Some(r) => run_task(&ctx, r),
-            None => break,
-        }
+    #[cfg(feature = "io")]
+    if shared.io {
+        crate::reactor::run(&ctx);
+    } else {
+        run_loop(&ctx);
     }
+    #[cfg(not(feature = "io"))]
+    run_loop(&ctx);
     // Shutdown: drop what this worker still holds (see the module docs).
     let mut core = ctx.core.borrow_mut();
     if let Some(r) = core.lifo.take() {

@@ -116,6 +116,35 @@ fn check_invariants(topo: &Topology, what: &str) {
             llc.start <= core.start && core.end <= llc.end,
             "{what}: worker {w}: core {core:?} not inside LLC {llc:?}"
         );
+        // The LLC span is a node of the tree (a level of the worker, or the
+        // worker alone) and never crosses the worker's NUMA node.
+        assert!(
+            llc.len() == 1 || levels.iter().any(|l| l.span == llc),
+            "{what}: worker {w}: LLC {llc:?} is none of its levels"
+        );
+        let node = topo.numa_span(w);
+        assert!(node.contains(&w), "{what}: worker {w}: node {node:?}");
+        assert!(
+            node.start <= llc.start && llc.end <= node.end,
+            "{what}: worker {w}: LLC {llc:?} crosses its NUMA node {node:?}"
+        );
+        if let Some(numa) = topo.level(w, LevelKind::Numa) {
+            assert_eq!(numa.span, node, "{what}: worker {w}: NUMA level");
+        }
+        // Cache and cluster levels come below NUMA and package levels.
+        let position = |k: LevelKind| levels.iter().position(|l| l.kind == k);
+        for small in [LevelKind::Smt, LevelKind::Cluster, LevelKind::Llc] {
+            for big in [LevelKind::Numa, LevelKind::Package] {
+                if let (Some(a), Some(b)) = (position(small), position(big)) {
+                    assert!(a < b, "{what}: worker {w}: {small} above {big}");
+                }
+            }
+        }
+        let cap = topo.capacity(w);
+        assert!(
+            (1..=hwsched::topology::CAPACITY_SCALE).contains(&cap),
+            "{what}: worker {w}: capacity {cap}"
+        );
     }
     // all_spans: parents before children, every worker once as a leaf.
     let spans = topo.all_spans();
@@ -674,4 +703,407 @@ fn display_nests_the_levels() {
     // A topology without levels still displays its workers.
     let single = build("core:1 pu:1", None).to_string();
     assert!(single.contains("worker 0 ("), "{single}");
+}
+
+// --- Real machines -------------------------------------------------------
+//
+// hwloc exports of real machines (tests/topologies/README.md says how each
+// was made), and the domain tree the Linux kernel builds on each, checked
+// level by level.
+
+/// Loads `tests/topologies/<name>.xml` with `workers` workers and checks
+/// the tree's invariants.
+fn real(name: &str, workers: Option<usize>) -> Topology {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/topologies")
+        .join(format!("{name}.xml"));
+    let topo = Topology::new(&TopologySource::Xml(path), workers)
+        .unwrap_or_else(|e| panic!("loading {name} with {workers:?} workers failed: {e}"));
+    check_invariants(&topo, name);
+    topo
+}
+
+/// Worker `w`'s levels as (kind, span).
+fn tree(topo: &Topology, w: usize) -> Vec<(LevelKind, Range<usize>)> {
+    topo.levels(w)
+        .iter()
+        .map(|l| (l.kind, l.span.clone()))
+        .collect()
+}
+
+/// Every worker's LLC span is its block of `size` workers.
+fn llc_blocks(topo: &Topology, size: usize, what: &str) {
+    for w in 0..topo.workers() {
+        let start = w / size * size;
+        assert_eq!(topo.llc_span(w), start..start + size, "{what}: worker {w}");
+    }
+}
+
+#[test]
+fn knl_cache_mode_ignores_the_mcdram_cache() {
+    // 16 cores x 4 threads, 2-core tiles sharing a 1 MiB L2 (4 MiB here),
+    // MCDRAM as a 16 GiB memory-side L3 over the whole chip. The kernel's
+    // MC is the tile: SMT (4) -> MC (8) -> machine (64).
+    let topo = real("knl-cache", None);
+    assert_eq!(topo.workers(), 64);
+    for w in [0, 13, 63] {
+        let tile = w / 8 * 8;
+        let core = w / 4 * 4;
+        assert_eq!(
+            tree(&topo, w),
+            vec![
+                (LevelKind::Smt, core..core + 4),
+                (LevelKind::Llc, tile..tile + 8),
+                (LevelKind::Machine, 0..64),
+            ],
+            "worker {w}"
+        );
+    }
+    llc_blocks(&topo, 8, "knl-cache");
+    let llc = topo.level(0, LevelKind::Llc).expect("an LLC level");
+    assert_eq!(llc.cache_size, Some(4 << 20));
+    for w in 0..64 {
+        for l in topo.levels(w) {
+            assert!(
+                l.cache_size.is_none_or(|s| s <= 4 << 20),
+                "worker {w}: {} {:?} shares {:?} bytes (the MCDRAM cache?)",
+                l.kind,
+                l.span,
+                l.cache_size
+            );
+        }
+    }
+}
+
+#[test]
+fn knl_snc4_hybrid_has_tiles_inside_quadrants() {
+    // SNC-4, hybrid MCDRAM: each quadrant is a NUMA node (with a CPU-less
+    // MCDRAM node) behind a 2 GiB memory-side cache.
+    let topo = real("knl-snc4-hybrid", None);
+    for w in [0, 20, 63] {
+        let (core, tile, quad) = (w / 4 * 4, w / 8 * 8, w / 16 * 16);
+        assert_eq!(
+            tree(&topo, w),
+            vec![
+                (LevelKind::Smt, core..core + 4),
+                (LevelKind::Llc, tile..tile + 8),
+                (LevelKind::Numa, quad..quad + 16),
+                (LevelKind::Machine, 0..64),
+            ],
+            "worker {w}"
+        );
+    }
+    llc_blocks(&topo, 8, "knl-snc4-hybrid");
+}
+
+#[test]
+fn cascade_lake_snc2_llc_stops_at_the_node() {
+    // 2 x Xeon Gold 6230 (20 cores x 2 threads) in SNC2: one 27.5 MiB L3
+    // per package over two NUMA nodes of 10 cores. The kernel's MC is the
+    // node (LLC intersected with the node), not the 40-CPU L3.
+    let topo = real("cascadelake-snc2", None);
+    assert_eq!(topo.workers(), 80);
+    for w in [0, 25, 79] {
+        let (core, node, pack) = (w / 2 * 2, w / 20 * 20, w / 40 * 40);
+        assert_eq!(
+            tree(&topo, w),
+            vec![
+                (LevelKind::Smt, core..core + 2),
+                (LevelKind::Llc, node..node + 20),
+                (LevelKind::Package, pack..pack + 40),
+                (LevelKind::Machine, 0..80),
+            ],
+            "worker {w}"
+        );
+    }
+    llc_blocks(&topo, 20, "cascadelake-snc2");
+    assert_eq!(topo.numa_span(25), 20..40, "the node is the LLC level");
+    let llc = topo.level(25, LevelKind::Llc).expect("an LLC level");
+    assert_eq!(llc.cache_size, Some(28160 << 10));
+    assert!(llc.shares_cache);
+}
+
+#[test]
+fn raptor_lake_has_capacities_and_e_core_clusters() {
+    // Core i7-1370P: 6 P-cores x 2 threads (max 5.0 GHz), then 2 clusters
+    // of 4 E-cores sharing a 2 MiB L2 (max 3.9 GHz), one 24 MiB L3. The
+    // kernel: SMT on P-cores, CLS on E-core clusters, MC = the package.
+    let topo = real("raptorlake-hybrid", None);
+    assert_eq!(topo.workers(), 20);
+    assert!(topo.is_asymmetric());
+    for w in 0..20 {
+        let want = if w < 12 { 1024 } else { 1024 * 3900 / 5000 };
+        assert_eq!(topo.capacity(w), want, "worker {w}");
+        assert_eq!(topo.llc_span(w), 0..20, "worker {w}");
+    }
+    assert_eq!(
+        tree(&topo, 3),
+        vec![(LevelKind::Smt, 2..4), (LevelKind::Machine, 0..20)]
+    );
+    assert_eq!(
+        tree(&topo, 17),
+        vec![(LevelKind::Cluster, 16..20), (LevelKind::Machine, 0..20)]
+    );
+    let machine = topo.level(0, LevelKind::Machine).expect("machine level");
+    assert_eq!(machine.cache_size, Some(24 << 20));
+    let text = topo.to_string();
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.contains("capacities 1024/798")),
+        "{text}"
+    );
+    assert!(text.contains("capacity 798)"), "{text}");
+    assert!(text.contains("cluster 12..16"), "{text}");
+}
+
+/// How many workers of `sub` run on each core of `full` (by the core's
+/// first worker in `full`).
+fn per_full_core(full: &Topology, sub: &Topology) -> BTreeMap<usize, usize> {
+    let mut m = BTreeMap::new();
+    for w in 0..sub.workers() {
+        let os = sub.place(w).os_index;
+        let f = (0..full.workers())
+            .find(|&f| full.place(f).os_index == os)
+            .expect("a PU of the full topology");
+        *m.entry(full.core_span(f).start).or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn hybrid_subsets_take_big_cores_first_then_little_then_siblings() {
+    let full = real("raptorlake-hybrid", None);
+    // 6 workers: one thread of each P-core.
+    let six = real("raptorlake-hybrid", Some(6));
+    assert!((0..6).all(|w| six.capacity(w) == 1024), "{six}");
+    assert_eq!(per_full_core(&full, &six).len(), 6, "{six}");
+    // 14: every core once, P and E, no SMT sibling yet.
+    let fourteen = real("raptorlake-hybrid", Some(14));
+    assert_eq!(per_full_core(&full, &fourteen).len(), 14, "{fourteen}");
+    assert_eq!(
+        (0..14).filter(|&w| fourteen.capacity(w) == 1024).count(),
+        6,
+        "{fourteen}"
+    );
+    // 8: the six P-cores and two E-cores (one per cluster).
+    let eight = real("raptorlake-hybrid", Some(8));
+    assert_eq!((0..8).filter(|&w| eight.capacity(w) == 1024).count(), 6);
+    assert_eq!(per_full_core(&full, &eight).len(), 8, "{eight}");
+    let e_cores: Vec<usize> = (6..8).map(|w| eight.place(w).os_index).collect();
+    assert!(e_cores[0] < 16 && e_cores[1] >= 16, "{eight}");
+    // 16: every core, then the first two SMT siblings.
+    let sixteen = real("raptorlake-hybrid", Some(16));
+    assert_eq!(per_full_core(&full, &sixteen).len(), 14, "{sixteen}");
+    // GB10: 10 of 20 are the 10 big cores (capacity ~1000), not the little
+    // ones (~720).
+    let gb10 = real("gb10-hybrid", Some(10));
+    for w in 0..10 {
+        assert!(gb10.capacity(w) >= 997, "worker {w}:\n{gb10}");
+    }
+    let all = real("gb10-hybrid", None);
+    let mut caps: Vec<u32> = (0..20).map(|w| all.capacity(w)).collect();
+    caps.sort_unstable();
+    caps.dedup();
+    assert_eq!(caps, vec![718, 731, 997, 1017, 1024]);
+    // Two LLCs of 10 cores (8 MiB and 16 MiB L3).
+    llc_blocks(&all, 10, "gb10");
+    // A whole-machine runtime uses every core.
+    assert_eq!(all.workers(), 20);
+}
+
+#[test]
+fn kunpeng_920_has_4_core_clusters_and_llc_per_node() {
+    // 2 x Kunpeng 920 (64 cores each, no SMT): 4-core clusters (hwloc
+    // Groups), one 32 MiB L3 per 32-core die, which is a NUMA node; nodes
+    // 0-1 and 2-3 are 16 apart, 25..33 across packages. The kernel: CLS
+    // (4) -> MC (32) -> NUMA (64) -> NUMA (128); the 64-CPU level is the
+    // package here.
+    let topo = real("kunpeng920", None);
+    for w in [0, 37, 127] {
+        let (cl, die, pack) = (w / 4 * 4, w / 32 * 32, w / 64 * 64);
+        assert_eq!(
+            tree(&topo, w),
+            vec![
+                (LevelKind::Cluster, cl..cl + 4),
+                (LevelKind::Llc, die..die + 32),
+                (LevelKind::Package, pack..pack + 64),
+                (LevelKind::Machine, 0..128),
+            ],
+            "worker {w}"
+        );
+    }
+    llc_blocks(&topo, 32, "kunpeng920");
+}
+
+#[test]
+fn bulldozer_modules_are_clusters() {
+    // 4 x Opteron 6272: 2-core modules share a 2 MiB L2, 4 modules share a
+    // 6 MiB L3 (one die), 2 dies per package (CPUID dump: no NUMA info).
+    let topo = real("bulldozer-4p", None);
+    for w in [0, 9, 63] {
+        let (m, die, pack) = (w / 2 * 2, w / 8 * 8, w / 16 * 16);
+        assert_eq!(
+            tree(&topo, w),
+            vec![
+                (LevelKind::Cluster, m..m + 2),
+                (LevelKind::Llc, die..die + 8),
+                (LevelKind::Package, pack..pack + 16),
+                (LevelKind::Machine, 0..64),
+            ],
+            "worker {w}"
+        );
+    }
+    assert_eq!(
+        topo.level(0, LevelKind::Cluster).and_then(|l| l.cache_size),
+        Some(2 << 20)
+    );
+}
+
+#[test]
+fn epyc_zen3_has_8_core_llcs_in_2_packages() {
+    // 2 x EPYC 7763 (CPUID dump, SMT off): 8 CCDs of 8 cores per package,
+    // each CCD one 32 MiB L3.
+    let topo = real("epyc-zen3-2p", None);
+    assert_eq!(topo.workers(), 128);
+    for w in [0, 9, 127] {
+        let (ccd, pack) = (w / 8 * 8, w / 64 * 64);
+        assert_eq!(
+            tree(&topo, w),
+            vec![
+                (LevelKind::Llc, ccd..ccd + 8),
+                (LevelKind::Package, pack..pack + 64),
+                (LevelKind::Machine, 0..128),
+            ],
+            "worker {w}"
+        );
+    }
+    llc_blocks(&topo, 8, "epyc-zen3-2p");
+    assert_eq!(
+        topo.level(0, LevelKind::Llc).and_then(|l| l.cache_size),
+        Some(32 << 20)
+    );
+}
+
+#[test]
+fn numa_distances_make_numa_group_levels() {
+    // HP Superdome sx2000 (IA64): 16 nodes of 4 dual-core packages, plus a
+    // CPU-less node; no cache information, so the package stands for the
+    // LLC. Distances: 10 local, 14 to the CPU-less node, 17 within a
+    // group of 4 nodes, 20 otherwise: the kernel's levels are the node,
+    // the 4 nodes within 17 and the machine (the 14 level is the node
+    // again: the CPU-less node adds no CPU).
+    let topo = real("ia64-17numa", None);
+    for w in [0, 45, 127] {
+        let (pack, node, group) = (w / 2 * 2, w / 8 * 8, w / 32 * 32);
+        assert_eq!(
+            tree(&topo, w),
+            vec![
+                (LevelKind::Package, pack..pack + 2),
+                (LevelKind::Numa, node..node + 8),
+                (LevelKind::NumaGroup(1), group..group + 32),
+                (LevelKind::Machine, 0..128),
+            ],
+            "worker {w}"
+        );
+        assert_eq!(topo.llc_span(w), pack..pack + 2, "worker {w}");
+    }
+    // A 64-node IA64 machine: nodes of 2 packages, then two distance
+    // levels (4 and 16 nodes) below the machine.
+    let big = real("ia64-64numa", None);
+    assert_eq!(big.workers(), 256);
+    for w in [0, 100, 255] {
+        let (pack, node, g1, g2) = (w / 2 * 2, w / 4 * 4, w / 16 * 16, w / 64 * 64);
+        assert_eq!(
+            tree(&big, w),
+            vec![
+                (LevelKind::Package, pack..pack + 2),
+                (LevelKind::Numa, node..node + 4),
+                (LevelKind::NumaGroup(1), g1..g1 + 16),
+                (LevelKind::NumaGroup(2), g2..g2 + 64),
+                (LevelKind::Machine, 0..256),
+            ],
+            "worker {w}"
+        );
+    }
+}
+
+#[test]
+fn uneven_trees_count_their_levels() {
+    // P-core 0 (both threads) and one thread of P-core 1: workers 0 and 1
+    // have SMT and machine, worker 2 only the machine.
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/topologies/raptorlake-hybrid.xml");
+    let full = real("raptorlake-hybrid", None);
+    let cpus = [
+        full.place(0).os_index,
+        full.place(1).os_index,
+        full.place(2).os_index,
+    ];
+    let topo = Topology::with_cpus(&TopologySource::Xml(path), None, Some(&cpus)).expect("subset");
+    check_invariants(&topo, "raptorlake subset");
+    assert_eq!(topo.levels(0).len(), 2);
+    assert_eq!(topo.levels(2).len(), 1);
+    let text = topo.to_string();
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.contains("1 to 2 levels")),
+        "{text}"
+    );
+}
+
+#[test]
+fn xml_errors_say_why_in_words() {
+    let dir = TempFile(temp_path("dir-as-xml"));
+    std::fs::create_dir_all(&dir.0).expect("mkdir");
+    let not_file = Topology::new(&TopologySource::Xml(dir.0.clone()), None).unwrap_err();
+    let text = not_file.to_string();
+    assert!(
+        text.contains("not a regular file") && text.contains("directory"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir(&dir.0);
+
+    let v3 = TempFile(temp_path("v3"));
+    let xml = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/topologies/knl-cache.xml"),
+    )
+    .expect("read");
+    std::fs::write(&v3.0, xml.replace("version=\"2.0\"", "version=\"3.0\"")).expect("write");
+    let err = Topology::new(&TopologySource::Xml(v3.0.clone()), None).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("hwloc 3.0 XML") && text.contains("versions 1 and 2"),
+        "{text}"
+    );
+    assert!(!text.contains("Errno") && !text.contains("{"), "{text}");
+
+    let no_pu = TempFile(temp_path("no-pu"));
+    std::fs::write(
+        &no_pu.0,
+        "<topology version=\"2.0\"><object type=\"Machine\" os_index=\"0\"/></topology>",
+    )
+    .expect("write");
+    let err = Topology::new(&TopologySource::Xml(no_pu.0.clone()), None).unwrap_err();
+    assert!(err.to_string().contains("no PU"), "{err}");
+}
+
+#[test]
+fn hwloc_groups_above_nodes_make_numa_group_levels() {
+    // Groups of 2 NUMA nodes inside each package: a NUMA group level
+    // between the node and the package.
+    let topo = build("pack:2 group:2 numa:2 core:2 pu:1", None);
+    check_invariants(&topo, "groups");
+    assert_eq!(
+        tree(&topo, 5),
+        vec![
+            (LevelKind::Numa, 4..6),
+            (LevelKind::NumaGroup(1), 4..8),
+            (LevelKind::Package, 0..8),
+            (LevelKind::Machine, 0..16),
+        ]
+    );
+    // Without cache information the LLC span is the package cut at the node.
+    assert_eq!(topo.llc_span(5), 4..6);
 }

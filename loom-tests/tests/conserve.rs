@@ -177,6 +177,7 @@ fn idle_worker(
                 return;
             }
             Wait::Shutdown => panic!("no shutdown in this model"),
+            Wait::Suspended => unreachable!("a condvar park does not suspend"),
             Wait::Woken { kicked_by, .. } => {
                 note = kicked_by;
                 if pending {

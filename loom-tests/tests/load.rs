@@ -111,6 +111,7 @@ fn worker_a(
             }
             Wait::Woken { .. } => {}
             Wait::Shutdown => panic!("no shutdown in this model"),
+            Wait::Suspended => unreachable!("a condvar park does not suspend"),
         }
     }
     // The item ran; A is idle again with its 2 queued and would park: a

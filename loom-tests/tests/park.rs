@@ -138,6 +138,7 @@ fn worker(
                 log.stale_tokens += usize::from(!slept && parks_begun == 1);
             }
             Wait::Shutdown => panic!("no shutdown in this model"),
+            Wait::Suspended => unreachable!("a condvar park does not suspend"),
         }
     }
     assert!(local.is_empty());

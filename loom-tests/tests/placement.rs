@@ -90,6 +90,7 @@ fn worker(
             }
             Wait::Woken { kicked_by, .. } => assert_eq!(kicked_by, None),
             Wait::Shutdown => panic!("no shutdown in this model"),
+            Wait::Suspended => unreachable!("a condvar park does not suspend"),
         }
     }
 }

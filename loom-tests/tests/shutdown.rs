@@ -168,6 +168,7 @@ fn worker(s: &Shared) {
             }
             Wait::Woken { kicked_by, .. } => assert_eq!(kicked_by, None),
             Wait::Shutdown => break,
+            Wait::Suspended => unreachable!("a condvar park does not suspend"),
         }
     }
     while let Some(t) = local.pop() {

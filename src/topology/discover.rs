@@ -9,7 +9,10 @@ use hwlocality::object::TopologyObject;
 use hwlocality::topology::export::xml::XMLExportFlags;
 use hwlocality::Topology as HwTopology;
 
-use super::domain::{build_levels, LevelKind, Topology, WorkerPlace};
+use super::domain::{
+    build_levels, LevelKind, Topology, WorkerPlace, CAPACITY_SCALE, MAX_NUMA_GROUP_LEVELS,
+};
+use super::xml::{Extras, NumaDistances};
 use crate::error::BuildError;
 
 /// The most PUs a synthetic description or an XML topology may have.
@@ -80,13 +83,32 @@ pub enum TopologySource {
     /// NUMA OS indices, types nested in hwloc's order) and gives hwloc a
     /// rebuilt XML with consistent cpusets and nodesets: hwloc trusts its
     /// XML input and crashes or aborts on some inconsistent files. Only
-    /// what hwsched uses is kept: the CPU and memory hierarchy, OS indices
-    /// and cache attributes; I/O, Misc objects, infos and distances are
-    /// left out.
+    /// what hwsched uses is kept: the CPU and memory hierarchy, OS indices,
+    /// cache attributes and the `MemorySideCache` subtype; I/O, Misc
+    /// objects and infos are left out. hwsched itself reads the NUMA
+    /// latency matrix (`<distances2>`, for the NUMA group levels) and the
+    /// CPU kinds (`<cpukind>`, for capacities); one that does not make sense
+    /// (a matrix of the wrong size, over 1024 nodes) is ignored.
+    ///
+    /// An export in a newer XML format than the linked hwloc 2 reads (an
+    /// hwloc 3.0 `<topology version="3.0">`) is refused, saying so:
+    /// re-export it with an hwloc 2.x `lstopo`.
     Xml(PathBuf),
 }
 
-fn load(source: &TopologySource) -> Result<HwTopology, BuildError> {
+/// `e` in words: the hwloc function and the error's description
+/// (`hwloc_topology_load failed: Invalid argument`), not a `Debug` dump.
+fn hwloc_words(e: &hwlocality::errors::RawHwlocError) -> String {
+    match &e.errno {
+        Some(errno) => format!("{} failed: {errno}", e.api),
+        None => format!("{} failed", e.api),
+    }
+}
+
+/// Loads `source` with hwloc, with the CPU kinds and NUMA distances read
+/// from its XML (hwloc's own export, for a discovered machine).
+fn load(source: &TopologySource) -> Result<(HwTopology, Extras), BuildError> {
+    let mut extras = Extras::default();
     let builder = HwTopology::builder();
     let builder = match source {
         TopologySource::System => builder,
@@ -109,23 +131,32 @@ fn load(source: &TopologySource) -> Result<HwTopology, BuildError> {
                 reason,
             };
             let text = read_xml_file(path).map_err(invalid)?;
-            let clean = super::xml::sanitize(&text).map_err(invalid)?;
+            let (clean, read) = super::xml::sanitize(&text).map_err(invalid)?;
+            extras = read;
             builder
                 .from_xml(&clean)
                 .map_err(|e| invalid(format!("hwloc rejected it ({e})")))?
         }
     };
-    builder.build().map_err(|e| match source {
+    let topo = builder.build().map_err(|e| match source {
         TopologySource::Synthetic(desc) => BuildError::InvalidSynthetic {
             description: desc.clone(),
-            reason: format!("hwloc could not build it ({e})"),
+            reason: format!("hwloc could not build it ({})", hwloc_words(&e)),
         },
         TopologySource::Xml(path) => BuildError::InvalidXml {
             path: path.clone(),
-            reason: format!("hwloc could not build it ({e})"),
+            reason: format!("hwloc could not build it ({})", hwloc_words(&e)),
         },
-        TopologySource::System => BuildError::Hwloc(e.to_string()),
-    })
+        TopologySource::System => BuildError::Hwloc(hwloc_words(&e)),
+    })?;
+    if matches!(source, TopologySource::System) {
+        // hwlocality reads CPU kinds only with hwloc >= 2.4 features
+        // enabled; hwloc's XML export carries them (and the distances).
+        if let Ok(xml) = topo.export_xml(XMLExportFlags::empty()) {
+            extras = super::xml::read_extras(xml.as_str());
+        }
+    }
+    Ok((topo, extras))
 }
 
 /// Reads an XML topology file: a regular file of at most [`MAX_XML_BYTES`]
@@ -449,18 +480,42 @@ fn strtoul(b: &[u8], start: usize) -> (u64, usize) {
 /// # Ok::<(), hwsched::BuildError>(())
 /// ```
 pub fn export_xml(source: &TopologySource) -> Result<String, BuildError> {
-    let topo = load(source)?;
+    let (topo, _) = load(source)?;
     let xml = topo
         .export_xml(XMLExportFlags::empty())
-        .map_err(|e| BuildError::Hwloc(e.to_string()))?;
+        .map_err(|e| BuildError::Hwloc(hwloc_words(&e)))?;
     Ok(xml.as_str().to_owned())
 }
+
+/// The slots of the per-worker keys given to `build_levels`: these kinds
+/// (the slots named below index into them), then up to
+/// [`MAX_NUMA_GROUP_LEVELS`] NUMA group levels.
+const FIXED_KINDS: [LevelKind; 6] = [
+    LevelKind::Smt,
+    LevelKind::Cluster,
+    LevelKind::Llc,
+    LevelKind::Numa,
+    LevelKind::Package,
+    LevelKind::Machine,
+];
+const NUMA_SLOT: usize = 3;
+const PACKAGE_SLOT: usize = 4;
 
 /// One PU before workers are chosen.
 struct Pu<'t> {
     obj: &'t TopologyObject,
-    /// Identity of the object of each [`LevelKind`] containing this PU.
-    keys: [Option<u64>; 5],
+    /// Identity of the object of each of [`FIXED_KINDS`] containing this PU.
+    keys: [Option<u64>; 6],
+    /// The OS index of its NUMA node.
+    node: Option<u32>,
+    /// How many PUs its NUMA node has (`usize::MAX` without a node).
+    node_weight: usize,
+    /// Identity of its LLC cut at its NUMA node, or of its package cut at
+    /// its node when it has no cache (the kernel's `MC` without cache
+    /// information): what [`Topology::llc_span`] spans.
+    llc_span_key: Option<u64>,
+    /// Its capacity (see [`WorkerPlace::capacity`]).
+    capacity: u32,
     /// Sibling ranks from the PU up to the root: sorting by this spreads a
     /// subset over cores first, then over every level above (round-robin).
     spread: Vec<usize>,
@@ -472,11 +527,237 @@ fn ancestor_key(pu: &TopologyObject, ty: ObjectType) -> Option<u64> {
         .map(|a| a.global_persistent_index())
 }
 
+/// Whether `obj` is a CPU-side data or unified cache. A memory-side cache
+/// (hwloc 2 shows KNL's MCDRAM in cache mode as an L3 with the subtype
+/// `MemorySideCache`) is not: it caches memory, not what the cores share.
+fn is_cpu_cache(obj: &TopologyObject) -> bool {
+    obj.object_type().is_cpu_data_cache()
+        && obj
+            .subtype()
+            .is_none_or(|s| s.to_bytes() != b"MemorySideCache")
+}
+
 /// The topmost CPU data (or unified) cache above `pu`: the last-level cache.
 fn llc_of(pu: &TopologyObject) -> Option<&TopologyObject> {
-    pu.ancestors()
-        .filter(|a| a.object_type().is_cpu_data_cache())
-        .last()
+    pu.ancestors().filter(|a| is_cpu_cache(a)).last()
+}
+
+fn weight(obj: &TopologyObject) -> usize {
+    obj.cpuset().and_then(|c| c.weight()).unwrap_or(usize::MAX)
+}
+
+/// The cluster of `pu` (the kernel's `CLS`): the smallest CPU cache or
+/// `Group` above its core that holds more than the core and lies strictly
+/// below `llc` (below the package when there is no cache) and below the
+/// NUMA node (an object with a NUMA node attached is a node's, not a
+/// cluster: hwloc's synthetic `numa:2` and sub-NUMA clusters are Groups).
+fn cluster_of(pu: &TopologyObject, llc: Option<&TopologyObject>) -> Option<u64> {
+    let core = pu
+        .ancestors()
+        .find(|a| a.object_type() == ObjectType::Core)
+        .unwrap_or(pu);
+    let core_weight = weight(core);
+    let llc = llc.map(TopologyObject::global_persistent_index);
+    for a in core.ancestors() {
+        if Some(a.global_persistent_index()) == llc
+            || matches!(a.object_type(), ObjectType::Package | ObjectType::Machine)
+            || a.memory_arity() > 0
+        {
+            return None;
+        }
+        if weight(a) <= core_weight {
+            continue;
+        }
+        return (is_cpu_cache(a) || a.object_type() == ObjectType::Group)
+            .then(|| a.global_persistent_index());
+    }
+    None
+}
+
+/// Each PU's capacity from hwloc's CPU kinds, by PU OS index (`None`: the
+/// machine has one kind of core, or nothing tells the kinds apart).
+///
+/// The kernel's `cpu_capacity` (`LinuxCapacity`) where every kind has it,
+/// else the highest frequency where every kind has it, scaled so that the
+/// most capable kind has [`CAPACITY_SCALE`] (the kernel's
+/// `topology_normalize_cpu_scale`).
+fn capacities(extras: &Extras) -> Option<std::collections::HashMap<u32, u32>> {
+    let kinds = &extras.cpu_kinds;
+    if kinds.len() < 2 {
+        return None;
+    }
+    let values: Vec<u32> = if kinds.iter().all(|k| k.linux_capacity.is_some()) {
+        kinds.iter().filter_map(|k| k.linux_capacity).collect()
+    } else if kinds.iter().all(|k| k.max_mhz.is_some()) {
+        kinds.iter().filter_map(|k| k.max_mhz).collect()
+    } else {
+        return None;
+    };
+    let max = u64::from(values.iter().copied().max()?.max(1));
+    let mut out = std::collections::HashMap::new();
+    for (k, v) in kinds.iter().zip(values) {
+        let cap = (u64::from(v) * u64::from(CAPACITY_SCALE) / max).max(1);
+        let cap = u32::try_from(cap).unwrap_or(CAPACITY_SCALE);
+        for &pu in &k.pus {
+            out.entry(pu).or_insert(cap);
+        }
+    }
+    Some(out)
+}
+
+/// For each worker, the run of workers around it with its key; the worker
+/// alone when it has no key or when the keys are not contiguous (an object
+/// split by another: possible only in odd XML files).
+fn spans_of(keys: &[Option<u64>]) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = (0..keys.len()).map(|w| w..w + 1).collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut start = 0;
+    for (end, has_key) in runs(keys) {
+        if has_key {
+            if !seen.insert(keys[start]) {
+                return (0..keys.len()).map(|w| w..w + 1).collect();
+            }
+            out[start..end].fill(start..end);
+        }
+        start = end;
+    }
+    out
+}
+
+/// One key per worker for one slot (`None`: no object of that kind).
+type Keys = Vec<Option<u64>>;
+/// The runs of a [`Keys`]: `(end, has a key)` of each, in worker order.
+type Runs = Vec<(usize, bool)>;
+
+/// The runs of equal keys in worker order: `(end, has a key)` of each.
+fn runs(keys: &[Option<u64>]) -> Vec<(usize, bool)> {
+    let mut out = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        if i + 1 == keys.len() || keys[i + 1] != *k {
+            out.push((i + 1, k.is_some()));
+        }
+    }
+    out
+}
+
+/// Whether every run of `finer` lies inside one run of `coarser`: every
+/// boundary of `coarser` is one of `finer`.
+fn refines(finer: &[(usize, bool)], coarser: &[(usize, bool)]) -> bool {
+    coarser
+        .iter()
+        .all(|(end, _)| finer.iter().any(|(e, _)| e == end))
+}
+
+/// The groupings of the workers' NUMA nodes by distance: for each distinct
+/// distance (smallest first), the nodes joined by distances up to it (the
+/// closure: the kernel's `sched_init_numa` levels, whose overlapping
+/// spans a range cannot hold, made a partition). One key vector per
+/// grouping that differs from the previous, not counting the final one
+/// (all nodes: the machine).
+fn distance_groupings(nodes: &[Option<u32>], dist: &NumaDistances) -> Vec<Vec<Option<u64>>> {
+    let mut ids: Vec<u32> = nodes.iter().flatten().copied().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    // Each node's position in the matrix (nodes missing from it get no
+    // edge, and stay alone).
+    let index: std::collections::HashMap<u32, usize> = dist
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (n, i))
+        .collect();
+    let at: Vec<Option<usize>> = ids.iter().map(|n| index.get(n).copied()).collect();
+    let mut edges: Vec<(u64, usize, usize)> = Vec::new();
+    for i in 0..ids.len() {
+        for j in i + 1..ids.len() {
+            let (Some(a), Some(b)) = (at[i], at[j]) else {
+                continue;
+            };
+            if let (Some(x), Some(y)) = (dist.at(a, b), dist.at(b, a)) {
+                edges.push((x.max(y), i, j));
+            }
+        }
+    }
+    edges.sort_unstable();
+    let mut parent: Vec<usize> = (0..ids.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut components = ids.len();
+    let mut out = Vec::new();
+    let mut e = 0;
+    while e < edges.len() && components > 1 {
+        let d = edges[e].0;
+        let before = components;
+        while e < edges.len() && edges[e].0 == d {
+            let (a, b) = (root(&mut parent, edges[e].1), root(&mut parent, edges[e].2));
+            if a != b {
+                parent[a.max(b)] = a.min(b);
+                components -= 1;
+            }
+            e += 1;
+        }
+        if components < before && components > 1 {
+            let keys = nodes
+                .iter()
+                .map(|n| {
+                    let i = ids.binary_search(&(*n)?).ok()?;
+                    Some(root(&mut parent, i) as u64)
+                })
+                .collect();
+            out.push(keys);
+        }
+    }
+    out
+}
+
+/// The NUMA group slots: groupings of the workers from the distance
+/// matrix and from hwloc `Group` objects above their NUMA nodes, finest
+/// first, each strictly coarser than the NUMA nodes and the one before,
+/// none equal to the packages' or the machine, at most
+/// [`MAX_NUMA_GROUP_LEVELS`].
+fn numa_groupings(pus: &[Pu<'_>], extras: &Extras) -> Vec<Vec<Option<u64>>> {
+    let mut cands: Vec<Vec<Option<u64>>> = Vec::new();
+    if let Some(dist) = &extras.numa_distances {
+        let nodes: Vec<Option<u32>> = pus.iter().map(|p| p.node).collect();
+        cands.extend(distance_groupings(&nodes, dist));
+    }
+    // hwloc Groups holding more than the worker's NUMA node, by depth.
+    let mut by_depth: std::collections::BTreeMap<usize, Vec<Option<u64>>> = Default::default();
+    for (i, p) in pus.iter().enumerate() {
+        for a in p.obj.ancestors() {
+            if a.object_type() == ObjectType::Group && weight(a) > p.node_weight {
+                let slot = by_depth
+                    .entry(a.ancestors().count())
+                    .or_insert_with(|| vec![None; pus.len()]);
+                slot[i] = Some(a.global_persistent_index());
+            }
+        }
+    }
+    cands.extend(by_depth.into_values());
+    let column = |slot: usize| -> Vec<Option<u64>> { pus.iter().map(|p| p.keys[slot]).collect() };
+    let node_runs = runs(&column(NUMA_SLOT));
+    let package_runs = runs(&column(PACKAGE_SLOT));
+    let mut cands: Vec<(Runs, Keys)> = cands.into_iter().map(|c| (runs(&c), c)).collect();
+    // Finest first; a stable sort keeps distances before Groups.
+    cands.sort_by_key(|(r, _)| std::cmp::Reverse(r.len()));
+    let mut kept: Vec<(Runs, Keys)> = Vec::new();
+    for (r, keys) in cands {
+        let prev = kept.last().map_or(&node_runs, |(p, _)| p);
+        let trivial = r.len() < 2 || r == node_runs || r == package_runs;
+        if trivial || r == *prev || !refines(prev, &r) {
+            continue;
+        }
+        kept.push((r, keys));
+        if kept.len() == usize::from(MAX_NUMA_GROUP_LEVELS) {
+            break;
+        }
+    }
+    kept.into_iter().map(|(_, k)| k).collect()
 }
 
 impl Topology {
@@ -484,8 +765,10 @@ impl Topology {
     /// `None`).
     ///
     /// With fewer workers than PUs, one PU per core is taken before any SMT
-    /// sibling, spread round-robin over packages, caches and cores, and the
-    /// chosen PUs keep hwloc's logical order so spans stay contiguous.
+    /// sibling, the most capable cores first on a hybrid machine (the
+    /// kernel's asymmetric packing), spread round-robin over packages,
+    /// caches and cores, and the chosen PUs keep hwloc's logical order so
+    /// spans stay contiguous.
     pub fn new(source: &TopologySource, workers: Option<usize>) -> Result<Topology, BuildError> {
         Topology::with_cpus(source, workers, None)
     }
@@ -500,7 +783,7 @@ impl Topology {
         if workers == Some(0) {
             return Err(BuildError::ZeroWorkers);
         }
-        let hw = load(source)?;
+        let (hw, extras) = load(source)?;
         let is_system = matches!(source, TopologySource::System);
         let allowed = hw.allowed_cpuset();
         // The process's affinity mask: hwloc's allowed set may be wider than
@@ -510,13 +793,18 @@ impl Topology {
         } else {
             None
         };
-        let numa: Vec<(u64, hwlocality::cpu::cpuset::CpuSet)> = hw
+        let numa: Vec<(u64, u32, hwlocality::cpu::cpuset::CpuSet)> = hw
             .objects_with_type(ObjectType::NUMANode)
             .filter_map(|n| {
+                let os = u32::try_from(n.os_index()?).ok()?;
                 n.cpuset()
-                    .map(|c| (n.global_persistent_index(), c.clone_target()))
+                    .map(|c| (n.global_persistent_index(), os, c.clone_target()))
             })
             .collect();
+        let capacity_of = capacities(&extras);
+        // The LLC (or the package, without cache information) cut at the
+        // NUMA node: one dense key per (object, node) pair.
+        let mut llc_ids: std::collections::HashMap<(u64, Option<u64>), u64> = Default::default();
 
         let mut pus: Vec<Pu<'_>> = Vec::new();
         for obj in hw.objects_with_type(ObjectType::PU) {
@@ -529,18 +817,47 @@ impl Topology {
                     continue;
                 }
             }
+            let node = numa.iter().find(|(_, _, set)| set.is_set(os));
+            let numa_key = node.map(|(k, _, _)| *k);
+            let llc = llc_of(obj);
+            let package = ancestor_key(obj, ObjectType::Package);
+            let llc_span_key = llc
+                .map(TopologyObject::global_persistent_index)
+                .or(package)
+                .map(|k| {
+                    let next = llc_ids.len() as u64;
+                    *llc_ids.entry((k, numa_key)).or_insert(next)
+                });
             let keys = [
                 Some(ancestor_key(obj, ObjectType::Core).unwrap_or(obj.global_persistent_index())),
-                llc_of(obj).map(|c| c.global_persistent_index()),
-                numa.iter().find(|(_, set)| set.is_set(os)).map(|(k, _)| *k),
-                ancestor_key(obj, ObjectType::Package),
+                cluster_of(obj, llc),
+                // A level only for a real cache: the package fallback is
+                // the package or NUMA level already (or their intersection).
+                llc_span_key.filter(|_| llc.is_some()),
+                numa_key,
+                package,
                 Some(0),
             ];
+            let capacity = capacity_of
+                .as_ref()
+                .zip(u32::try_from(os).ok())
+                .and_then(|(caps, os)| caps.get(&os).copied())
+                .unwrap_or(CAPACITY_SCALE);
             let spread = std::iter::once(obj)
                 .chain(obj.ancestors())
                 .map(|o| o.sibling_rank())
                 .collect();
-            pus.push(Pu { obj, keys, spread });
+            pus.push(Pu {
+                obj,
+                keys,
+                node: node.map(|(_, os, _)| *os),
+                node_weight: node
+                    .and_then(|(_, _, set)| set.weight())
+                    .unwrap_or(usize::MAX),
+                llc_span_key,
+                capacity,
+                spread,
+            });
         }
         let total_pus = pus.len();
         if let Some(cpus) = cpus {
@@ -571,10 +888,19 @@ impl Topology {
             });
         }
         if n < available {
-            // Choose: SMT rank first, then core rank, then every level above,
-            // so the first picks are one PU per core spread over packages.
+            // Choose: SMT rank first, then the most capable cores, then core
+            // rank and every level above, so the first picks are one PU per
+            // core, big cores before little ones, spread over packages.
             let mut order: Vec<usize> = (0..pus.len()).collect();
-            order.sort_by(|&a, &b| pus[a].spread.cmp(&pus[b].spread).then(a.cmp(&b)));
+            let key = |i: usize| {
+                let p = &pus[i];
+                (
+                    p.spread.first().copied(),
+                    std::cmp::Reverse(p.capacity),
+                    p.spread.get(1..).unwrap_or(&[]),
+                )
+            };
+            order.sort_by(|&a, &b| key(a).cmp(&key(b)).then(a.cmp(&b)));
             let mut keep = vec![false; pus.len()];
             for &i in order.iter().take(n) {
                 keep[i] = true;
@@ -587,7 +913,22 @@ impl Topology {
             });
         }
 
-        let keys: Vec<[Option<u64>; 5]> = pus.iter().map(|p| p.keys).collect();
+        let groupings = numa_groupings(&pus, &extras);
+        let mut kinds: Vec<LevelKind> = FIXED_KINDS.to_vec();
+        kinds.extend(
+            (1..=MAX_NUMA_GROUP_LEVELS)
+                .take(groupings.len())
+                .map(LevelKind::NumaGroup),
+        );
+        let keys: Vec<Vec<Option<u64>>> = pus
+            .iter()
+            .enumerate()
+            .map(|(w, p)| {
+                let mut k = p.keys.to_vec();
+                k.extend(groupings.iter().map(|g| g[w]));
+                k
+            })
+            .collect();
         let cache = |span: &Range<usize>| -> (bool, Option<u64>) {
             let first = pus[span.start].obj;
             let last = pus[span.end - 1].obj;
@@ -596,7 +937,7 @@ impl Topology {
             };
             let found = std::iter::once(common)
                 .chain(common.ancestors())
-                .find(|o| o.object_type().is_cpu_data_cache());
+                .find(|o| is_cpu_cache(o));
             match found {
                 Some(c) => {
                     let size = match c.attributes() {
@@ -610,21 +951,29 @@ impl Topology {
                 None => (false, None),
             }
         };
-        let levels = build_levels(&keys, &cache);
+        let levels = build_levels(&kinds, &keys, &cache);
+        let llc_spans = spans_of(&pus.iter().map(|p| p.llc_span_key).collect::<Vec<_>>());
+        let numa_spans = spans_of(&pus.iter().map(|p| p.keys[NUMA_SLOT]).collect::<Vec<_>>());
         let places = pus
             .iter()
             .zip(levels)
-            .map(|(p, levels)| WorkerPlace {
+            .zip(llc_spans.into_iter().zip(numa_spans))
+            .map(|((p, levels), (llc, numa))| WorkerPlace {
                 os_index: p.obj.os_index().unwrap_or(0),
                 logical_index: p.obj.logical_index(),
+                capacity: p.capacity,
                 levels,
+                llc,
+                numa,
             })
-            .collect();
+            .collect::<Vec<WorkerPlace>>();
+        let asymmetric = places.windows(2).any(|p| p[0].capacity != p[1].capacity);
         Ok(Topology {
             description: describe(source),
             is_system,
             total_pus,
             places,
+            asymmetric,
         })
     }
 }
@@ -650,6 +999,95 @@ mod tests {
 
     fn pus(desc: &str) -> u64 {
         synthetic_size(desc).pus
+    }
+
+    fn matrix(nodes: &[u32], values: &[u64]) -> NumaDistances {
+        NumaDistances {
+            nodes: nodes.to_vec(),
+            values: values.to_vec(),
+        }
+    }
+
+    #[test]
+    fn distance_groupings_close_over_each_distance() {
+        // Kunpeng 920: 0-1 and 2-3 at 16, 1-2 at 25, the rest 32/33: one
+        // grouping (pairs); at 25 everything is joined (the machine).
+        let d = matrix(
+            &[0, 1, 2, 3],
+            &[
+                10, 16, 32, 33, 16, 10, 25, 32, 32, 25, 10, 16, 33, 32, 16, 10,
+            ],
+        );
+        let nodes = [Some(0), Some(0), Some(1), Some(2), Some(3), Some(3)];
+        let g = distance_groupings(&nodes, &d);
+        assert_eq!(g.len(), 1, "{g:?}");
+        assert_eq!(runs(&g[0]), vec![(3, true), (6, true)]);
+        // Asymmetric entries count as their larger value; a node missing
+        // from the matrix stays alone; workers without a node have no key.
+        // Here 0-2 is 20, 0-1 is 30 (not 12), 1-2 is 40: {0, 2} first, then
+        // {0, 1, 2}; node 7 keeps the whole from being one group.
+        let d = matrix(&[0, 1, 2], &[10, 12, 20, 30, 10, 40, 20, 40, 10]);
+        let g = distance_groupings(&[Some(0), Some(1), Some(2), Some(7), None], &d);
+        assert_eq!(g.len(), 2, "{g:?}");
+        assert_eq!(g[0][0], g[0][2], "{g:?}");
+        assert_ne!(g[0][0], g[0][1], "{g:?}");
+        assert_eq!(g[1][0], g[1][1], "{g:?}");
+        assert_eq!(g[0][3..], [Some(3), None], "{g:?}");
+        // No matrix entry between the nodes: nothing to group.
+        assert!(distance_groupings(&[Some(5), Some(6)], &d).is_empty());
+    }
+
+    #[test]
+    fn capacities_follow_the_kernel_then_the_frequency() {
+        use super::super::xml::CpuKind;
+        let kind = |pus: &[u32], cap: Option<u32>, mhz: Option<u32>| CpuKind {
+            pus: pus.to_vec(),
+            linux_capacity: cap,
+            max_mhz: mhz,
+        };
+        let caps = |kinds: Vec<CpuKind>| {
+            capacities(&Extras {
+                cpu_kinds: kinds,
+                numa_distances: None,
+            })
+        };
+        assert_eq!(caps(vec![kind(&[0, 1], Some(1024), None)]), None);
+        let c = caps(vec![
+            kind(&[0], Some(718), Some(2808)),
+            kind(&[1], Some(1024), Some(3900)),
+        ])
+        .expect("two kinds");
+        assert_eq!((c[&0], c[&1]), (718, 1024));
+        let c = caps(vec![
+            kind(&[0], None, Some(3900)),
+            kind(&[1], None, Some(5000)),
+        ])
+        .expect("frequencies");
+        assert_eq!((c[&0], c[&1]), (798, 1024));
+        // Scaled so that the most capable is 1024.
+        let c = caps(vec![
+            kind(&[0], Some(256), None),
+            kind(&[1], Some(512), None),
+        ])
+        .expect("capacities");
+        assert_eq!((c[&0], c[&1]), (512, 1024));
+        // Nothing tells the kinds apart.
+        assert_eq!(
+            caps(vec![kind(&[0], None, None), kind(&[1], None, Some(1))]),
+            None
+        );
+    }
+
+    #[test]
+    fn runs_and_spans_follow_the_keys() {
+        let keys = [Some(1), Some(1), None, Some(2), Some(2), Some(2)];
+        assert_eq!(runs(&keys), vec![(2, true), (3, false), (6, true)]);
+        assert_eq!(spans_of(&keys), vec![0..2, 0..2, 2..3, 3..6, 3..6, 3..6]);
+        // A key split by another: every worker alone.
+        let split = [Some(1), Some(2), Some(1)];
+        assert_eq!(spans_of(&split), vec![0..1, 1..2, 2..3]);
+        assert!(refines(&runs(&keys), &[(6, true)]));
+        assert!(!refines(&[(6, true)], &runs(&keys)));
     }
 
     #[test]

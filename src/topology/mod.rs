@@ -6,9 +6,12 @@
 //! topology object (core, cache, NUMA node, package) is a contiguous range of
 //! worker ids: a span is a [`Range`](std::ops::Range), never a set.
 //!
-//! Each worker sees its [`Level`]s smallest first: SMT, LLC, NUMA, package,
-//! machine, with degenerate levels (whose span equals the child's) removed,
-//! as the kernel's `sd_degenerate()` does for scheduling domains.
+//! Each worker sees its [`Level`]s smallest first: SMT, cluster, LLC, NUMA,
+//! package, NUMA groups, machine (see [`LevelKind`] for when a NUMA node
+//! holds packages), with degenerate levels (whose span equals the child's)
+//! removed, as the kernel's `sd_degenerate()` does for scheduling domains.
+//! Each worker also has a capacity ([`CAPACITY_SCALE`] on a machine with one
+//! kind of core; less on the little cores of a hybrid machine).
 //!
 //! Synthetic descriptions and XML files are checked before hwloc sees them
 //! (hwloc trusts its input: some inputs make it crash, abort or never
@@ -25,5 +28,5 @@ pub use discover::{
     export_xml, TopologySource, MAX_PUS, MAX_SYNTHETIC_OBJECTS, MAX_XML_BYTES, MAX_XML_OBJECTS,
     MAX_XML_OS_INDEX,
 };
-pub use domain::{Level, LevelKind, Topology, WorkerPlace};
+pub use domain::{Level, LevelKind, Topology, WorkerPlace, CAPACITY_SCALE, MAX_NUMA_GROUP_LEVELS};
 pub use pin::{pin_current_thread, MAX_PIN_CPU};

@@ -22,13 +22,29 @@ const MAX_DEPTH: usize = 64;
 /// hostile file can ask for much more.
 const MAX_REBUILT_BYTES: usize = 8 << 20;
 
-/// An `<object>` element: its attributes and its `<object>` children
-/// (other elements are parsed and dropped).
+/// A kept element: an `<object>` (with its `<object>` children), or a
+/// top-level `<distances2>` or `<cpukind>` (with their `<indexes>`,
+/// `<u64values>` and `<info>` children and text). Other elements are
+/// parsed and dropped.
 #[derive(Debug, Default)]
 struct Element {
+    name: String,
     attrs: Vec<(String, String)>,
     children: Vec<Element>,
+    /// The text content (kept only in `<indexes>` and `<u64values>`).
+    text: String,
 }
+
+/// Top-level elements kept besides `<object>`s: NUMA distances and CPU
+/// kinds, read by [`extras`].
+const EXTRA_ELEMENTS: [&str; 2] = ["distances2", "cpukind"];
+/// The children kept inside [`EXTRA_ELEMENTS`].
+const EXTRA_CHILDREN: [&str; 3] = ["indexes", "u64values", "info"];
+/// The most [`EXTRA_ELEMENTS`] and their children kept from one file.
+const MAX_EXTRA_ELEMENTS: usize = 1 << 18;
+/// The most text kept from the `<indexes>` and `<u64values>` of one file
+/// (a 1024-node distance matrix is about 4 MiB of text).
+const MAX_EXTRA_TEXT: usize = 8 << 20;
 
 impl Element {
     fn attr(&self, name: &str) -> Option<&str> {
@@ -39,10 +55,18 @@ impl Element {
     }
 }
 
-/// Parses the document and returns its root element's `<object>`
-/// children. Well-formedness is checked (matching tags, quoted
-/// attributes, known entities); DTD internal subsets are refused.
-fn parse(text: &str) -> Result<Vec<Element>, String> {
+/// A parsed document: the `<topology>` element's `version` attribute and
+/// its kept children.
+struct Document {
+    version: Option<String>,
+    top: Vec<Element>,
+}
+
+/// Parses the document and returns its root element's `<object>`,
+/// `<distances2>` and `<cpukind>` children. Well-formedness is checked
+/// (matching tags, quoted attributes, known entities); DTD internal
+/// subsets are refused.
+fn parse(text: &str) -> Result<Document, String> {
     let b = text.as_bytes();
     let at = |i: usize| format!("at byte {i}");
     let find = |from: usize, pat: &[u8]| {
@@ -54,15 +78,26 @@ fn parse(text: &str) -> Result<Vec<Element>, String> {
     // `<object>` whose ancestors are all kept (else None: dropped).
     let mut stack: Vec<(&str, Option<Element>)> = Vec::new();
     let mut root_name: Option<&str> = None;
+    let mut version: Option<String> = None;
     let mut root_done = false;
     let mut top: Vec<Element> = Vec::new();
     let mut objects = 0usize;
+    let mut extra_text = 0usize;
+    let mut extra_elements = 0usize;
     let mut i = 0;
     while i < b.len() {
         if b[i] != b'<' {
             let end = find(i, b"<").unwrap_or(b.len());
             if stack.is_empty() && !b[i..end].iter().all(|c| c.is_ascii_whitespace()) {
                 return Err(format!("text outside the root element {}", at(i)));
+            }
+            if let Some((name, Some(e))) = stack.last_mut() {
+                if matches!(*name, "indexes" | "u64values") && extra_text < MAX_EXTRA_TEXT {
+                    extra_text += end - i;
+                    // Not decoded: numbers only; anything else is ignored
+                    // by `extras`.
+                    e.text.push_str(&text[i..end]);
+                }
             }
             i = end;
             continue;
@@ -164,24 +199,45 @@ fn parse(text: &str) -> Result<Vec<Element>, String> {
                     return Err(format!("the root element is <{name}>, not <topology>"));
                 }
                 root_name = Some(name);
+                version = attrs
+                    .iter()
+                    .find(|(n, _)| n == "version")
+                    .map(|(_, v)| v.clone());
             }
             if stack.len() >= MAX_DEPTH {
                 return Err(format!("elements nested deeper than {MAX_DEPTH} {}", at(i)));
             }
-            // Keep `<object>`s whose parent is kept or is the root.
-            let parent_kept = match stack.last() {
-                Some((_, Some(_))) => true,
-                Some((_, None)) => stack.len() == 1,
-                None => false,
+            // Keep `<object>`s whose parent is kept or is the root, the
+            // root's distances and CPU kinds, and their children.
+            let parent = match stack.last() {
+                Some((_, Some(p))) => Some(p.name.as_str()),
+                _ => None,
             };
-            let element = if name == "object" && parent_kept {
-                objects += 1;
+            let keep = match (name, parent) {
+                ("object", Some("object")) => true,
+                (_, Some(p)) if EXTRA_ELEMENTS.contains(&p) => EXTRA_CHILDREN.contains(&name),
+                (_, Some(_)) => false,
+                ("object", None) => stack.len() == 1,
+                (_, None) => stack.len() == 1 && EXTRA_ELEMENTS.contains(&name),
+            };
+            // Distances and CPU kinds are bounded apart from the objects
+            // (hwloc writes a 1024-node matrix as 100000 lines); past the
+            // bound they are dropped, and `extras` ignores what is left.
+            let keep = keep && (name == "object" || extra_elements < MAX_EXTRA_ELEMENTS);
+            let element = if keep {
+                if name == "object" {
+                    objects += 1;
+                } else {
+                    extra_elements += 1;
+                }
                 if objects > 4 * MAX_XML_OBJECTS {
                     return Err(format!("more than {} objects", 4 * MAX_XML_OBJECTS));
                 }
                 Some(Element {
+                    name: name.to_owned(),
                     attrs,
                     children: Vec::new(),
+                    text: String::new(),
                 })
             } else {
                 None
@@ -206,7 +262,7 @@ fn parse(text: &str) -> Result<Vec<Element>, String> {
     if root_name.is_none() {
         return Err("no <topology> element".into());
     }
-    Ok(top)
+    Ok(Document { version, top })
 }
 
 /// Attaches a closed element to its parent (or to the root's list).
@@ -356,6 +412,9 @@ struct Cache {
     associativity: i32,
     /// 0 unified, 1 data, 2 instruction.
     ty: u8,
+    /// hwloc's `MemorySideCache` subtype: a memory-side cache (KNL's MCDRAM
+    /// in cache mode) that hwloc 2 shows as a CPU cache level.
+    memory_side: bool,
 }
 
 #[derive(Debug)]
@@ -492,6 +551,7 @@ fn convert_children(
                     (_, Some(1)) => 1,
                     _ => 0,
                 },
+                memory_side: e.attr("subtype") == Some("MemorySideCache"),
             }),
             _ => None,
         };
@@ -696,6 +756,9 @@ fn write(w: &mut Writer, node: &Node, inherited: &[u32], depth: usize) -> bool {
              cache_associativity=\"{}\" cache_type=\"{}\"",
             c.size, c.linesize, c.associativity, c.ty
         );
+        if c.memory_side {
+            w.out.push_str(" subtype=\"MemorySideCache\"");
+        }
     }
     if node.kind == Kind::Pu {
         w.out.push_str("/>\n");
@@ -730,12 +793,44 @@ fn write(w: &mut Writer, node: &Node, inherited: &[u32], depth: usize) -> bool {
     true
 }
 
+/// Refuses an XML format newer than the linked hwloc reads: hwloc 2.x
+/// imports versions 1 and 2 and fails on a 3.0 export with a bare
+/// `EINVAL`; hwsched's own checks assume hwloc 2's object order too (a
+/// 3.0 export may put a shared L1i cache above the L1d caches).
+fn check_version(version: Option<&str>) -> Result<(), String> {
+    let Some(v) = version else { return Ok(()) };
+    let major = v
+        .trim()
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok());
+    match major {
+        Some(1 | 2) => Ok(()),
+        Some(m) if m > 2 => {
+            let api = hwlocality::hwloc_api_version();
+            Err(format!(
+                "it is an hwloc {v} XML export, and the linked hwloc (API {}.{}) reads XML \
+                 versions 1 and 2 only: export it with an hwloc 2.x lstopo \
+                 (lstopo-no-graphics --of xml)",
+                api >> 16,
+                (api >> 8) & 0xff
+            ))
+        }
+        _ => Err(format!(
+            "its <topology> has the version {v:?}, not an hwloc XML version"
+        )),
+    }
+}
+
 /// Checks an hwloc XML topology and returns a consistent XML of the
-/// same CPU and memory hierarchy, or why it is refused.
-pub(super) fn sanitize(text: &str) -> Result<String, String> {
-    let top = parse(text)?;
-    let root = match top.as_slice() {
-        [root] => root,
+/// same CPU and memory hierarchy (with what [`read_extras`] reads), or why
+/// it is refused.
+pub(super) fn sanitize(text: &str) -> Result<(String, Extras), String> {
+    let doc = parse(text)?;
+    check_version(doc.version.as_deref())?;
+    let objects: Vec<&Element> = doc.top.iter().filter(|e| e.name == "object").collect();
+    let root = match objects.as_slice() {
+        [root] => *root,
         [] => return Err("it has no object (no <object> in <topology>)".into()),
         _ => return Err("it has more than one root object".into()),
     };
@@ -821,7 +916,123 @@ pub(super) fn sanitize(text: &str) -> Result<String, String> {
         ));
     }
     w.out.push_str("</topology>\n");
-    Ok(w.out)
+    Ok((w.out, extras_of(&doc)))
+}
+
+/// The most CPU kinds read (hwloc reports 2 to 5 on hybrid machines);
+/// further `<cpukind>`s are ignored.
+const MAX_CPU_KINDS: usize = 64;
+
+/// The most NUMA nodes of a distance matrix that is read (Linux's
+/// `MAX_NUMNODES` is at most 1024); a larger matrix is ignored.
+const MAX_DISTANCE_NODES: usize = 1024;
+
+/// A CPU kind of hwloc's `cpukinds` (an XML `<cpukind>`): PUs of one core
+/// type on a hybrid machine.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct CpuKind {
+    /// The PUs' OS indices, sorted.
+    pub(super) pus: Vec<u32>,
+    /// The kernel's capacity of these PUs (hwloc's `LinuxCapacity` info,
+    /// `/sys/devices/system/cpu/cpuN/cpu_capacity`), if known.
+    pub(super) linux_capacity: Option<u32>,
+    /// The highest frequency in MHz (hwloc's `FrequencyMaxMHz` info).
+    pub(super) max_mhz: Option<u32>,
+}
+
+/// A NUMA latency matrix (an XML `<distances2>` of NUMA nodes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct NumaDistances {
+    /// The nodes' OS indices, in matrix order.
+    pub(super) nodes: Vec<u32>,
+    /// Row-major: `values[i * nodes.len() + j]` from node `i` to node `j`.
+    pub(super) values: Vec<u64>,
+}
+
+impl NumaDistances {
+    /// The distance from the node at matrix position `i` to the one at `j`.
+    pub(super) fn at(&self, i: usize, j: usize) -> Option<u64> {
+        self.values.get(i * self.nodes.len() + j).copied()
+    }
+}
+
+/// What hwsched reads from an XML topology besides the object tree.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Extras {
+    pub(super) cpu_kinds: Vec<CpuKind>,
+    pub(super) numa_distances: Option<NumaDistances>,
+}
+
+/// The CPU kinds and the NUMA latency matrix of an XML topology (hwloc's
+/// own export, for a discovered machine); empty when the text does not
+/// parse. Elements that do not make sense (a matrix of the wrong size, a
+/// kind without a cpuset) are ignored.
+pub(super) fn read_extras(text: &str) -> Extras {
+    parse(text).map(|d| extras_of(&d)).unwrap_or_default()
+}
+
+fn numbers<T: std::str::FromStr>(e: &Element, child: &str) -> Option<Vec<T>> {
+    e.children
+        .iter()
+        .filter(|c| c.name == child)
+        .flat_map(|c| c.text.split_ascii_whitespace())
+        .map(|n| n.parse().ok())
+        .collect()
+}
+
+fn extras_of(doc: &Document) -> Extras {
+    let mut out = Extras::default();
+    for e in &doc.top {
+        match e.name.as_str() {
+            "cpukind" if out.cpu_kinds.len() < MAX_CPU_KINDS => {
+                let Some(pus) = e
+                    .attr("cpuset")
+                    .and_then(|s| parse_bitmap(s, MAX_XML_OS_INDEX))
+                else {
+                    continue;
+                };
+                let info = |name: &str| {
+                    e.children
+                        .iter()
+                        .find(|c| c.name == "info" && c.attr("name") == Some(name))
+                        .and_then(|c| c.attr("value"))
+                        .and_then(|v| v.trim().parse::<u32>().ok())
+                        .filter(|&v| v > 0)
+                };
+                out.cpu_kinds.push(CpuKind {
+                    pus,
+                    linux_capacity: info("LinuxCapacity"),
+                    max_mhz: info("FrequencyMaxMHz"),
+                });
+            }
+            "distances2" if out.numa_distances.is_none() => {
+                let latency = e
+                    .attr("kind")
+                    .and_then(|k| k.trim().parse::<u64>().ok())
+                    .is_some_and(|k| k & 4 != 0);
+                if e.attr("type") != Some("NUMANode")
+                    || e.attr("indexing") != Some("os")
+                    || !latency
+                {
+                    continue;
+                }
+                let n: usize = number(e, "nbobjs").unwrap_or(0);
+                if n == 0 || n > MAX_DISTANCE_NODES {
+                    continue;
+                }
+                let (Some(nodes), Some(values)) =
+                    (numbers::<u32>(e, "indexes"), numbers::<u64>(e, "u64values"))
+                else {
+                    continue;
+                };
+                if nodes.len() == n && values.len() == n * n {
+                    out.numa_distances = Some(NumaDistances { nodes, values });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -851,6 +1062,127 @@ mod tests {
             Some(vec![0, 32, 33])
         );
         assert_eq!(parse_bitmap("0xzz", 10), None);
+    }
+
+    const EXTRAS: &str = r#"<topology version="2.0">
+  <object type="Machine" os_index="0">
+    <object type="PU" os_index="0"/>
+    <object type="PU" os_index="1"/>
+  </object>
+  <distances2 type="NUMANode" nbobjs="2" kind="5" name="NUMALatency" indexing="os">
+    <indexes length="4">0 1 </indexes>
+    <u64values length="6">10 20 </u64values>
+    <u64values length="6">21 10 </u64values>
+  </distances2>
+  <distances2 type="NUMANode" nbobjs="2" kind="9" name="NUMABandwidth" indexing="os">
+    <indexes length="4">0 1 </indexes>
+    <u64values length="4">1 2 3 4</u64values>
+  </distances2>
+  <cpukind cpuset="0x00000001" forced_efficiency="0">
+    <info name="FrequencyMaxMHz" value="2808"/>
+    <info name="LinuxCapacity" value="718"/>
+  </cpukind>
+  <cpukind cpuset="0x00000002">
+    <info name="FrequencyMaxMHz" value="3900"/>
+  </cpukind>
+</topology>"#;
+
+    #[test]
+    fn extras_read_the_latency_matrix_and_cpu_kinds() {
+        let e = read_extras(EXTRAS);
+        let d = e.numa_distances.expect("a latency matrix");
+        assert_eq!(d.nodes, vec![0, 1]);
+        assert_eq!(d.values, vec![10, 20, 21, 10]);
+        assert_eq!(
+            (d.at(0, 1), d.at(1, 0), d.at(2, 0)),
+            (Some(20), Some(21), None)
+        );
+        assert_eq!(
+            e.cpu_kinds,
+            vec![
+                CpuKind {
+                    pus: vec![0],
+                    linux_capacity: Some(718),
+                    max_mhz: Some(2808)
+                },
+                CpuKind {
+                    pus: vec![1],
+                    linux_capacity: None,
+                    max_mhz: Some(3900)
+                },
+            ]
+        );
+        // sanitize reads the same, and keeps none of it in hwloc's XML.
+        let (clean, extras) = sanitize(EXTRAS).expect("valid");
+        assert_eq!(extras, read_extras(EXTRAS));
+        assert!(!clean.contains("distances2") && !clean.contains("cpukind"));
+        // A matrix of the wrong size is ignored.
+        let bad = EXTRAS.replace(r#"nbobjs="2" kind="5""#, r#"nbobjs="3" kind="5""#);
+        assert_eq!(read_extras(&bad).numa_distances, None);
+    }
+
+    #[test]
+    fn a_1024_node_matrix_in_hwlocs_lines_is_read() {
+        // hwloc writes 10 values a line: 104858 elements, more than the
+        // object limit, which they do not count against.
+        let n = 1024;
+        let mut xml = String::from(
+            "<topology version=\"2.0\"><object type=\"Machine\" os_index=\"0\">\
+             <object type=\"PU\" os_index=\"0\"/></object>",
+        );
+        xml.push_str(&format!(
+            "<distances2 type=\"NUMANode\" nbobjs=\"{n}\" kind=\"5\" indexing=\"os\">"
+        ));
+        for chunk in (0..n).collect::<Vec<_>>().chunks(10) {
+            let line: Vec<String> = chunk.iter().map(u32::to_string).collect();
+            xml.push_str(&format!("<indexes>{}</indexes>", line.join(" ")));
+        }
+        for i in 0..n * n {
+            if i % 10 == 0 {
+                xml.push_str("<u64values>");
+            }
+            xml.push_str(if i % (n + 1) == 0 { "10 " } else { "20 " });
+            if i % 10 == 9 || i + 1 == n * n {
+                xml.push_str("</u64values>");
+            }
+        }
+        xml.push_str("</distances2></topology>");
+        let d = read_extras(&xml).numa_distances.expect("a matrix");
+        assert_eq!(d.nodes.len(), 1024);
+        assert_eq!((d.at(5, 5), d.at(5, 6)), (Some(10), Some(20)));
+        assert!(sanitize(&xml).is_ok());
+    }
+
+    #[test]
+    fn versions_past_2_are_refused_in_words() {
+        assert_eq!(check_version(None), Ok(()));
+        assert_eq!(check_version(Some("2.0")), Ok(()));
+        assert_eq!(check_version(Some("1.0")), Ok(()));
+        let e = check_version(Some("3.0")).unwrap_err();
+        assert!(
+            e.contains("hwloc 3.0 XML") && e.contains("versions 1 and 2"),
+            "{e}"
+        );
+        assert!(check_version(Some("x")).is_err());
+        let e = sanitize(&EXTRAS.replace("version=\"2.0\"", "version=\"3.0\"")).unwrap_err();
+        assert!(e.contains("3.0"), "{e}");
+    }
+
+    #[test]
+    fn memory_side_caches_keep_their_subtype() {
+        let xml = r#"<topology version="2.0"><object type="Machine" os_index="0">
+            <object type="L3Cache" cache_size="17179869184" depth="3" subtype="MemorySideCache">
+              <object type="NUMANode" os_index="0"/>
+              <object type="L2Cache" cache_size="1048576" depth="2">
+                <object type="Core" os_index="0"><object type="PU" os_index="0"/></object>
+              </object>
+            </object></object></topology>"#;
+        let (clean, _) = sanitize(xml).expect("valid");
+        assert_eq!(
+            clean.matches("subtype=\"MemorySideCache\"").count(),
+            1,
+            "{clean}"
+        );
     }
 
     #[test]

@@ -1,0 +1,432 @@
+//! I/O side by side: a TCP echo server and an HTTP/1.1 "hello" server
+//! (hyper 1.x) on hwsched with its workers driving async-io's reactor
+//! (`enable_io(true)`), on hwsched without (`enable_io(false)`: async-io's
+//! own thread drives it), on tokio (its own net driver) and on
+//! async-executor (threads in `async_io::block_on(ex.run(..))`, smol's way).
+//!
+//! ```text
+//! cargo bench --features io --bench io -- [--runs 5] [--secs 3] [--workers 2] [--only echo|http]
+//! ```
+//!
+//! Each round runs every server once, in a rotating order, on the same
+//! worker count:
+//! - **echo**: a client process (this binary, one thread, 64 connections on
+//!   a local async-executor) makes 500 round trips of 64 B per connection;
+//!   round trips per second from the client's wall time;
+//! - **http**: `wrk -t1 -c64 -d<secs>s` (apt package `wrk`), requests per
+//!   second as wrk prints them.
+//!
+//! Beside each figure: the server process's CPU time (user + system, from
+//! `getrusage`, async-io's thread included) per round trip or request, and
+//! its voluntary context switches per operation: every cost the runtime
+//! causes is charged. hwsched rows add the wakes by origin. The summary
+//! gives medians and the median of the per-round ratios of hwsched to the
+//! best peer.
+
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use async_io::Async;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+
+const CLIENTS: usize = 64;
+const ROUNDS: usize = 500;
+const MSG: usize = 64;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    HwIo,
+    HwNoIo,
+    Tokio,
+    Ae,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::HwIo => "hwsched",
+            Kind::HwNoIo => "hwsched-noio",
+            Kind::Tokio => "tokio",
+            Kind::Ae => "async-executor",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Bench {
+    Echo,
+    Http,
+}
+
+/// A server running on one runtime; dropping it stops the runtime.
+struct Server {
+    addr: SocketAddr,
+    rt: Rt,
+}
+
+enum Rt {
+    Hw(hwsched::Runtime),
+    /// Kept alive until the server is dropped.
+    #[allow(dead_code)]
+    Tokio(tokio::runtime::Runtime),
+    Ae {
+        stop: Option<async_channel::Sender<()>>,
+        threads: Vec<thread::JoinHandle<()>>,
+    },
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Rt::Ae { stop, threads } = &mut self.rt {
+            drop(stop.take());
+            for t in threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+async fn hello(
+    _req: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<http_body_util::Full<hyper::body::Bytes>>, Infallible> {
+    Ok(hyper::Response::new(http_body_util::Full::new(
+        hyper::body::Bytes::from_static(b"Hello, world!\n"),
+    )))
+}
+
+/// The accept loop on async-io sockets (hwsched and async-executor);
+/// `spawn` detaches a connection task on the runtime.
+async fn serve_async_io(
+    listener: Async<TcpListener>,
+    bench: Bench,
+    spawn: impl Fn(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>),
+) {
+    loop {
+        let Ok((s, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = s.get_ref().set_nodelay(true);
+        match bench {
+            Bench::Echo => spawn(Box::pin(async move {
+                let _ = futures_lite::io::copy(&s, &mut &s).await;
+            })),
+            Bench::Http => spawn(Box::pin(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(
+                        smol_hyper::rt::FuturesIo::new(s),
+                        hyper::service::service_fn(hello),
+                    )
+                    .await;
+            })),
+        }
+    }
+}
+
+fn start(kind: Kind, bench: Bench, workers: usize) -> Server {
+    match kind {
+        Kind::HwIo | Kind::HwNoIo => {
+            let rt = hwsched::Runtime::builder()
+                .worker_threads(workers)
+                .enable_io(kind == Kind::HwIo)
+                .build()
+                .expect("hwsched runtime");
+            let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).expect("bind");
+            let addr = listener.get_ref().local_addr().unwrap();
+            drop(rt.spawn(serve_async_io(listener, bench, |f| drop(hwsched::spawn(f)))));
+            Server {
+                addr,
+                rt: Rt::Hw(rt),
+            }
+        }
+        Kind::Tokio => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            let listener = rt
+                .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+                .expect("bind");
+            let addr = listener.local_addr().unwrap();
+            rt.spawn(async move {
+                loop {
+                    let Ok((mut s, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    let _ = s.set_nodelay(true);
+                    match bench {
+                        Bench::Echo => tokio::spawn(async move {
+                            let (mut r, mut w) = s.split();
+                            let _ = tokio::io::copy(&mut r, &mut w).await;
+                        }),
+                        Bench::Http => tokio::spawn(async move {
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(
+                                    hyper_util::rt::TokioIo::new(s),
+                                    hyper::service::service_fn(hello),
+                                )
+                                .await;
+                        }),
+                    };
+                }
+            });
+            Server {
+                addr,
+                rt: Rt::Tokio(rt),
+            }
+        }
+        Kind::Ae => {
+            let ex = Arc::new(async_executor::Executor::new());
+            let (stop, stopped) = async_channel::bounded::<()>(1);
+            let threads = (0..workers)
+                .map(|i| {
+                    let (ex, stopped) = (ex.clone(), stopped.clone());
+                    thread::Builder::new()
+                        .name(format!("async-executor-{i}"))
+                        .spawn(move || {
+                            let _ = async_io::block_on(ex.run(stopped.recv()));
+                        })
+                        .unwrap()
+                })
+                .collect();
+            let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).expect("bind");
+            let addr = listener.get_ref().local_addr().unwrap();
+            let ex2 = ex.clone();
+            ex.spawn(serve_async_io(listener, bench, move |f| {
+                ex2.spawn(f).detach()
+            }))
+            .detach();
+            Server {
+                addr,
+                rt: Rt::Ae {
+                    stop: Some(stop),
+                    threads,
+                },
+            }
+        }
+    }
+}
+
+/// CPU time (user + system) and voluntary context switches of this process.
+fn usage() -> (Duration, u64) {
+    // SAFETY: getrusage writes a `rusage` we own; an all-zero rusage is a
+    // valid value of the plain C struct.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_nvcsw as u64)
+}
+
+/// The echo client (run as a child process): 64 connections on one thread,
+/// 500 round trips each; prints its wall time in nanoseconds.
+fn echo_client(addr: SocketAddr) {
+    let ex = async_executor::LocalExecutor::new();
+    let t0 = Instant::now();
+    async_io::block_on(ex.run(async {
+        let tasks: Vec<_> = (0..CLIENTS)
+            .map(|i| {
+                ex.spawn(async move {
+                    let mut c = Async::<TcpStream>::connect(addr).await.expect("connect");
+                    c.get_ref().set_nodelay(true).unwrap();
+                    let msg = [i as u8; MSG];
+                    let mut back = [0u8; MSG];
+                    for _ in 0..ROUNDS {
+                        c.write_all(&msg).await.unwrap();
+                        c.read_exact(&mut back).await.unwrap();
+                        assert_eq!(back, msg);
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await;
+        }
+    }));
+    println!("elapsed_ns {}", t0.elapsed().as_nanos());
+}
+
+/// One measurement: operations per second, CPU per operation, voluntary
+/// context switches per operation, and hwsched's wakes by origin.
+struct Sample {
+    ops_per_s: f64,
+    cpu_us_per_op: f64,
+    csw_per_op: f64,
+    wakes: Option<(u64, u64, u64, u64)>,
+}
+
+fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
+    let server = start(kind, bench, workers);
+    thread::sleep(Duration::from_millis(100));
+    let stats0 = match &server.rt {
+        Rt::Hw(rt) => Some(rt.stats()),
+        _ => None,
+    };
+    let (cpu0, csw0) = usage();
+    let (ops, wall) = match bench {
+        Bench::Echo => {
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args(["--echo-client", &server.addr.to_string()])
+                .output()
+                .expect("run the echo client");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let ns: f64 = text
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("echo client failed: {text} {out:?}"));
+            ((CLIENTS * ROUNDS) as f64, ns / 1e9)
+        }
+        Bench::Http => {
+            let out = Command::new("wrk")
+                .args([
+                    "-t1",
+                    "-c64",
+                    &format!("-d{secs}s"),
+                    &format!("http://{}/", server.addr),
+                ])
+                .output()
+                .expect("run wrk (apt-get install wrk)");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let total: f64 = text
+                .lines()
+                .find(|l| l.contains("requests in"))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("wrk output not understood: {text}"));
+            let rps: f64 = text
+                .lines()
+                .find(|l| l.starts_with("Requests/sec:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("wrk output not understood: {text}"));
+            (total, total / rps)
+        }
+    };
+    let (cpu1, csw1) = usage();
+    let wakes = match (&server.rt, stats0) {
+        (Rt::Hw(rt), Some(s0)) => {
+            let s1 = rt.stats();
+            let (t0, t1) = (s0.total(), s1.total());
+            Some((
+                t1.wakes_by_reactor - t0.wakes_by_reactor,
+                t1.reactor_wakes_local - t0.reactor_wakes_local,
+                t1.wakes_by_task - t0.wakes_by_task,
+                s1.external.wakes_foreign - s0.external.wakes_foreign,
+            ))
+        }
+        _ => None,
+    };
+    drop(server);
+    Sample {
+        ops_per_s: ops / wall,
+        cpu_us_per_op: (cpu1 - cpu0).as_secs_f64() * 1e6 / ops,
+        csw_per_op: (csw1 - csw0) as f64 / ops,
+        wakes,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--echo-client") {
+        echo_client(args[i + 1].parse().expect("--echo-client ADDR"));
+        return;
+    }
+    let val = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .map(|i| args[i + 1].clone())
+    };
+    let runs: usize = val("--runs").map_or(5, |v| v.parse().expect("--runs N"));
+    let secs: u64 = val("--secs").map_or(3, |v| v.parse().expect("--secs N"));
+    let workers: usize = val("--workers").map_or(2, |v| v.parse().expect("--workers N"));
+    let benches: Vec<Bench> = match val("--only").as_deref() {
+        Some("echo") => vec![Bench::Echo],
+        Some("http") => vec![Bench::Http],
+        None => vec![Bench::Echo, Bench::Http],
+        Some(o) => panic!("--only echo|http, not {o}"),
+    };
+    let kinds = [Kind::HwIo, Kind::HwNoIo, Kind::Tokio, Kind::Ae];
+    println!(
+        "I/O bench: {workers} workers per runtime, {runs} rounds, {} CPUs here",
+        thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    for bench in benches {
+        let unit = match bench {
+            Bench::Echo => "round trips/s",
+            Bench::Http => "requests/s",
+        };
+        println!(
+            "\n## {bench:?}: {unit}, server CPU us per op, voluntary context switches per op"
+        );
+        let mut all: Vec<Vec<Sample>> = kinds.iter().map(|_| Vec::new()).collect();
+        for round in 0..runs {
+            for j in 0..kinds.len() {
+                let k = (round + j) % kinds.len();
+                let s = measure(kinds[k], bench, workers, secs);
+                let wakes = s.wakes.map_or(String::new(), |(r, rl, t, f)| {
+                    format!(
+                        "  wakes: reactor-on-worker {r} ({rl} kept on the waker), task {t}, \
+                         foreign {f}"
+                    )
+                });
+                println!(
+                    "round {round} {:>15} {:>10.0} {:>8.2} us {:>6.3} csw{wakes}",
+                    kinds[k].name(),
+                    s.ops_per_s,
+                    s.cpu_us_per_op,
+                    s.csw_per_op
+                );
+                all[k].push(s);
+            }
+        }
+        println!("\nmedians over {runs} rounds ({bench:?}):");
+        for (k, samples) in kinds.iter().zip(&all) {
+            println!(
+                "{:>15} {:>10.0} {unit} {:>8.2} us/op {:>6.3} csw/op",
+                k.name(),
+                median(samples.iter().map(|s| s.ops_per_s).collect()),
+                median(samples.iter().map(|s| s.cpu_us_per_op).collect()),
+                median(samples.iter().map(|s| s.csw_per_op).collect()),
+            );
+        }
+        // Per-round ratios of hwsched (reactor on) to the best peer.
+        let ratios: Vec<f64> = (0..runs)
+            .map(|r| {
+                let best = all[2][r].ops_per_s.max(all[3][r].ops_per_s);
+                all[0][r].ops_per_s / best
+            })
+            .collect();
+        let cpu_ratios: Vec<f64> = (0..runs)
+            .map(|r| {
+                let best = all[2][r].cpu_us_per_op.min(all[3][r].cpu_us_per_op);
+                all[0][r].cpu_us_per_op / best
+            })
+            .collect();
+        println!(
+            "hwsched / best peer: throughput {:.2} (rounds {:?}), CPU per op {:.2}",
+            median(ratios.clone()),
+            ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>(),
+            median(cpu_ratios),
+        );
+    }
+}

@@ -282,22 +282,36 @@ pub struct Sim {
     migrations: [u64; 6],
 }
 
+/// How far apart workers `a` and `b` are: the smallest span of `a` that
+/// holds `b`. A cluster (cores sharing an L2) counts as the SMT tier, a
+/// NUMA group or the machine as remote.
 fn tier_of(topo: &Topology, a: usize, b: usize) -> Tier {
     if a == b {
-        return Tier::Local;
-    }
-    for l in topo.levels(a) {
-        if l.span.contains(&b) {
-            return match l.kind {
-                LevelKind::Smt => Tier::Core,
-                LevelKind::Llc => Tier::Llc,
-                LevelKind::Numa => Tier::Node,
-                LevelKind::Package => Tier::Package,
-                LevelKind::Machine => Tier::Remote,
-            };
+        Tier::Local
+    } else if topo.core_span(a).contains(&b)
+        || topo
+            .level(a, LevelKind::Cluster)
+            .is_some_and(|l| l.span.contains(&b))
+    {
+        Tier::Core
+    } else if topo.llc_span(a).contains(&b) {
+        Tier::Llc
+    } else {
+        // The smaller of the NUMA node (when it is not the whole machine)
+        // and the package that holds both.
+        let n = topo.workers();
+        let numa = Some(topo.numa_span(a)).filter(|s| s.len() < n && s.contains(&b));
+        let pkg = topo
+            .level(a, LevelKind::Package)
+            .map(|l| l.span.clone())
+            .filter(|s| s.contains(&b));
+        match (numa, pkg) {
+            (Some(x), Some(p)) if p.len() < x.len() => Tier::Package,
+            (Some(_), _) => Tier::Node,
+            (None, Some(_)) => Tier::Package,
+            (None, None) => Tier::Remote,
         }
     }
-    Tier::Remote
 }
 
 impl Sim {
@@ -1095,11 +1109,15 @@ impl Sim {
         };
         self.workers[w].run_actions = actions;
         self.workers[w].run_done = run.done;
+        // A less capable worker (an E-core of a hybrid machine) takes
+        // longer for the same work: capacity 1024 is the most capable.
+        let cap = u64::from(self.topo.capacity(w).clamp(1, 1024));
+        let work_ns = run.work_ns * 1024 / cap;
         let tm = &mut self.time[w];
         tm.sched += self.acc;
         tm.warmth += penalty;
-        tm.work += run.work_ns;
-        self.at(start + penalty + run.work_ns, Ev::RunEnd(w, t));
+        tm.work += work_ns;
+        self.at(start + penalty + work_ns, Ev::RunEnd(w, t));
     }
 
     fn run_end(&mut self, w: usize, t: TaskId) {

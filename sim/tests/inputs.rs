@@ -68,3 +68,47 @@ fn bad_traces_are_refused_with_the_line() {
         assert!(e.contains(want), "{bad:?}: {e}");
     }
 }
+
+fn real(name: &str) -> Topology {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/topologies")
+        .join(format!("{name}.xml"));
+    Topology::new(&TopologySource::Xml(path), None).expect("real-machine XML")
+}
+
+#[test]
+fn the_real_machine_topologies_of_the_tables_simulate() {
+    for (name, workers) in [
+        ("epyc-zen3-2p", 128),
+        ("cascadelake-snc2", 80),
+        ("kunpeng920", 128),
+        ("raptorlake-hybrid", 20),
+    ] {
+        let t = real(name);
+        assert_eq!(t.workers(), workers, "{name}");
+        let r = simulate(Config::new(t), Box::new(Hackbench::new(2, 8, 5, 500, 500)));
+        assert_eq!((r.ops, r.unfinished), (2 * 8 * 8 * 5, 0), "{name}\n{r}");
+    }
+}
+
+#[test]
+fn work_on_a_less_capable_worker_takes_longer() {
+    // raptorlake-hybrid: 12 P-core threads (capacity 1024), 8 E-cores (798).
+    let t = real("raptorlake-hybrid");
+    assert!(t.is_asymmetric());
+    let mut cfg = Config::new(t);
+    cfg.cost = hwsched_sim::CostModel::zero();
+    // 200 independent 100 us tasks: every worker runs some.
+    let r = simulate(
+        cfg,
+        Box::new(hwsched_sim::workload::Burst::new(1, 200, 100_000, 0, 0)),
+    );
+    assert_eq!(r.ops, 200);
+    let p_only = 200 * 100_000;
+    let e_only = 200 * 100_000 * 1024 / 798;
+    assert!(
+        r.work_ns > p_only && r.work_ns < e_only,
+        "work {} between {p_only} and {e_only}",
+        r.work_ns
+    );
+}

@@ -16,7 +16,9 @@
 //! threads. It is reproduced here, step for step, in plain code over the
 //! simulated state; each function below names the production function it
 //! mirrors. When those files change, these mirrors must follow (SIMULATION.md
-//! lists them).
+//! lists them). They follow `main` at fd9db96; the I/O reactor path (a worker
+//! driving async-io in `block_on`, its suspended idle state) is not
+//! modelled: simulated programs do no I/O.
 //!
 //! # The model of time
 //!
@@ -1513,9 +1515,9 @@ impl Sim {
     /// `wait_for` (inbox, kick, spin, before-sleep, park).
     fn after_walk(&mut self, w: usize) {
         let now = self.now + self.acc;
-        let wk = &mut self.workers[w];
-        let t0 = *wk.idle_since.get_or_insert(now);
-        let _ = t0;
+        // The idle period's start (the kernel's `rq->idle_stamp`), kept
+        // across passes of the loop.
+        self.workers[w].idle_since.get_or_insert(now);
         self.idle[w] = true;
         let avg_idle = self.workers[w].balance.avg_idle_ns;
         let choice = self.workers[w].governor.choose(now, avg_idle);

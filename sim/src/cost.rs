@@ -158,6 +158,26 @@ impl CostModel {
         }
     }
 
+    /// This project's 2-vCPU development VM (an unnamed "Intel Xeon
+    /// Processor", 260 MiB L3), for the calibration in SIMULATION.md. The
+    /// futex figures are the VM's own, measured by the runtime and its
+    /// benches, not fitted to the results compared: a wake costs the waker
+    /// ~7 us ([LL]: "send us/msg", the sender's CPU inside `try_send`); the
+    /// park/unpark round trip ~26 us of CPU and ~40 us of wall time ([VM]),
+    /// split here as 7 us wake + 19 us park CPU, and 40 - 26 = 14 us of
+    /// wake-up latency. Cache lines: the `xeon` figures (not measured).
+    ///
+    /// [LL]: BENCHMARKS.md, "Light load", hwsched on 2 workers.
+    pub fn vm() -> Self {
+        CostModel {
+            name: "vm".into(),
+            wake_cpu_ns: 7_000,
+            wake_latency_ns: 14_000,
+            park_cpu_ns: 19_000,
+            ..Self::xeon()
+        }
+    }
+
     /// Everything free except the tasks' own work: a model in which
     /// scheduling costs nothing (for sanity checks).
     pub fn zero() -> Self {
@@ -176,11 +196,12 @@ impl CostModel {
         }
     }
 
-    /// A preset by name: `epyc`, `xeon` or `zero`.
+    /// A preset by name: `epyc`, `xeon`, `vm` or `zero`.
     pub fn preset(name: &str) -> Option<Self> {
         match name {
             "epyc" => Some(Self::epyc()),
             "xeon" => Some(Self::xeon()),
+            "vm" => Some(Self::vm()),
             "zero" => Some(Self::zero()),
             _ => None,
         }

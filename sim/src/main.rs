@@ -27,7 +27,7 @@ workload (--workload NAME, default hackbench):
   burst       --bursts B (10) --tasks N (4 x workers) --work-us W (20) --period-us P (200) --jitter PCT (20)
   independent --tasks N (8 x workers) --work-us W (100): one burst, no communication
   pingpong    --pairs P (workers / 2) --trips R (500) --work-ns W (500)
-  light       --load X (0.25) --receivers R (2 x workers) --work-us W (20) --messages N (20000)
+  light       --load X (0.25) or --period-us P, --receivers R (2 x workers) --work-us W (20) --messages N (20000)
   forkjoin    --depth D (12) --leaf-us W (5) --node-ns W (200)
   trace       --trace FILE: replay tasks, runs and wake edges (format: sim/src/workload.rs, `Trace`)
 
@@ -40,7 +40,7 @@ policy:
   --fix-park-bit on|off (off) a proposed change: leave the queued set before sleeping
 
 model:
-  --costs epyc|xeon|zero (epyc)  --cost KEY=NS (repeatable, e.g. line_ns.remote=300)
+  --costs epyc|xeon|vm|zero (epyc)  --cost KEY=NS (repeatable, e.g. line_ns.remote=300)
   --seed N (1)
 
 output:
@@ -216,12 +216,11 @@ fn real_main() -> Result<(), String> {
             if !(load > 0.0 && load <= 4.0) {
                 return Err("--load must be in (0, 4]".into());
             }
-            Box::new(Light::new(
-                r,
-                Light::period_for(work, n, load),
-                work,
-                a.num("messages", 20_000)?,
-            ))
+            let period = match a.get("period-us") {
+                Some(_) => us("period-us", 0)?.max(1),
+                None => Light::period_for(work, n, load),
+            };
+            Box::new(Light::new(r, period, work, a.num("messages", 20_000)?))
         }
         "forkjoin" => Box::new(ForkJoin::new(
             a.num("depth", 12)?,

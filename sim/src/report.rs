@@ -120,6 +120,9 @@ pub struct Report {
     pub sched_ns: u64,
     /// Worker time spinning (ns).
     pub spin_ns: u64,
+    /// CPU that threads outside the runtime spent in its code when they
+    /// spawned or woke tasks: placement, delivery and futex wakes (ns).
+    pub external_ns: u64,
     /// Median time from a task becoming runnable to running (ns).
     pub wake_p50_ns: u64,
     /// 99th percentile of the same (ns).
@@ -174,6 +177,14 @@ impl Report {
             ),
             cross
         )
+    }
+
+    /// All CPU spent (work, warmth, scheduling, spin, and outside threads'
+    /// spawns and wakes) per operation, in ns: what `benches/light_load.rs`
+    /// reports as CPU per message.
+    pub fn cpu_per_op_ns(&self) -> f64 {
+        (self.work_ns + self.warmth_ns + self.sched_ns + self.spin_ns + self.external_ns) as f64
+            / self.ops.max(1) as f64
     }
 
     /// Total migrations.
@@ -241,6 +252,21 @@ impl fmt::Display for Report {
             "scheduling CPU per work CPU: {} (spin included: {})",
             pct(self.sched_ns, self.work_ns),
             pct(self.sched_ns + self.spin_ns, self.work_ns)
+        )?;
+        if self.external_ns > 0 {
+            writeln!(
+                f,
+                "outside threads' CPU in spawns and wakes: {} ({:.2} us per {})",
+                ms(self.external_ns),
+                self.external_ns as f64 / 1e3 / self.ops.max(1) as f64,
+                self.op_name
+            )?;
+        }
+        writeln!(
+            f,
+            "CPU per {} (work + scheduling + spin + outside threads): {:.2} us",
+            self.op_name,
+            self.cpu_per_op_ns() / 1e3
         )?;
         writeln!(
             f,

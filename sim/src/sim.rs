@@ -281,6 +281,7 @@ pub struct Sim {
     idle_while_queued_ns: u128,
     makespan: u64,
     at_end: Time,
+    external_ns: u64,
     migrations: [u64; 6],
 }
 
@@ -435,6 +436,7 @@ impl Sim {
             idle_while_queued_ns: 0,
             makespan: 0,
             at_end: Time::default(),
+            external_ns: 0,
             migrations: [0; 6],
             cfg,
         }
@@ -485,6 +487,7 @@ impl Sim {
             self.workload.start(&mut ctx);
         }
         self.apply(None, actions);
+        self.external_ns += self.acc;
         while let Some(Reverse(q)) = self.events.pop() {
             if q.at > self.cfg.time_limit_ns {
                 break;
@@ -510,6 +513,8 @@ impl Sim {
                         self.workload.timer(tag, &mut ctx);
                     }
                     self.apply(None, actions);
+                    // What the outside thread spent in the runtime's code.
+                    self.external_ns += self.acc;
                 }
             }
         }
@@ -557,6 +562,7 @@ impl Sim {
             warmth_ns: self.at_end.warmth,
             sched_ns: self.at_end.sched,
             spin_ns: self.at_end.spin,
+            external_ns: self.external_ns,
             wake_p50_ns: pct(50),
             wake_p99_ns: pct(99),
             wake_max_ns: lat.last().copied().unwrap_or(0),

@@ -1,0 +1,249 @@
+//! `hwsched-sim`: run one workload under one policy on one topology and
+//! print the report. `hwsched-sim --help` lists the options.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use hwsched::{SisMode, StealWalk, Topology, TopologySource};
+use hwsched_sim::sim::parse_idle;
+use hwsched_sim::workload::{Burst, ForkJoin, Hackbench, Light, PingPong, Trace, Workload};
+use hwsched_sim::{simulate, Config, CostModel, Policy};
+
+const HELP: &str = "\
+hwsched-sim: hwsched's scheduling policies on a simulated machine, in virtual time
+
+topology (one of):
+  --preset NAME        epyc   = pack:2 l3:8 core:8 pu:1   (128 workers, 8-core LLCs)
+                       xeon   = pack:2 l3:1 core:20 pu:2  (80 workers, SMT, LLC per socket)
+                       numa   = pack:2 numa:2 l3:2 core:4 pu:2 (64 workers, 4 nodes)
+                       small  = pack:1 l3:1 core:2 pu:1   (2 workers)
+  --synthetic STR      an hwloc synthetic description
+  --xml PATH           an lstopo XML export
+  --workers N          use N workers of the topology
+  --show-topology      print the domain tree first
+
+workload (--workload NAME, default hackbench):
+  hackbench   --groups G (4) --fds F (10) --loops L (50) --send-ns (500) --recv-ns (500)
+  burst       --bursts B (10) --tasks N (4 x workers) --work-us W (20) --period-us P (200) --jitter PCT (20)
+  independent --tasks N (8 x workers) --work-us W (100): one burst, no communication
+  pingpong    --pairs P (workers / 2) --trips R (500) --work-ns W (500)
+  light       --load X (0.25) or --period-us P, --receivers R (2 x workers) --work-us W (20) --messages N (20000)
+  forkjoin    --depth D (12) --leaf-us W (5) --node-ns W (200)
+  trace       --trace FILE: replay tasks, runs and wake edges (format: sim/src/workload.rs, `Trace`)
+
+policy:
+  --policy hwsched|tokio   (hwsched)
+  --sis prop|util|full|off (prop)      --walk bounded|unbounded (bounded)
+  --idle park|governed|spin:US (park)  --recent on|off  --idle-core on|off
+  --load-interval-us N (1000)          --migration-cost-us N (500)
+  --fix-recheck on|off (off)  a proposed wake-protocol change (SIMULATION.md, Findings)
+  --fix-park-bit on|off (off) a proposed change: leave the queued set before sleeping
+
+model:
+  --costs epyc|xeon|vm|zero (epyc)  --cost KEY=NS (repeatable, e.g. line_ns.remote=300)
+  --seed N (1)
+
+output:
+  --row          one markdown table row instead of the full report:
+                 | label | makespan ms | ops/s | p50 us | p99 us | sched/work | idle-while-queued | cross-LLC migrations |
+  --label TEXT   the row's first cell (default: the policy)
+";
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hwsched-sim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Args(Vec<(String, String)>, Vec<String>);
+
+impl Args {
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(a, _)| a == k)
+            .map(|(_, v)| v.as_str())
+    }
+    fn all<'a>(&'a self, k: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .iter()
+            .filter(move |(a, _)| a == k)
+            .map(|(_, v)| v.as_str())
+    }
+    fn num<T: std::str::FromStr>(&self, k: &str, default: T) -> Result<T, String> {
+        match self.get(k) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| format!("--{k}: not a number: {v:?}")),
+        }
+    }
+    fn flag(&self, k: &str) -> bool {
+        self.1.iter().any(|f| f == k)
+    }
+}
+
+const FLAGS: &[&str] = &["show-topology", "help", "row"];
+
+fn parse() -> Result<Args, String> {
+    let mut kv = Vec::new();
+    let mut flags = Vec::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let Some(k) = a.strip_prefix("--") else {
+            return Err(format!("unexpected argument {a:?} (see --help)"));
+        };
+        if FLAGS.contains(&k) {
+            flags.push(k.to_string());
+            continue;
+        }
+        let v = it.next().ok_or_else(|| format!("--{k} needs a value"))?;
+        kv.push((k.to_string(), v));
+    }
+    Ok(Args(kv, flags))
+}
+
+fn on_off(v: Option<&str>, default: bool) -> Result<bool, String> {
+    match v {
+        None => Ok(default),
+        Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(x) => Err(format!("expected on or off, got {x:?}")),
+    }
+}
+
+fn real_main() -> Result<(), String> {
+    let a = parse()?;
+    if a.flag("help") {
+        print!("{HELP}");
+        return Ok(());
+    }
+    let source = if let Some(p) = a.get("xml") {
+        TopologySource::Xml(p.into())
+    } else if let Some(s) = a.get("synthetic") {
+        TopologySource::Synthetic(s.into())
+    } else {
+        let s = match a.get("preset").unwrap_or("epyc") {
+            "epyc" => "pack:2 l3:8 core:8 pu:1",
+            "xeon" => "pack:2 l3:1 core:20 pu:2",
+            "numa" => "pack:2 numa:2 l3:2 core:4 pu:2",
+            "small" => "pack:1 l3:1 core:2 pu:1",
+            p => return Err(format!("unknown preset {p:?}")),
+        };
+        TopologySource::Synthetic(s.into())
+    };
+    let workers = a.get("workers").map(|_| a.num("workers", 0)).transpose()?;
+    let topo = Topology::new(&source, workers).map_err(|e| e.to_string())?;
+    if a.flag("show-topology") {
+        println!("{topo}");
+    }
+    let n = topo.workers();
+    let mut cfg = Config::new(topo);
+    cfg.seed = a.num("seed", 1)?;
+    cfg.recheck_wakes_for_others = on_off(a.get("fix-recheck"), false)?;
+    cfg.park_clears_queued = on_off(a.get("fix-park-bit"), false)?;
+    cfg.policy = match a.get("policy").unwrap_or("hwsched") {
+        "hwsched" => Policy::Hwsched,
+        "tokio" => Policy::TokioLike,
+        p => return Err(format!("unknown policy {p:?}")),
+    };
+    let t = &mut cfg.tunables;
+    t.sis = match a.get("sis").unwrap_or("prop") {
+        "prop" => SisMode::Prop,
+        "util" => SisMode::Util,
+        "full" => SisMode::Full,
+        "off" => SisMode::Off,
+        s => return Err(format!("unknown --sis {s:?}")),
+    };
+    t.walk = match a.get("walk").unwrap_or("bounded") {
+        "bounded" => StealWalk::Bounded,
+        "unbounded" => StealWalk::Unbounded,
+        s => return Err(format!("unknown --walk {s:?}")),
+    };
+    if let Some(i) = a.get("idle") {
+        t.idle = parse_idle(i).ok_or_else(|| format!("unknown --idle {i:?}"))?;
+    }
+    t.sis_recent_used = on_off(a.get("recent"), t.sis_recent_used)?;
+    t.sis_idle_core = on_off(a.get("idle-core"), t.sis_idle_core)?;
+    t.load_update_interval = Duration::from_micros(a.num("load-interval-us", 1000)?);
+    t.migration_cost = Duration::from_micros(a.num("migration-cost-us", 500)?);
+    t.validate().map_err(|e| e.to_string())?;
+    let costs = a.get("costs").unwrap_or("epyc");
+    cfg.cost = CostModel::preset(costs).ok_or_else(|| format!("unknown --costs {costs:?}"))?;
+    for kv in a.all("cost") {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--cost wants KEY=NS, got {kv:?}"))?;
+        let v: u64 = v.parse().map_err(|_| format!("--cost {k}: not a number"))?;
+        cfg.cost.set(k, v)?;
+        cfg.cost.name = format!("{}+{kv}", cfg.cost.name);
+    }
+    let us = |k: &str, d: u64| a.num(k, d).map(|v| v * 1000);
+    let w: Box<dyn Workload> = match a.get("workload").unwrap_or("hackbench") {
+        "hackbench" => Box::new(Hackbench::new(
+            a.num("groups", 4)?,
+            a.num("fds", 10)?,
+            a.num("loops", 50)?,
+            a.num("send-ns", 500)?,
+            a.num("recv-ns", 500)?,
+        )),
+        "burst" => Box::new(Burst::new(
+            a.num("bursts", 10)?,
+            a.num("tasks", 4 * n as u64)?,
+            us("work-us", 20)?,
+            a.num("jitter", 20)?,
+            us("period-us", 200)?,
+        )),
+        "independent" => Box::new(Burst::new(
+            1,
+            a.num("tasks", 8 * n as u64)?,
+            us("work-us", 100)?,
+            0,
+            0,
+        )),
+        "pingpong" => Box::new(PingPong::new(
+            a.num("pairs", (n / 2).max(1))?,
+            a.num("trips", 500)?,
+            a.num("work-ns", 500)?,
+        )),
+        "light" => {
+            let r = a.num("receivers", 2 * n)?;
+            let work = us("work-us", 20)?;
+            let load: f64 = a.num("load", 0.25)?;
+            if !(load > 0.0 && load <= 4.0) {
+                return Err("--load must be in (0, 4]".into());
+            }
+            let period = match a.get("period-us") {
+                Some(_) => us("period-us", 0)?.max(1),
+                None => Light::period_for(work, n, load),
+            };
+            Box::new(Light::new(r, period, work, a.num("messages", 20_000)?))
+        }
+        "forkjoin" => Box::new(ForkJoin::new(
+            a.num("depth", 12)?,
+            us("leaf-us", 5)?,
+            a.num("node-ns", 200)?,
+        )),
+        "trace" => {
+            let p = a
+                .get("trace")
+                .ok_or("--workload trace needs --trace FILE")?;
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"))?;
+            Box::new(Trace::parse(&text)?)
+        }
+        x => return Err(format!("unknown workload {x:?}")),
+    };
+    let r = simulate(cfg, w);
+    if a.flag("row") {
+        let label = a
+            .get("label")
+            .map_or_else(|| r.policy.clone(), str::to_string);
+        println!("{}", r.row(&label));
+    } else {
+        print!("{r}");
+    }
+    Ok(())
+}

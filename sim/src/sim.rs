@@ -1,0 +1,1815 @@
+//! The simulator: simulated workers on a topology, driven by events in
+//! virtual nanoseconds, calling hwsched's production policy code.
+//!
+//! # What is production code and what is mirrored
+//!
+//! The policies are called, not copied (`hwsched::policy`):
+//! [`select_idle_sibling`] over an [`IdleView`] of the simulated idle
+//! flags, with [`prop_depth`] / [`util_depth`] for its scan depth;
+//! [`find_idlest_group`] over a [`PlacementView`] of the simulated load
+//! counters; [`BalanceState::walk_with`] (the bounded walk, its
+//! `max_newidle_lb_cost` per level and `avg_idle`); [`Governor::choose`];
+//! [`Publisher::decide`] and [`GroupClass`].
+//!
+//! The mechanism around them lives in `worker.rs`, `schedule.rs`, `idle.rs`
+//! and `park.rs`, over atomics and real queues, and is not callable without
+//! threads. It is reproduced here, step for step, in plain code over the
+//! simulated state; each function below names the production function it
+//! mirrors. When those files change, these mirrors must follow (SIMULATION.md
+//! lists them). They follow `main` at fd9db96; the I/O reactor path (a worker
+//! driving async-io in `block_on`, its suspended idle state) is not
+//! modelled: simulated programs do no I/O.
+//!
+//! # The model of time
+//!
+//! One event queue (a binary heap ordered by time, then by a sequence
+//! number, so equal times run in the order they were scheduled: the run is
+//! deterministic for a seed). A worker's step (pick a task, walk, park) is
+//! computed at once at the step's start; its cost, from the [`CostModel`],
+//! is how long the worker is busy before its next event. State changes a
+//! step makes (a steal, a claim, a push) are visible to others at the
+//! step's start: the simulator has no races, so it cannot show the ones the
+//! runtime handles (loom checks those).
+
+use std::cell::{Cell, RefCell};
+use std::cmp::{Ordering as CmpOrdering, Reverse};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::ops::Range;
+use std::rc::Rc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use hwsched::policy::{
+    find_idlest_group, prop_depth, select_idle_sibling, util_depth, BalanceState, Contribution,
+    Governor, GroupClass, IdleChoice, IdleView, Load, Outcome, PlacementView, Publish, Publisher,
+    SisConfig, SCAN_COST_SAMPLE,
+};
+use hwsched::{IdleMode, LevelKind, SisMode, StealWalk, Topology, Tunables};
+
+use crate::cost::{CostModel, Tier};
+use crate::report::{Counters, Report};
+use crate::rng::Rng;
+use crate::workload::{Action, Ctx, TaskId, Workload};
+
+/// "No worker" (the runtime's `NO_WORKER`).
+const NO_WORKER: usize = usize::MAX;
+/// The tokio-like baseline's global injection queue, as a steal victim.
+const INJECT: usize = usize::MAX - 1;
+/// worker.rs `MAX_LIFO_POLLS`.
+const MAX_LIFO_POLLS: u32 = 3;
+/// worker.rs `INBOX_CHECK_INTERVAL`.
+const INBOX_CHECK_INTERVAL: u32 = 61;
+/// worker.rs `PUBLISH_CHECK_EVERY`.
+const PUBLISH_CHECK_EVERY: u32 = 32;
+/// park.rs `INBOX_BATCH`: an inbox take moves up to this many into the deque.
+const INBOX_BATCH: usize = 128;
+/// crossbeam-deque's `MAX_BATCH`: a steal moves at most this many plus the
+/// one it returns.
+const MAX_BATCH: usize = 32;
+
+/// Which scheduler the simulated workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// hwsched's policies (the production code) with its mechanism.
+    Hwsched,
+    /// A tokio-like baseline written against the same views: a woken task
+    /// goes to the waker's LIFO slot, a task from outside to one global
+    /// queue, an idle searcher steals from a random victim in one pass over
+    /// all workers, the worker woken is the last one parked; no topology,
+    /// no load counters.
+    TokioLike,
+}
+
+/// What to simulate.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The machine (its workers and levels).
+    pub topology: Topology,
+    /// hwsched's tunables (ignored by [`Policy::TokioLike`] except the
+    /// searcher protocol, which both share).
+    pub tunables: Tunables,
+    /// The scheduler.
+    pub policy: Policy,
+    /// The cost model.
+    pub cost: CostModel,
+    /// Seed of every random choice (workload jitter, steal starts).
+    pub seed: u64,
+    /// Stop the simulation at this virtual time (a safety net).
+    pub time_limit_ns: u64,
+    /// A proposed change to the wake protocol, off by default (the runtime
+    /// does not do it): a worker whose pre-sleep re-check found work and
+    /// took it from a queue that is now empty looks for other queued work
+    /// and wakes a searcher for it. Without it, other queues found by no
+    /// one wait while workers sleep (SIMULATION.md, "Findings").
+    pub recheck_wakes_for_others: bool,
+    /// A proposed change, off by default (the runtime does not do it): a
+    /// worker leaves the `queued` set (re-checking its inbox) just before it
+    /// sleeps, not only when it goes idle (SIMULATION.md, "Findings").
+    pub park_clears_queued: bool,
+}
+
+impl Config {
+    /// A config with default tunables, the hwsched policy, the default
+    /// cost model and seed 1.
+    pub fn new(topology: Topology) -> Self {
+        Config {
+            topology,
+            tunables: Tunables::default(),
+            policy: Policy::Hwsched,
+            cost: CostModel::default(),
+            seed: 1,
+            time_limit_ns: 60_000_000_000,
+            recheck_wakes_for_others: false,
+            park_clears_queued: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TState {
+    Unspawned,
+    Blocked,
+    Queued,
+    Running,
+    Done,
+}
+
+#[derive(Debug)]
+struct Task {
+    last_worker: usize,
+    recent_used: AtomicUsize,
+    state: TState,
+    ready_at: u64,
+    notified: bool,
+}
+
+/// What a worker is doing, for the idle-while-queued metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Running a task or scheduler code on the way to one.
+    Busy,
+    /// Idle: walking, re-checking, deciding.
+    Walking,
+    /// Idle: spinning.
+    Spinning,
+    /// Idle: asleep.
+    Parked,
+    /// Idle: a futex wake is on its way.
+    Waking,
+}
+
+impl Phase {
+    fn idle(self) -> bool {
+        self != Phase::Busy
+    }
+}
+
+#[derive(Debug)]
+struct Worker {
+    lifo: Option<TaskId>,
+    lifo_streak: u32,
+    local: VecDeque<TaskId>,
+    inbox: VecDeque<TaskId>,
+    tick: u32,
+    running: bool,
+    publisher: Publisher,
+    ops_since_publish: u32,
+    balance: BalanceState,
+    avg_scan_cost_ns: u64,
+    governor: Governor,
+    rng: u64,
+    wakes: u32,
+    last_victim: Option<usize>,
+    searching: bool,
+    queued_bit: bool,
+    /// The mailbox's kick note (park.rs `kicked_by`).
+    kick: Option<usize>,
+    phase: Phase,
+    /// Generation of the current spin, so stale spin events are ignored.
+    gen: u64,
+    idle_since: Option<u64>,
+    slept_any: bool,
+    pending_kick: Option<usize>,
+    spin_start: u64,
+    spin_until: u64,
+    /// Order in which it last parked (the tokio-like sleeper stack).
+    park_seq: u64,
+    /// The task's run in progress: its actions and whether it finishes.
+    run_actions: Vec<Action>,
+    run_done: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ev {
+    Step(usize),
+    RunEnd(usize, TaskId),
+    WalkDone(usize, Option<TaskId>),
+    SpinEnd(usize, u64),
+    SpinHit(usize, u64),
+    Woken(usize),
+    Timer(u64),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Queued {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Per-worker time, by what it was spent on.
+#[derive(Debug, Clone, Default)]
+struct Time {
+    work: u64,
+    warmth: u64,
+    sched: u64,
+    spin: u64,
+}
+
+/// A simulation in progress.
+pub struct Sim {
+    cfg: Config,
+    topo: Rc<Topology>,
+    n: usize,
+    tier: Vec<Tier>,
+    workers: Vec<Worker>,
+    time: Vec<Time>,
+    tasks: Vec<Task>,
+    workload: Box<dyn Workload>,
+    rng: Rng,
+    next_task: usize,
+    // The shared state of idle.rs and shared.rs.
+    idle: Vec<bool>,
+    parked: Vec<bool>,
+    queued: Vec<bool>,
+    idle_cores: Vec<bool>,
+    llc_of: Vec<usize>,
+    searching: usize,
+    awake: usize,
+    loads: Vec<Load>,
+    span_index: HashMap<(usize, usize), usize>,
+    ancestors: Vec<Vec<(usize, Tier)>>,
+    machine: usize,
+    burst_target: usize,
+    spawn_rr: usize,
+    inject: VecDeque<TaskId>,
+    park_counter: u64,
+    // Events and time.
+    events: BinaryHeap<Reverse<Queued>>,
+    seq: u64,
+    now: u64,
+    /// Cost accrued by the current actor's step.
+    acc: u64,
+    // Metrics.
+    c: Counters,
+    latencies: Vec<u64>,
+    queued_total: usize,
+    idle_count: usize,
+    last_integrate: u64,
+    idle_while_queued_ns: u128,
+    makespan: u64,
+    at_end: Time,
+    external_ns: u64,
+    migrations: [u64; 6],
+}
+
+/// How far apart workers `a` and `b` are: the smallest span of `a` that
+/// holds `b`. A cluster (cores sharing an L2) counts as the SMT tier, a
+/// NUMA group or the machine as remote.
+fn tier_of(topo: &Topology, a: usize, b: usize) -> Tier {
+    if a == b {
+        Tier::Local
+    } else if topo.core_span(a).contains(&b)
+        || topo
+            .level(a, LevelKind::Cluster)
+            .is_some_and(|l| l.span.contains(&b))
+    {
+        Tier::Core
+    } else if topo.llc_span(a).contains(&b) {
+        Tier::Llc
+    } else {
+        // The smaller of the NUMA node (when it is not the whole machine)
+        // and the package that holds both.
+        let n = topo.workers();
+        let numa = Some(topo.numa_span(a)).filter(|s| s.len() < n && s.contains(&b));
+        let pkg = topo
+            .level(a, LevelKind::Package)
+            .map(|l| l.span.clone())
+            .filter(|s| s.contains(&b));
+        match (numa, pkg) {
+            (Some(x), Some(p)) if p.len() < x.len() => Tier::Package,
+            (Some(_), _) => Tier::Node,
+            (None, Some(_)) => Tier::Package,
+            (None, None) => Tier::Remote,
+        }
+    }
+}
+
+impl Sim {
+    /// A simulation of `workload` under `cfg`.
+    pub fn new(cfg: Config, workload: Box<dyn Workload>) -> Self {
+        let topo = &cfg.topology;
+        let n = topo.workers();
+        let mut tier = Vec::with_capacity(n * n);
+        for a in 0..n {
+            for b in 0..n {
+                tier.push(tier_of(topo, a, b));
+            }
+        }
+        // One load counter per span of the tree (load.rs `LoadMap`).
+        let spans = topo.all_spans();
+        let mut span_index = HashMap::new();
+        for s in &spans {
+            let k = span_index.len();
+            span_index.entry((s.start, s.end)).or_insert(k);
+        }
+        let far = |w: usize, s: &Range<usize>| {
+            let a = tier[w * n + s.start];
+            let b = tier[w * n + s.end - 1];
+            a.max(b)
+        };
+        let ancestors: Vec<Vec<(usize, Tier)>> = (0..n)
+            .map(|w| {
+                let mut a = vec![(span_index[&(w, w + 1)], Tier::Local)];
+                for l in topo.levels(w) {
+                    a.push((span_index[&(l.span.start, l.span.end)], far(w, &l.span)));
+                }
+                a
+            })
+            .collect();
+        let machine = span_index[&(0, n)];
+        let mut llc_starts: Vec<usize> = (0..n).map(|w| topo.llc_span(w).start).collect();
+        llc_starts.dedup();
+        let llc_of = (0..n)
+            .map(|w| {
+                let s = topo.llc_span(w).start;
+                llc_starts.iter().position(|&x| x == s).unwrap_or(0)
+            })
+            .collect();
+        let t = &cfg.tunables;
+        let park_cost = t
+            .park_cost
+            .unwrap_or(Duration::from_nanos(cfg.cost.park_round_trip_ns()));
+        let workers = (0..n)
+            .map(|w| Worker {
+                lifo: None,
+                lifo_streak: 0,
+                local: VecDeque::new(),
+                inbox: VecDeque::new(),
+                tick: 0,
+                running: true,
+                publisher: Publisher::new(),
+                ops_since_publish: 0,
+                balance: BalanceState::new(
+                    topo.levels(w).len(),
+                    t.migration_cost.as_nanos() as u64,
+                ),
+                avg_scan_cost_ns: 0,
+                governor: Governor::new(t.idle, park_cost, t.spin_cap_percent),
+                rng: (0x9E37_79B9_7F4A_7C15 ^ (w as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03))
+                    ^ cfg.seed.wrapping_mul(0x2545_F491_4F6C_DD1D),
+                wakes: 0,
+                last_victim: None,
+                searching: false,
+                queued_bit: false,
+                kick: None,
+                phase: Phase::Busy,
+                gen: 0,
+                idle_since: None,
+                slept_any: false,
+                pending_kick: None,
+                spin_start: 0,
+                spin_until: 0,
+                park_seq: 0,
+                run_actions: Vec::new(),
+                run_done: false,
+            })
+            .collect();
+        let nl = spans.len();
+        let n_llc = llc_starts.len();
+        Sim {
+            rng: Rng::new(cfg.seed),
+            topo: Rc::new(cfg.topology.clone()),
+            n,
+            tier,
+            workers,
+            time: vec![Time::default(); n],
+            tasks: Vec::new(),
+            workload,
+            next_task: 0,
+            idle: vec![false; n],
+            parked: vec![false; n],
+            queued: vec![false; n],
+            idle_cores: vec![false; n_llc],
+            llc_of,
+            searching: 0,
+            awake: n,
+            loads: vec![Load::default(); nl],
+            span_index,
+            ancestors,
+            machine,
+            burst_target: 0,
+            spawn_rr: 0,
+            inject: VecDeque::new(),
+            park_counter: 0,
+            events: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            acc: 0,
+            c: Counters::default(),
+            latencies: Vec::new(),
+            queued_total: 0,
+            idle_count: 0,
+            last_integrate: 0,
+            idle_while_queued_ns: 0,
+            makespan: 0,
+            at_end: Time::default(),
+            external_ns: 0,
+            migrations: [0; 6],
+            cfg,
+        }
+    }
+
+    fn tier(&self, a: usize, b: usize) -> Tier {
+        if b >= self.n || a >= self.n {
+            return Tier::Llc; // the injection queue: a shared line
+        }
+        self.tier[a * self.n + b]
+    }
+
+    fn line(&self, a: usize, b: usize) -> u64 {
+        self.cfg.cost.line(self.tier(a, b))
+    }
+
+    fn at(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.events.push(Reverse(Queued {
+            at,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    fn set_phase(&mut self, w: usize, p: Phase) {
+        let old = self.workers[w].phase;
+        if old.idle() != p.idle() {
+            if p.idle() {
+                self.idle_count += 1;
+            } else {
+                self.idle_count -= 1;
+            }
+        }
+        self.workers[w].phase = p;
+    }
+
+    /// Runs the workload to the end (or the time limit) and reports.
+    pub fn run(mut self) -> Report {
+        // Every worker starts awake and looks for work (runtime.rs starts
+        // the threads, which find nothing and go idle).
+        for w in 0..self.n {
+            self.at(0, Ev::Step(w));
+        }
+        let mut actions = Vec::new();
+        {
+            let mut ctx = Ctx::new(0, &mut self.rng, &mut self.next_task, &mut actions);
+            self.workload.start(&mut ctx);
+        }
+        self.apply(None, actions);
+        self.external_ns += self.acc;
+        while let Some(Reverse(q)) = self.events.pop() {
+            if q.at > self.cfg.time_limit_ns {
+                break;
+            }
+            let dt = q.at - self.last_integrate;
+            self.idle_while_queued_ns +=
+                u128::from(dt) * self.idle_count.min(self.queued_total) as u128;
+            self.last_integrate = q.at;
+            self.now = q.at;
+            self.acc = 0;
+            match q.ev {
+                Ev::Step(w) => self.step(w),
+                Ev::RunEnd(w, t) => self.run_end(w, t),
+                Ev::WalkDone(w, found) => self.walk_done(w, found),
+                Ev::SpinEnd(w, g) => self.spin_end(w, g),
+                Ev::SpinHit(w, g) => self.spin_hit(w, g),
+                Ev::Woken(w) => self.woken(w),
+                Ev::Timer(tag) => {
+                    let mut actions = Vec::new();
+                    {
+                        let mut ctx =
+                            Ctx::new(self.now, &mut self.rng, &mut self.next_task, &mut actions);
+                        self.workload.timer(tag, &mut ctx);
+                    }
+                    self.apply(None, actions);
+                    // What the outside thread spent in the runtime's code.
+                    self.external_ns += self.acc;
+                }
+            }
+        }
+        self.report()
+    }
+
+    fn report(self) -> Report {
+        let mut lat = self.latencies;
+        lat.sort_unstable();
+        let pct = |p: usize| -> u64 {
+            if lat.is_empty() {
+                0
+            } else {
+                lat[((lat.len() - 1) * p) / 100]
+            }
+        };
+        let unfinished = self
+            .tasks
+            .iter()
+            .filter(|t| t.state != TState::Done)
+            .count();
+        Report {
+            workload: self.workload.describe(),
+            op_name: self.workload.op_name(),
+            topology: self.cfg.topology.description().to_string(),
+            workers: self.n,
+            policy: match self.cfg.policy {
+                Policy::Hwsched => format!(
+                    "hwsched sis={:?} walk={:?} idle={:?} recent={} idle_core={}",
+                    self.cfg.tunables.sis,
+                    self.cfg.tunables.walk,
+                    self.cfg.tunables.idle,
+                    self.cfg.tunables.sis_recent_used,
+                    self.cfg.tunables.sis_idle_core
+                ),
+                Policy::TokioLike => "tokio-like baseline".into(),
+            },
+            cost: self.cfg.cost.name.clone(),
+            seed: self.cfg.seed,
+            makespan_ns: self.makespan,
+            ops: self.workload.ops(),
+            tasks: self.tasks.len(),
+            unfinished,
+            work_ns: self.at_end.work,
+            warmth_ns: self.at_end.warmth,
+            sched_ns: self.at_end.sched,
+            spin_ns: self.at_end.spin,
+            external_ns: self.external_ns,
+            wake_p50_ns: pct(50),
+            wake_p99_ns: pct(99),
+            wake_max_ns: lat.last().copied().unwrap_or(0),
+            wakes_measured: lat.len(),
+            idle_while_queued_ns: self.idle_while_queued_ns,
+            migrations: self.migrations,
+            counters: self.c,
+        }
+    }
+
+    // ---- workload actions -------------------------------------------------
+
+    /// Applies what a task (on worker `from`) or the outside world did.
+    fn apply(&mut self, from: Option<usize>, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Spawn(t) => {
+                    // Ids are handed out when a task's run starts, spawns
+                    // applied when it ends: not necessarily in order.
+                    while self.tasks.len() <= t {
+                        self.tasks.push(Task {
+                            last_worker: NO_WORKER,
+                            recent_used: AtomicUsize::new(NO_WORKER),
+                            state: TState::Unspawned,
+                            ready_at: 0,
+                            notified: false,
+                        });
+                    }
+                    debug_assert_eq!(self.tasks[t].state, TState::Unspawned, "spawned once");
+                    self.tasks[t].state = TState::Queued;
+                    self.tasks[t].ready_at = self.now;
+                    match from {
+                        // worker.rs `place_spawn`: a worker's spawn goes to
+                        // its own deque.
+                        Some(w) => {
+                            self.c.local_spawns += 1;
+                            self.push_local(w, t);
+                        }
+                        None => self.place_external(t),
+                    }
+                }
+                Action::Wake(t) => self.wake(from, t),
+                Action::Timer { at_ns, tag } => self.at(at_ns, Ev::Timer(tag)),
+            }
+        }
+    }
+
+    /// A waker: async-task's state machine (a task already scheduled is
+    /// not scheduled again; one woken while running is rescheduled when its
+    /// poll ends), then schedule.rs `schedule`.
+    fn wake(&mut self, from: Option<usize>, t: TaskId) {
+        match self.tasks[t].state {
+            TState::Queued | TState::Done | TState::Unspawned => {}
+            TState::Running => self.tasks[t].notified = true,
+            TState::Blocked => {
+                self.tasks[t].state = TState::Queued;
+                self.tasks[t].ready_at = self.now;
+                match self.cfg.policy {
+                    Policy::Hwsched => self.schedule(from, t),
+                    Policy::TokioLike => match from {
+                        Some(me) => self.push_lifo(me, t),
+                        None => self.push_inject(t),
+                    },
+                }
+            }
+        }
+    }
+
+    // ---- schedule.rs ------------------------------------------------------
+
+    /// Mirrors schedule.rs `schedule` (the wake path; `woken_while_running`
+    /// is handled in `run_end`).
+    fn schedule(&mut self, from: Option<usize>, t: TaskId) {
+        let last = self.tasks[t].last_worker;
+        let Some(me) = from else {
+            // Woken from outside the runtime: the target is prev.
+            let target = if last == NO_WORKER { 0 } else { last };
+            let scan_nr = match self.cfg.tunables.sis {
+                SisMode::Prop => prop_depth(
+                    self.cfg.topology.llc_span(target).len(),
+                    2 * self.cfg.tunables.migration_cost.as_nanos() as u64,
+                    0,
+                ),
+                _ => self.scan_depth(target, 0, 0),
+            };
+            let (c, _) = self.place(target, t, last, target, scan_nr);
+            self.deliver(None, c, t);
+            return;
+        };
+        // wake_affine (schedule.rs): prev when it is idle and shares the
+        // waker's LLC, or when the waker is loaded and prev is not.
+        let target = if last != NO_WORKER
+            && last != me
+            && ((self.idle[last] && self.cfg.topology.llc_span(me).contains(&last))
+                || (!self.workers[me].local.is_empty() && !self.queue_loaded(last)))
+        {
+            last
+        } else {
+            me
+        };
+        if target == me && self.workers[me].lifo.is_none() && self.workers[me].local.is_empty() {
+            self.c.wake_local += 1;
+            self.push_lifo(me, t);
+            return;
+        }
+        let prev = if last == NO_WORKER { target } else { last };
+        self.workers[me].wakes = self.workers[me].wakes.wrapping_add(1);
+        let sample = self.cfg.tunables.sis == SisMode::Prop
+            && self.workers[me].wakes % SCAN_COST_SAMPLE == 0;
+        let scan_nr = self.scan_depth(
+            target,
+            self.workers[me].balance.avg_idle_ns,
+            self.workers[me].avg_scan_cost_ns,
+        );
+        let before = self.acc;
+        let (c, claimed) = self.place(me, t, prev, target, scan_nr);
+        if sample {
+            // Two clock reads around the placement (SIS_PROP's sampled
+            // avg_scan_cost).
+            self.acc += 2 * self.cfg.cost.clock_ns;
+            let cost = (self.acc - before) as i64;
+            let wk = &mut self.workers[me];
+            let avg = wk.avg_scan_cost_ns as i64;
+            wk.avg_scan_cost_ns = (avg + (cost - avg) / 8).max(0) as u64;
+        }
+        if c == me {
+            self.c.wake_local += 1;
+            self.push_lifo(me, t);
+            return;
+        }
+        if claimed && self.parked[c] {
+            // idle.rs `wake_specific`: the one wake in flight.
+            if self.searching != 0 {
+                self.idle[c] = true;
+                self.c.wake_deferred += 1;
+                self.push_local(me, t);
+                return;
+            }
+            self.searching += 1;
+            self.parked[c] = false;
+            self.awake += 1;
+            self.c.searcher_wakes += 1;
+            self.deliver_to_woken(Some(me), c, t);
+            return;
+        }
+        self.deliver(Some(me), c, t);
+    }
+
+    /// schedule.rs `queue_loaded`.
+    fn queue_loaded(&self, w: usize) -> bool {
+        !self.workers[w].local.is_empty() || !self.workers[w].inbox.is_empty()
+    }
+
+    /// schedule.rs `scan_depth`: the production depth functions.
+    fn scan_depth(&self, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
+        let llc = self.cfg.topology.llc_span(target);
+        match self.cfg.tunables.sis {
+            SisMode::Prop => prop_depth(llc.len(), avg_idle_ns, avg_scan_cost_ns),
+            SisMode::Util => {
+                let Load { running, .. } = self.load(&llc);
+                util_depth(llc.len(), f64::from(running) / llc.len() as f64)
+            }
+            SisMode::Full => llc.len(),
+            SisMode::Off => 0,
+        }
+    }
+
+    /// schedule.rs `place`: the production `select_idle_sibling` over the
+    /// simulated idle flags. `me` is who reads them (for the cost).
+    fn place(
+        &mut self,
+        me: usize,
+        t: TaskId,
+        prev: usize,
+        target: usize,
+        scan_nr: usize,
+    ) -> (usize, bool) {
+        let tn = &self.cfg.tunables;
+        let cfg = SisConfig {
+            recent_used: tn.sis_recent_used,
+            idle_core: tn.sis_idle_core,
+            scan_nr,
+        };
+        let view = SimIdle {
+            idle: RefCell::new(&mut self.idle),
+            hints: RefCell::new(&mut self.idle_cores),
+            llc_of: &self.llc_of,
+            topo: &self.cfg.topology,
+            tier: &self.tier,
+            n: self.n,
+            cost: &self.cfg.cost,
+            me,
+            ns: Cell::new(0),
+            seen: RefCell::new(Vec::new()),
+        };
+        let c = select_idle_sibling(
+            &self.cfg.topology,
+            &view,
+            cfg,
+            &self.tasks[t].recent_used,
+            prev,
+            target,
+        );
+        self.acc += view.ns.get();
+        let k = &mut self.c;
+        match c.outcome {
+            Outcome::Target => k.sis_target += 1,
+            Outcome::Prev => k.sis_prev += 1,
+            Outcome::RecentHit => k.sis_recent_hit += 1,
+            Outcome::IdleCore => k.sis_idle_core += 1,
+            Outcome::IdleCandidate => k.sis_idle_candidate += 1,
+            Outcome::ScanFound => k.sis_scan_found += 1,
+            Outcome::Fallback => k.sis_fallback += 1,
+        }
+        k.sis_recent_miss += u64::from(c.recent_miss);
+        k.sis_scanned += c.scanned as u64;
+        k.sis_words += c.words as u64;
+        (c.worker, c.outcome != Outcome::Fallback)
+    }
+
+    // ---- worker.rs: delivery and the wake protocol (idle.rs) --------------
+
+    fn inbox_push(&mut self, to: usize, t: TaskId) {
+        self.workers[to].inbox.push_back(t);
+        self.queued_total += 1;
+    }
+
+    fn push_inject(&mut self, t: TaskId) {
+        self.inject.push_back(t);
+        self.queued_total += 1;
+        self.acc += self.cfg.cost.line(Tier::Llc);
+        self.notify_parked(0, None);
+    }
+
+    /// Notifies worker `w`'s parker: a sleeping worker is woken (a futex
+    /// wake, paid by the caller), a spinning one sees it within a line
+    /// transfer. Returns whether it was asleep (park.rs `Notified::Unparked`).
+    fn notify(&mut self, from: Option<usize>, w: usize) -> bool {
+        match self.workers[w].phase {
+            Phase::Parked => {
+                self.acc += self.cfg.cost.wake_cpu_ns;
+                self.c.unparks += 1;
+                self.set_phase(w, Phase::Waking);
+                let at = self.now + self.acc + self.cfg.cost.wake_latency_ns;
+                self.at(at, Ev::Woken(w));
+                true
+            }
+            Phase::Spinning => {
+                let l = from.map_or(self.cfg.cost.line(Tier::Llc), |f| self.line(f, w));
+                let g = self.workers[w].gen;
+                let at = self.now + self.acc + l;
+                self.at(at, Ev::SpinHit(w, g));
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Mirrors worker.rs `deliver`.
+    fn deliver(&mut self, from: Option<usize>, to: usize, t: TaskId) {
+        self.inbox_push(to, t);
+        if let Some(f) = from {
+            self.acc += 2 * self.line(f, to);
+        }
+        if self.notify(from, to) {
+            return;
+        }
+        self.queued[to] = true;
+        self.notify_parked(to, from);
+    }
+
+    /// Mirrors worker.rs `deliver_to_woken`.
+    fn deliver_to_woken(&mut self, from: Option<usize>, w: usize, t: TaskId) {
+        self.inbox_push(w, t);
+        if let Some(f) = from {
+            self.acc += 2 * self.line(f, w);
+        }
+        self.notify(from, w);
+        self.queued[w] = true;
+    }
+
+    /// Mirrors worker.rs `notify_parked` (idle.rs `needs_wake`).
+    fn notify_parked(&mut self, near: usize, from: Option<usize>) {
+        if self.searching == 0 && self.awake < self.n {
+            self.wake_searcher(near, from);
+        }
+    }
+
+    /// Mirrors worker.rs `wake_searcher` and idle.rs `wake_one`: claims the
+    /// parked worker nearest to `near` (the tokio-like baseline: the last
+    /// one parked) as the one searcher in flight and kicks it.
+    fn wake_searcher(&mut self, near: usize, from: Option<usize>) {
+        if self.searching != 0 || self.awake >= self.n {
+            return;
+        }
+        let w = match self.cfg.policy {
+            Policy::Hwsched => self.take_parked_near(near, from),
+            Policy::TokioLike => (0..self.n)
+                .filter(|&w| self.parked[w])
+                .max_by_key(|&w| self.workers[w].park_seq),
+        };
+        let Some(w) = w else { return };
+        self.searching += 1;
+        self.parked[w] = false;
+        self.awake += 1;
+        self.c.searcher_wakes += 1;
+        // park.rs `Mailbox::kick`: the note, then the parker.
+        self.workers[w].kick = Some(near.min(self.n - 1));
+        self.notify(from, w);
+    }
+
+    /// idle.rs `Sleepers::wake_one`'s search: the `parked` bit nearest to
+    /// `near`, trying its levels' spans nearest first (worker.rs
+    /// `near_spans`), each from `near`, wrapping.
+    fn take_parked_near(&mut self, near: usize, from: Option<usize>) -> Option<usize> {
+        let near = near.min(self.n - 1);
+        let mut spans: Vec<Range<usize>> = self
+            .cfg
+            .topology
+            .levels(near)
+            .iter()
+            .map(|l| l.span.clone())
+            .collect();
+        spans.push(0..self.n);
+        for s in spans {
+            let from_w = from.unwrap_or(near);
+            self.acc += s.len().div_ceil(64) as u64 * self.line(from_w, s.start);
+            let len = s.len();
+            let off = near - s.start;
+            if let Some(w) = (0..len)
+                .map(|i| s.start + (off + i) % len)
+                .find(|&w| self.parked[w])
+            {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    /// Mirrors worker.rs `place_external` (hwsched) or a push to the global
+    /// queue (tokio-like).
+    fn place_external(&mut self, t: TaskId) {
+        if self.cfg.policy == Policy::TokioLike {
+            self.push_inject(t);
+            return;
+        }
+        self.spawn_rr = self.spawn_rr.wrapping_add(1);
+        let rr = self.spawn_rr;
+        let n = self.n;
+        // idle.rs `claim_awake_idle`: an idle worker that is not parked,
+        // scanning the idle words from the one holding worker `rr % n`.
+        let from = rr % n;
+        let llc = self.topo.llc_span(from);
+        let start = llc.start + (from - llc.start) / 64 * 64;
+        if let Some(w) = (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&w| self.idle[w] && !self.parked[w])
+        {
+            self.idle[w] = false;
+            self.c.spawn_placed_idle += 1;
+            self.burst_target = w;
+            self.deliver(None, w, t);
+            return;
+        }
+        if self.searching == 0 && self.awake < n {
+            let near = rr % n;
+            if let Some(w) = self.take_parked_near(near, None) {
+                self.searching += 1;
+                self.parked[w] = false;
+                self.awake += 1;
+                self.c.spawn_placed_idle += 1;
+                self.c.searcher_wakes += 1;
+                self.burst_target = w;
+                self.deliver_to_woken(None, w, t);
+                return;
+            }
+        }
+        self.c.spawn_placed_loaded += 1;
+        let to = if self.awake < n {
+            self.burst_target.min(n - 1)
+        } else {
+            let topo = Rc::clone(&self.topo);
+            let view = SimPlacement {
+                sim: RefCell::new(self),
+            };
+            find_idlest_group(&topo, &view, rr).0
+        };
+        self.deliver(None, to, t);
+    }
+
+    // ---- worker.rs: the worker's own queues ---------------------------------
+
+    /// Mirrors `Core::push_local`.
+    fn push_local(&mut self, w: usize, t: TaskId) {
+        self.workers[w].local.push_back(t);
+        self.queued_total += 1;
+        self.acc += self.cfg.cost.local_queue_ns;
+        self.maybe_publish(w);
+        if !self.workers[w].queued_bit {
+            self.workers[w].queued_bit = true;
+            self.queued[w] = true;
+        }
+        self.notify_parked(w, Some(w));
+    }
+
+    /// Mirrors `Core::push_lifo`.
+    fn push_lifo(&mut self, w: usize, t: TaskId) {
+        self.acc += self.cfg.cost.local_queue_ns;
+        if let Some(prev) = self.workers[w].lifo.replace(t) {
+            self.push_local(w, prev);
+        }
+    }
+
+    /// Mirrors park.rs `Mailbox::take`: one inbox task, and up to
+    /// `INBOX_BATCH` more moved into the deque (tokio-like: the global queue,
+    /// its share of it).
+    fn mailbox_take(&mut self, w: usize) -> Option<TaskId> {
+        let first = self.workers[w].inbox.pop_front()?;
+        self.queued_total -= 1;
+        let k = self.workers[w].inbox.len().min(INBOX_BATCH);
+        for _ in 0..k {
+            let x = self.workers[w].inbox.pop_front().expect("counted");
+            self.workers[w].local.push_back(x);
+        }
+        self.acc += (2 + k.div_ceil(8) as u64) * self.cfg.cost.line(Tier::Llc);
+        Some(first)
+    }
+
+    fn inject_take(&mut self, w: usize) -> Option<TaskId> {
+        let first = self.inject.pop_front()?;
+        self.queued_total -= 1;
+        // tokio's `next_remote_task_batch`: its share of the queue.
+        let k = (self.inject.len() / self.n).min(INBOX_BATCH);
+        for _ in 0..k {
+            let x = self.inject.pop_front().expect("counted");
+            self.workers[w].local.push_back(x);
+        }
+        self.acc += (2 + k.div_ceil(8) as u64) * self.cfg.cost.line(Tier::Llc);
+        Some(first)
+    }
+
+    /// Mirrors `Core::next_local`.
+    fn next_local(&mut self, w: usize) -> Option<TaskId> {
+        let tokio = self.cfg.policy == Policy::TokioLike;
+        let wk = &mut self.workers[w];
+        wk.tick = wk.tick.wrapping_add(1);
+        if wk.tick % INBOX_CHECK_INTERVAL == 0 {
+            let r = if tokio {
+                self.inject_take(w)
+            } else {
+                self.mailbox_take(w)
+            };
+            if let Some(t) = r {
+                self.c.inbox_pulls += 1;
+                return Some(t);
+            }
+        }
+        if let Some(t) = self.workers[w].lifo.take() {
+            if self.workers[w].lifo_streak < MAX_LIFO_POLLS {
+                self.workers[w].lifo_streak += 1;
+                self.c.lifo_polls += 1;
+                self.acc += self.cfg.cost.local_queue_ns;
+                return Some(t);
+            }
+            self.push_local(w, t);
+        }
+        self.workers[w].lifo_streak = 0;
+        if let Some(t) = self.workers[w].local.pop_front() {
+            self.queued_total -= 1;
+            self.acc += self.cfg.cost.local_queue_ns;
+            return Some(t);
+        }
+        let r = if tokio {
+            self.inject_take(w)
+        } else {
+            self.mailbox_take(w)
+        };
+        if r.is_some() {
+            self.c.inbox_pulls += 1;
+        }
+        r
+    }
+
+    // ---- load.rs through worker.rs ----------------------------------------
+
+    fn load(&self, span: &Range<usize>) -> Load {
+        self.loads[self.span_index[&(span.start, span.end)]]
+    }
+
+    fn publish(&mut self, w: usize, d: Publish) {
+        if let Publish::Now { running, queued } = d {
+            for i in 0..self.ancestors[w].len() {
+                let (g, tier) = self.ancestors[w][i];
+                let l = &mut self.loads[g];
+                l.running = (i64::from(l.running) + running) as u32;
+                l.queued = (i64::from(l.queued) + queued) as u32;
+                self.acc += self.cfg.cost.line(tier);
+            }
+            self.c.load_publishes += self.ancestors[w].len() as u64;
+        }
+    }
+
+    /// Mirrors `Core::publish_load` (the production `Publisher::decide`).
+    fn publish_load(&mut self, w: usize, force: bool) {
+        if self.cfg.policy == Policy::TokioLike {
+            return;
+        }
+        let wk = &mut self.workers[w];
+        wk.ops_since_publish = 0;
+        let cur = Contribution {
+            running: u32::from(wk.running),
+            queued: (wk.local.len() + usize::from(wk.lifo.is_some()) + wk.inbox.len()) as u32,
+        };
+        let interval = self.cfg.tunables.load_update_interval.as_nanos() as u64;
+        let d = wk
+            .publisher
+            .decide(self.now + self.acc, cur, interval, force);
+        self.publish(w, d);
+    }
+
+    /// Mirrors `Core::maybe_publish`.
+    fn maybe_publish(&mut self, w: usize) {
+        self.workers[w].ops_since_publish += 1;
+        if self.workers[w].ops_since_publish >= PUBLISH_CHECK_EVERY {
+            self.publish_load(w, false);
+        }
+    }
+
+    // ---- worker.rs: running tasks ------------------------------------------
+
+    fn start_run(&mut self, w: usize, t: TaskId) {
+        self.set_phase(w, Phase::Busy);
+        self.acc += self.cfg.cost.poll_ns;
+        let start = self.now + self.acc;
+        let task = &mut self.tasks[t];
+        debug_assert_eq!(task.state, TState::Queued, "task {t} runs once per wake");
+        task.state = TState::Running;
+        task.notified = false;
+        self.latencies.push(start.saturating_sub(task.ready_at));
+        let mut penalty = 0;
+        if task.last_worker != NO_WORKER && task.last_worker != w {
+            let tier = self.tier[task.last_worker * self.n + w];
+            self.migrations[tier.index()] += 1;
+            penalty = self.cfg.cost.warmth_ns[tier.index()];
+        }
+        task.last_worker = w;
+        self.c.polls += 1;
+        let mut actions = std::mem::take(&mut self.workers[w].run_actions);
+        let run = {
+            let mut ctx = Ctx::new(start, &mut self.rng, &mut self.next_task, &mut actions);
+            self.workload.run(t, &mut ctx)
+        };
+        self.workers[w].run_actions = actions;
+        self.workers[w].run_done = run.done;
+        // A less capable worker (an E-core of a hybrid machine) takes
+        // longer for the same work: capacity 1024 is the most capable.
+        let cap = u64::from(self.topo.capacity(w).clamp(1, 1024));
+        let work_ns = run.work_ns * 1024 / cap;
+        let tm = &mut self.time[w];
+        tm.sched += self.acc;
+        tm.warmth += penalty;
+        tm.work += work_ns;
+        self.at(start + penalty + work_ns, Ev::RunEnd(w, t));
+    }
+
+    fn run_end(&mut self, w: usize, t: TaskId) {
+        let actions = std::mem::take(&mut self.workers[w].run_actions);
+        self.apply(Some(w), actions);
+        let done = self.workers[w].run_done;
+        let task = &mut self.tasks[t];
+        if done {
+            task.state = TState::Done;
+            if self.now >= self.makespan {
+                self.makespan = self.now;
+                // Worker time as of the end (what idle workers spend after
+                // it is not part of the run).
+                self.at_end = self.time.iter().fold(Time::default(), |a, t| Time {
+                    work: a.work + t.work,
+                    warmth: a.warmth + t.warmth,
+                    sched: a.sched + t.sched,
+                    spin: a.spin + t.spin,
+                });
+            }
+        } else if task.notified {
+            // Woken while running (a yield): schedule.rs sends it to the
+            // back of the local deque (tokio-like: the same).
+            task.state = TState::Queued;
+            task.ready_at = self.now;
+            self.push_local(w, t);
+        } else {
+            task.state = TState::Blocked;
+        }
+        self.time[w].sched += self.acc;
+        let at = self.now + self.acc;
+        self.at(at, Ev::Step(w));
+    }
+
+    /// The top of the worker loop (worker.rs `run`).
+    fn step(&mut self, w: usize) {
+        if let Some(t) = self.next_local(w) {
+            self.maybe_publish(w);
+            return self.start_run(w, t);
+        }
+        self.idle_begin(w);
+    }
+
+    // ---- worker.rs: the idle path -------------------------------------------
+
+    /// Mirrors `Core::clear_queued`.
+    fn clear_queued(&mut self, w: usize) -> Option<TaskId> {
+        self.workers[w].queued_bit = false;
+        if std::mem::replace(&mut self.queued[w], false) {
+            if let Some(t) = self.mailbox_take(w) {
+                self.c.inbox_pulls += 1;
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Mirrors worker.rs `enter_idle`.
+    fn enter_idle(&mut self, w: usize) {
+        self.workers[w].running = false;
+        self.idle[w] = true;
+        if self.cfg.policy == Policy::Hwsched && self.cfg.tunables.sis_idle_core {
+            let cs = self.cfg.topology.core_span(w);
+            if cs.clone().all(|x| self.idle[x]) {
+                self.idle_cores[self.llc_of[w]] = true;
+            }
+        }
+        self.publish_load(w, false);
+    }
+
+    /// Mirrors worker.rs `exit_idle`.
+    fn exit_idle(&mut self, w: usize) {
+        self.workers[w].running = true;
+        self.idle[w] = false;
+        if let Some(t0) = self.workers[w].idle_since {
+            let mut sample = (self.now + self.acc).saturating_sub(t0);
+            if self.workers[w].slept_any {
+                sample = sample.saturating_sub(self.governor_park_cost());
+            }
+            self.workers[w].balance.record_idle(sample);
+        }
+        self.publish_load(w, false);
+    }
+
+    fn governor_park_cost(&self) -> u64 {
+        self.cfg
+            .tunables
+            .park_cost
+            .map_or(self.cfg.cost.park_round_trip_ns(), |d| d.as_nanos() as u64)
+    }
+
+    /// idle.rs `to_searching`.
+    fn become_searcher(&mut self) -> bool {
+        if 2 * self.searching >= self.n.max(2) {
+            return false;
+        }
+        self.searching += 1;
+        true
+    }
+
+    /// idle.rs `leave_searching`: whether it was the last searcher.
+    fn leave_searching(&mut self) -> bool {
+        debug_assert!(self.searching > 0, "leave_searching without a searcher");
+        self.searching -= 1;
+        self.searching == 0
+    }
+
+    /// Mirrors `Core::found_work`.
+    fn found_work(&mut self, w: usize) {
+        let last = std::mem::take(&mut self.workers[w].searching) && self.leave_searching();
+        if !self.workers[w].local.is_empty() {
+            if !self.workers[w].queued_bit {
+                self.workers[w].queued_bit = true;
+                self.queued[w] = true;
+            }
+            self.notify_parked(w, Some(w));
+        } else if last {
+            if let Some(v) = self.find_queued_work(w) {
+                let near = if v == INJECT { w } else { v };
+                self.notify_parked(near, Some(w));
+            }
+        }
+    }
+
+    /// worker.rs `has_work`.
+    fn has_work(&self, v: usize) -> bool {
+        if v == INJECT {
+            return !self.inject.is_empty();
+        }
+        !self.workers[v].local.is_empty() || !self.workers[v].inbox.is_empty()
+    }
+
+    /// Mirrors worker.rs `find_queued_work`: the `queued` set, nearest
+    /// spans first (tokio-like: also its global queue).
+    fn find_queued_work(&mut self, me: usize) -> Option<usize> {
+        if self.cfg.policy == Policy::TokioLike && !self.inject.is_empty() {
+            return Some(INJECT);
+        }
+        let mut spans: Vec<Range<usize>> = self
+            .cfg
+            .topology
+            .levels(me)
+            .iter()
+            .map(|l| l.span.clone())
+            .collect();
+        spans.push(0..self.n);
+        for s in spans {
+            self.acc += s.len().div_ceil(64) as u64 * self.line(me, s.start);
+            for v in s {
+                if v != me && self.queued[v] {
+                    self.c.walk_touched += 1;
+                    self.acc += self.cfg.cost.steal_probe_lines * self.line(me, v);
+                    if self.has_work(v) {
+                        return Some(v);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    fn rand(&mut self, w: usize, n: usize) -> usize {
+        // worker.rs `Core::rand` (xorshift).
+        let wk = &mut self.workers[w];
+        let mut x = wk.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        wk.rng = x;
+        (x % n.max(1) as u64) as usize
+    }
+
+    /// Mirrors worker.rs `steal_from`: half the victim's deque (at most
+    /// crossbeam's batch), then its inbox.
+    fn steal_from(&mut self, w: usize, victim: usize) -> Option<TaskId> {
+        let l = self.line(w, victim);
+        let cost = self.cfg.cost.clone();
+        let sources: &[bool] = if victim == INJECT {
+            &[true]
+        } else {
+            &[false, true]
+        };
+        for &from_inbox in sources {
+            self.c.steals_attempted += 1;
+            let q = if victim == INJECT {
+                &mut self.inject
+            } else if from_inbox {
+                &mut self.workers[victim].inbox
+            } else {
+                &mut self.workers[victim].local
+            };
+            if q.is_empty() {
+                self.acc += cost.steal_probe_lines * l;
+                continue;
+            }
+            // crossbeam's `steal_batch_and_pop`: half a deque, or what an
+            // injector block holds, at most MAX_BATCH + 1 with the one popped.
+            let k = if from_inbox {
+                q.len().min(MAX_BATCH + 1)
+            } else {
+                q.len().div_ceil(2).min(MAX_BATCH + 1)
+            };
+            let mut taken: Vec<TaskId> = q.drain(..k).collect();
+            let first = taken.remove(0);
+            self.queued_total -= 1;
+            self.workers[w].local.extend(taken);
+            self.acc += (cost.steal_lines + k.div_ceil(8) as u64) * l;
+            self.workers[w].last_victim = (victim != INJECT).then_some(victim);
+            self.c.steals_succeeded += 1;
+            self.c.tasks_stolen += k as u64;
+            return Some(first);
+        }
+        None
+    }
+
+    /// Mirrors worker.rs `steal_from_level`: the busiest other group by the
+    /// (stale) load counters, the production `GroupClass`; else the
+    /// `queued` set; then the group's queued members from a random start.
+    fn steal_from_level(
+        &mut self,
+        w: usize,
+        level: usize,
+        searched: &Range<usize>,
+    ) -> Option<TaskId> {
+        let groups = self.cfg.topology.levels(w)[level].groups.clone();
+        let mut best: Option<(i64, Range<usize>)> = None;
+        let start = self.rand(w, groups.len());
+        let inside = |g: &Range<usize>| g.start <= searched.start && searched.end <= g.end;
+        for i in 0..groups.len() {
+            let g = &groups[(start + i) % groups.len()];
+            if inside(g) {
+                continue;
+            }
+            self.acc += self.line(w, g.start);
+            let load = self.load(g);
+            if load.queued == 0 {
+                continue;
+            }
+            let b = GroupClass::of(load, g.len()).busyness();
+            if best.as_ref().is_none_or(|(bb, _)| b > *bb) {
+                best = Some((b, g.clone()));
+            }
+        }
+        if best.is_none() {
+            for g in groups.iter().filter(|g| !inside(g)) {
+                self.acc += g.len().div_ceil(64) as u64 * self.line(w, g.start);
+                if g.clone().any(|v| v != w && self.queued[v]) {
+                    best = Some((0, g.clone()));
+                    break;
+                }
+            }
+        }
+        let (_, group) = best?;
+        let off = group.start + self.rand(w, group.len());
+        for part in [off..group.end, group.start..off] {
+            for v in part {
+                if v != w && self.queued[v] {
+                    self.c.walk_touched += 1;
+                    if let Some(t) = self.steal_from(w, v) {
+                        return Some(t);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Mirrors worker.rs `walk` (tokio-like: one pass over every other
+    /// worker from a random start, then the global queue). The production
+    /// `BalanceState::walk_with` decides which levels are tried, against a
+    /// clock that advances by the modelled cost of each level.
+    fn walk(&mut self, w: usize, kicked_by: Option<usize>) -> Option<TaskId> {
+        self.c.walks += 1;
+        if let Some(k) = kicked_by {
+            self.c.woken_searching += 1;
+            if k != w && k < self.n {
+                self.c.walk_touched += 1;
+                if let Some(t) = self.steal_from(w, k) {
+                    return Some(t);
+                }
+            }
+        }
+        if let Some(v) = self.workers[w].last_victim.take() {
+            self.acc += self.cfg.cost.steal_probe_lines * self.line(w, v);
+            if v != w && self.has_work(v) {
+                self.c.walk_touched += 1;
+                if let Some(t) = self.steal_from(w, v) {
+                    return Some(t);
+                }
+            }
+        }
+        let n = self.n;
+        if self.cfg.policy == Policy::TokioLike || self.cfg.tunables.walk == StealWalk::Unbounded {
+            let start = self.rand(w, n);
+            for i in 0..n {
+                let v = (start + i) % n;
+                if v != w {
+                    self.c.walk_touched += 1;
+                    if let Some(t) = self.steal_from(w, v) {
+                        return Some(t);
+                    }
+                }
+            }
+            if self.cfg.policy == Policy::TokioLike {
+                return self.steal_from(w, INJECT);
+            }
+            return None;
+        }
+        // The gate (rd->overload): the machine counter, then the queued set.
+        self.acc += self.cfg.cost.line(Tier::Remote);
+        if self.loads[self.machine].queued == 0 {
+            self.acc += n.div_ceil(64) as u64 * self.cfg.cost.line(Tier::Remote);
+            if !(0..n).any(|v| v != w && self.queued[v]) {
+                self.c.walks_skipped += 1;
+                return None;
+            }
+        }
+        let clock = Cell::new(self.now + self.acc);
+        let mut searched = w..w + 1;
+        let mut balance = std::mem::replace(&mut self.workers[w].balance, BalanceState::new(0, 1));
+        let clock_ns = self.cfg.cost.clock_ns;
+        let out = balance.walk_with(
+            true,
+            || clock.get(),
+            |i| {
+                let before = self.acc;
+                let found = self.steal_from_level(w, i, &searched);
+                searched = self.cfg.topology.levels(w)[i].span.clone();
+                self.acc += 2 * clock_ns;
+                clock.set(clock.get() + (self.acc - before));
+                found
+            },
+        );
+        self.workers[w].balance = balance;
+        for &i in &out.tried {
+            self.c.walk_tried[i.min(4)] += 1;
+        }
+        if let Some(i) = out.cut_at {
+            self.c.walk_cut[i.min(4)] += 1;
+        }
+        let (level, t) = out.found?;
+        self.c.walk_success[level.min(4)] += 1;
+        Some(t)
+    }
+
+    /// Mirrors the start of worker.rs `idle`.
+    fn idle_begin(&mut self, w: usize) {
+        if let Some(t) = self.clear_queued(w) {
+            return self.start_run(w, t);
+        }
+        self.set_phase(w, Phase::Walking);
+        self.enter_idle(w);
+        if !self.workers[w].searching {
+            self.workers[w].searching = self.become_searcher();
+        }
+        let wk = &mut self.workers[w];
+        wk.idle_since = None;
+        wk.slept_any = false;
+        wk.pending_kick = None;
+        self.idle_top(w);
+    }
+
+    /// The top of worker.rs `idle`'s loop: walk when searching or kicked.
+    fn idle_top(&mut self, w: usize) {
+        self.set_phase(w, Phase::Walking);
+        let wk = &mut self.workers[w];
+        let kick = wk.pending_kick.take().or_else(|| wk.kick.take());
+        if wk.searching || kick.is_some() {
+            let found = self.walk(w, kick);
+            self.time[w].sched += self.acc;
+            let at = self.now + self.acc;
+            self.at(at, Ev::WalkDone(w, found));
+            return;
+        }
+        self.after_walk(w);
+    }
+
+    fn walk_done(&mut self, w: usize, found: Option<TaskId>) {
+        match found {
+            Some(t) => self.got_work(w, t),
+            None => self.after_walk(w),
+        }
+    }
+
+    /// Work found while idle: `found_work`, `exit_idle`, run it.
+    fn got_work(&mut self, w: usize, t: TaskId) {
+        self.found_work(w);
+        self.exit_idle(w);
+        self.start_run(w, t);
+    }
+
+    /// worker.rs `idle` after the walk: the governor, then park.rs
+    /// `wait_for` (inbox, kick, spin, before-sleep, park).
+    fn after_walk(&mut self, w: usize) {
+        let now = self.now + self.acc;
+        // The idle period's start (the kernel's `rq->idle_stamp`), kept
+        // across passes of the loop.
+        self.workers[w].idle_since.get_or_insert(now);
+        self.idle[w] = true;
+        let avg_idle = self.workers[w].balance.avg_idle_ns;
+        let choice = self.workers[w].governor.choose(now, avg_idle);
+        let tokio = self.cfg.policy == Policy::TokioLike;
+        let r = if tokio {
+            self.inject_take(w).or_else(|| self.mailbox_take(w))
+        } else {
+            self.mailbox_take(w)
+        };
+        if let Some(t) = r {
+            self.c.inbox_pulls += 1;
+            return self.got_work(w, t);
+        }
+        if let Some(k) = self.workers[w].kick.take() {
+            return self.handle_woken(w, Some(k), None);
+        }
+        if let IdleChoice::Spin { until_ns } = choice {
+            self.c.spins += 1;
+            self.set_phase(w, Phase::Spinning);
+            let wk = &mut self.workers[w];
+            wk.gen += 1;
+            wk.spin_start = now;
+            wk.spin_until = until_ns.max(now);
+            let g = wk.gen;
+            self.time[w].sched += self.acc;
+            self.at(until_ns.max(now), Ev::SpinEnd(w, g));
+            return;
+        }
+        self.before_sleep(w);
+    }
+
+    /// The `before_sleep` closure of worker.rs `idle`: publish, announce
+    /// (idle.rs `to_parked`), re-check with no searcher left, then sleep.
+    fn before_sleep(&mut self, w: usize) {
+        self.set_phase(w, Phase::Walking);
+        if self.cfg.policy == Policy::Hwsched {
+            let wk = &mut self.workers[w];
+            let cur = Contribution {
+                running: 0,
+                queued: (wk.local.len() + wk.inbox.len()) as u32,
+            };
+            let interval = self.cfg.tunables.load_update_interval.as_nanos() as u64;
+            let d = wk
+                .publisher
+                .decide(self.now + self.acc, cur, interval, true);
+            self.publish(w, d);
+        }
+        if self.cfg.park_clears_queued {
+            // Proposed (not in the runtime): leave the `queued` set before
+            // sleeping, as `clear_queued` does when going idle. A bit set
+            // by a delivery whose task a thief took would otherwise stay
+            // set for the whole sleep, and every walk probes this queue.
+            if let Some(t) = self.clear_queued(w) {
+                return self.got_work(w, t);
+            }
+        }
+        // to_parked.
+        let searching = self.workers[w].searching;
+        self.parked[w] = true;
+        self.park_counter += 1;
+        self.workers[w].park_seq = self.park_counter;
+        self.awake -= 1;
+        if searching {
+            self.searching -= 1;
+        }
+        let none_left = self.searching == 0;
+        if none_left {
+            self.c.park_rechecks += 1;
+            if let Some(v) = self.find_queued_work(w) {
+                // Not sleeping: leave_parked, then the Woken branch.
+                let kick = self.workers[w].kick.take();
+                self.workers[w].searching = self.leave_parked(w);
+                return self.handle_woken(w, kick, Some(v));
+            }
+        }
+        self.acc += self.cfg.cost.park_cpu_ns;
+        self.time[w].sched += self.acc;
+        self.set_phase(w, Phase::Parked);
+    }
+
+    /// idle.rs `leave_parked`: whether a waker had claimed this worker.
+    fn leave_parked(&mut self, w: usize) -> bool {
+        if self.parked[w] {
+            self.parked[w] = false;
+            self.awake += 1;
+            false
+        } else {
+            true
+        }
+    }
+
+    fn spin_end(&mut self, w: usize, g: u64) {
+        if self.workers[w].gen != g || self.workers[w].phase != Phase::Spinning {
+            return;
+        }
+        let spun = self.now - self.workers[w].spin_start;
+        self.workers[w].governor.record_spin(spun);
+        self.time[w].spin += spun;
+        self.c.spin_gave_up += 1;
+        self.before_sleep(w);
+    }
+
+    fn spin_hit(&mut self, w: usize, g: u64) {
+        if self.workers[w].gen != g || self.workers[w].phase != Phase::Spinning {
+            return;
+        }
+        let wk = &mut self.workers[w];
+        wk.gen += 1;
+        let spun = self.now - wk.spin_start;
+        wk.governor.record_spin(spun);
+        self.time[w].spin += spun;
+        self.c.spin_hits += 1;
+        self.set_phase(w, Phase::Walking);
+        let kick = self.workers[w].kick.take();
+        self.handle_woken(w, kick, None);
+    }
+
+    /// A futex wake arrived: park.rs `wait_for` returns after the park.
+    fn woken(&mut self, w: usize) {
+        self.set_phase(w, Phase::Walking);
+        self.c.parks += 1;
+        self.workers[w].searching = self.leave_parked(w);
+        self.workers[w].slept_any = true;
+        let r = if self.cfg.policy == Policy::TokioLike {
+            self.inject_take(w).or_else(|| self.mailbox_take(w))
+        } else {
+            self.mailbox_take(w)
+        };
+        if let Some(t) = r {
+            self.c.inbox_pulls += 1;
+            return self.got_work(w, t);
+        }
+        let kick = self.workers[w].kick.take();
+        self.handle_woken(w, kick, None);
+    }
+
+    /// worker.rs `idle`'s `Wait::Woken` branch.
+    fn handle_woken(&mut self, w: usize, kick: Option<usize>, pending: Option<usize>) {
+        self.workers[w].pending_kick = kick;
+        if let Some(v) = pending {
+            self.c.walk_touched += 1;
+            if let Some(t) = self.steal_from(w, v) {
+                if self.has_work(v) {
+                    let near = if v == INJECT { w } else { v };
+                    self.notify_parked(near, Some(w));
+                } else if self.cfg.recheck_wakes_for_others {
+                    // Proposed (not in the runtime): the re-check found more
+                    // than one queue with work; having taken from one, make
+                    // sure the others get a searcher, as the last searcher
+                    // leaving does.
+                    if let Some(u) = self.find_queued_work(w) {
+                        let near = if u == INJECT { w } else { u };
+                        self.notify_parked(near, Some(w));
+                    }
+                }
+                return self.got_work(w, t);
+            }
+        }
+        if !self.workers[w].searching {
+            self.workers[w].searching = self.become_searcher();
+        }
+        self.idle_top(w);
+    }
+}
+
+/// The simulated idle flags as wake placement sees them (schedule.rs
+/// `RuntimeIdle`), costing one cache line per idle-mask word read (at the
+/// distance of its workers) and per claim.
+struct SimIdle<'a> {
+    idle: RefCell<&'a mut Vec<bool>>,
+    hints: RefCell<&'a mut Vec<bool>>,
+    llc_of: &'a [usize],
+    topo: &'a Topology,
+    tier: &'a [Tier],
+    n: usize,
+    cost: &'a CostModel,
+    me: usize,
+    ns: Cell<u64>,
+    seen: RefCell<Vec<usize>>,
+}
+
+impl SimIdle<'_> {
+    fn line(&self, w: usize) -> u64 {
+        self.cost.line(self.tier[self.me * self.n + w])
+    }
+
+    /// The idle-mask word holding `w` (idle.rs `WorkerSet`: each LLC starts
+    /// a word, 64 workers a word).
+    fn word(&self, w: usize) -> usize {
+        let s = self.topo.llc_span(w).start;
+        s + (w - s) / 64 * 64
+    }
+
+    fn read(&self, w: usize) -> usize {
+        let word = self.word(w);
+        let mut seen = self.seen.borrow_mut();
+        if seen.contains(&word) {
+            0
+        } else {
+            seen.push(word);
+            self.ns.set(self.ns.get() + self.line(w));
+            1
+        }
+    }
+}
+
+impl IdleView for SimIdle<'_> {
+    fn is_idle(&self, w: usize) -> bool {
+        self.read(w);
+        self.idle.borrow()[w]
+    }
+    fn claim(&self, w: usize) -> bool {
+        self.read(w);
+        let was = std::mem::replace(&mut self.idle.borrow_mut()[w], false);
+        if was {
+            // The RMW that takes the bit.
+            self.ns.set(self.ns.get() + self.line(w));
+        }
+        was
+    }
+    fn has_idle_cores(&self, w: usize) -> bool {
+        self.ns.set(self.ns.get() + self.line(w));
+        self.hints.borrow()[self.llc_of[w]]
+    }
+    fn clear_idle_cores(&self, w: usize) {
+        let mut h = self.hints.borrow_mut();
+        if h[self.llc_of[w]] {
+            h[self.llc_of[w]] = false;
+            self.ns.set(self.ns.get() + self.line(w));
+        }
+    }
+    fn find_idle(&self, span: &Range<usize>, from: usize, max: usize) -> (Option<usize>, usize) {
+        let n = span.len();
+        if n == 0 {
+            return (None, 0);
+        }
+        let off = from.saturating_sub(span.start) % n;
+        let mut words = 0;
+        let mut found = None;
+        for i in 0..max.min(n) {
+            let w = span.start + (off + i) % n;
+            words += self.read(w);
+            if self.idle.borrow()[w] {
+                found = Some(w);
+                break;
+            }
+        }
+        (found, words)
+    }
+}
+
+/// The simulated load counters and idle flags as external spawn placement
+/// sees them (schedule.rs `RuntimeView`).
+struct SimPlacement<'a> {
+    sim: RefCell<&'a mut Sim>,
+}
+
+impl PlacementView for SimPlacement<'_> {
+    fn load(&self, span: &Range<usize>) -> Load {
+        self.sim.borrow().load(span)
+    }
+    fn claim_idle(&self, w: usize) -> bool {
+        std::mem::replace(&mut self.sim.borrow_mut().idle[w], false)
+    }
+    fn is_parked(&self, w: usize) -> bool {
+        self.sim.borrow().parked[w]
+    }
+    fn backlog(&self, w: usize) -> usize {
+        let s = self.sim.borrow();
+        s.workers[w].inbox.len() + s.workers[w].local.len()
+    }
+}
+
+/// Runs `workload` under `cfg` and returns the report.
+pub fn simulate(cfg: Config, workload: Box<dyn Workload>) -> Report {
+    Sim::new(cfg, workload).run()
+}
+
+/// The idle mode for the CLI: `park`, `governed`, or `spin:<us>`.
+pub fn parse_idle(s: &str) -> Option<IdleMode> {
+    match s {
+        "park" => Some(IdleMode::AlwaysPark),
+        "governed" => Some(IdleMode::Governed),
+        _ => s
+            .strip_prefix("spin:")
+            .and_then(|u| u.parse::<u64>().ok())
+            .map(|u| IdleMode::AlwaysSpin(Duration::from_micros(u))),
+    }
+}

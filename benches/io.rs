@@ -372,9 +372,7 @@ fn main() {
             Bench::Echo => "round trips/s",
             Bench::Http => "requests/s",
         };
-        println!(
-            "\n## {bench:?}: {unit}, server CPU us per op, voluntary context switches per op"
-        );
+        println!("\n## {bench:?}: {unit}, server CPU us per op, voluntary context switches per op");
         let mut all: Vec<Vec<Sample>> = kinds.iter().map(|_| Vec::new()).collect();
         for round in 0..runs {
             for j in 0..kinds.len() {
@@ -422,10 +420,7 @@ fn main() {
         println!(
             "hwsched / best peer: throughput {:.2} (rounds {:?}), CPU per op {:.2}",
             median(ratios.clone()),
-            ratios
-                .iter()
-                .map(|r| format!("{r:.2}"))
-                .collect::<Vec<_>>(),
+            ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
             median(cpu_ratios),
         );
     }

@@ -1130,9 +1130,20 @@ fn after_wait(
                 // sleep next to it.
                 WorkerCounters::bump(&st.walk_touched, 1);
                 if let Some((r, _)) = steal_from(shared, core, v) {
-                    if has_work(shared, v) {
-                        // More behind it: let a parked worker help.
-                        notify_parked(shared, v, Some(core.index));
+                    // This worker re-checked because no searcher was left:
+                    // pushers that saw the last searcher counted on it for
+                    // their work, at `v` or elsewhere. It runs what it took
+                    // without searching, so if work is left (behind `v`, or
+                    // in another queue), a parked worker is woken for it.
+                    // (Found by hwsched-sim: without this, work waited in
+                    // another queue while workers slept.)
+                    let left = if has_work(shared, v) {
+                        Some(v)
+                    } else {
+                        find_queued_work(shared, core.index)
+                    };
+                    if let Some(u) = left {
+                        notify_parked(shared, u, Some(core.index));
                     }
                     core.found_work(shared);
                     exit_idle(shared, core, Some(pass.t0), period.slept_any);

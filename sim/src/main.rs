@@ -36,7 +36,7 @@ policy:
   --sis prop|util|full|off (prop)      --walk bounded|unbounded (bounded)
   --idle park|governed|spin:US (park)  --recent on|off  --idle-core on|off
   --load-interval-us N (1000)          --migration-cost-us N (500)
-  --fix-recheck on|off (off)  a proposed wake-protocol change (SIMULATION.md, Findings)
+  --fix-recheck on|off (on)   the re-check fix the runtime adopted (SIMULATION.md, Findings)
   --fix-park-bit on|off (off) a proposed change: leave the queued set before sleeping
 
 model:
@@ -143,7 +143,7 @@ fn real_main() -> Result<(), String> {
     let n = topo.workers();
     let mut cfg = Config::new(topo);
     cfg.seed = a.num("seed", 1)?;
-    cfg.recheck_wakes_for_others = on_off(a.get("fix-recheck"), false)?;
+    cfg.recheck_wakes_for_others = on_off(a.get("fix-recheck"), true)?;
     cfg.park_clears_queued = on_off(a.get("fix-park-bit"), false)?;
     cfg.policy = match a.get("policy").unwrap_or("hwsched") {
         "hwsched" => Policy::Hwsched,

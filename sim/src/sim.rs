@@ -96,11 +96,11 @@ pub struct Config {
     pub seed: u64,
     /// Stop the simulation at this virtual time (a safety net).
     pub time_limit_ns: u64,
-    /// A proposed change to the wake protocol, off by default (the runtime
-    /// does not do it): a worker whose pre-sleep re-check found work and
-    /// took it from a queue that is now empty looks for other queued work
-    /// and wakes a searcher for it. Without it, other queues found by no
-    /// one wait while workers sleep (SIMULATION.md, "Findings").
+    /// The re-check fix found by this simulator and adopted by the runtime
+    /// (worker.rs `after_wait`), on by default: a worker whose pre-sleep
+    /// re-check found work and took it from a queue that is now empty looks
+    /// for other queued work and wakes a searcher for it. Off, other queues
+    /// found by no one wait while workers sleep (SIMULATION.md, "Findings").
     pub recheck_wakes_for_others: bool,
     /// A proposed change, off by default (the runtime does not do it): a
     /// worker leaves the `queued` set (re-checking its inbox) just before it
@@ -119,7 +119,7 @@ impl Config {
             cost: CostModel::default(),
             seed: 1,
             time_limit_ns: 60_000_000_000,
-            recheck_wakes_for_others: false,
+            recheck_wakes_for_others: true,
             park_clears_queued: false,
         }
     }
@@ -1670,7 +1670,7 @@ impl Sim {
                     let near = if v == INJECT { w } else { v };
                     self.notify_parked(near, Some(w));
                 } else if self.cfg.recheck_wakes_for_others {
-                    // Proposed (not in the runtime): the re-check found more
+                    // As the runtime does (worker.rs `after_wait`): the re-check found more
                     // than one queue with work; having taken from one, make
                     // sure the others get a searcher, as the last searcher
                     // leaving does.

@@ -109,14 +109,20 @@ fn with_free_scheduling_no_worker_idles_while_work_waits() {
 
 #[test]
 fn without_the_recheck_fix_the_mirrored_protocol_leaves_work_waiting() {
-    // Records the finding rather than hiding it: the production protocol
-    // (mirrored with the fix off) lets a queue wait while workers sleep
-    // after a pre-sleep re-check took work from another queue. If the
-    // runtime is fixed, mirror the fix and turn this test around.
-    let mut cfg = Config::new(topo("pack:2 numa:2 l3:2 core:4 pu:2", None));
-    cfg.cost = CostModel::zero();
-    let r = simulate(cfg, Box::new(Hackbench::new(4, 10, 50, 500, 500)));
-    assert!(r.idle_while_queued_ns > 0, "{r}");
+    // The finding that changed the runtime (worker.rs `after_wait`): the
+    // protocol without the re-check fix lets a queue wait while workers
+    // sleep after a pre-sleep re-check took work from another queue; with
+    // it (the default now, as in the runtime), nothing waits.
+    let run = |fix: bool| {
+        let mut cfg = Config::new(topo("pack:2 numa:2 l3:2 core:4 pu:2", None));
+        cfg.cost = CostModel::zero();
+        cfg.recheck_wakes_for_others = fix;
+        simulate(cfg, Box::new(Hackbench::new(4, 10, 50, 500, 500)))
+    };
+    let without = run(false);
+    assert!(without.idle_while_queued_ns > 0, "{without}");
+    let with = run(true);
+    assert_eq!(with.idle_while_queued_ns, 0, "{with}");
 }
 
 #[test]

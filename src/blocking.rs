@@ -494,16 +494,16 @@ pub(crate) fn affinity_masks(topo: &Topology) -> (Vec<Vec<usize>>, Vec<usize>) {
     let mut index: HashMap<Vec<usize>, usize> = HashMap::new();
     let mut of_worker = Vec::with_capacity(topo.workers());
     for w in 0..topo.workers() {
-        // The node's span also when it is no level of its own (under
-        // sub-NUMA clustering it is the LLC level's span).
+        // The smaller of the worker's NUMA node and its package: the node's
+        // span also when it is no level of its own (under sub-NUMA
+        // clustering it is the LLC level's), the package when one node
+        // holds several packages (or hwloc reports a single node).
         let numa = topo.numa_span(w);
-        let span = if numa.len() > 1 {
-            numa
-        } else {
-            topo.level(w, LevelKind::Numa)
-                .or_else(|| topo.level(w, LevelKind::Package))
-                .map(|l| l.span.clone())
-                .unwrap_or_else(|| topo.root_span())
+        let package = topo.level(w, LevelKind::Package).map(|l| l.span.clone());
+        let span = match package {
+            Some(p) if numa.len() <= 1 || p.len() < numa.len() => p,
+            _ if numa.len() > 1 => numa,
+            _ => topo.root_span(),
         };
         let mut cpus: Vec<usize> = span.map(|x| topo.place(x).os_index).collect();
         cpus.sort_unstable();

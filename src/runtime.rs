@@ -217,7 +217,7 @@ impl Builder {
     }
 
     /// Whether a blocking thread runs on the CPUs of its caller's NUMA node
-    /// (else package) only: an affinity mask over that node's CPUs, not a
+    /// (or package, if smaller) only: an affinity mask over those CPUs, not a
     /// pin (default: on for `System` topologies; synthetic and XML ones are
     /// not this machine's CPUs and never set it).
     pub fn blocking_affinity(mut self, on: bool) -> Self {
@@ -660,7 +660,7 @@ pub fn worker_index() -> Option<usize> {
 /// [`Builder::thread_keep_alive`]. A pool thread has the runtime as its
 /// context ([`Handle::current`](crate::Handle::current), `hwsched::spawn`
 /// work inside `f`) and, on a `System` topology, runs on the CPUs of the
-/// NUMA node (else package) of the worker that called `spawn_blocking`
+/// NUMA node (or package, if smaller) of the worker that called `spawn_blocking`
 /// (an affinity mask, not a pin; [`Builder::blocking_affinity`]). A panic
 /// in `f` reaches the handle as
 /// [`JoinError::Panicked`](crate::JoinError::Panicked). At shutdown,

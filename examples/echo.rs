@@ -4,7 +4,7 @@
 //! from a worker, and the task runs next to where it was woken.
 //!
 //! ```text
-//! cargo run --release --features io --example echo -- [--addr 127.0.0.1:7000] [--secs N] [--workers N]
+//! cargo run --release --features io --example echo -- [--addr 127.0.0.1:7000] [--secs N] [--workers N] [--no-io]
 //! nc 127.0.0.1 7000
 //! ```
 //!
@@ -44,6 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut addr: SocketAddr = "127.0.0.1:7000".parse()?;
     let mut secs: Option<u64> = None;
     let mut workers: Option<usize> = None;
+    let mut io = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -51,11 +52,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--addr" => addr = val()?.parse()?,
             "--secs" => secs = Some(val()?.parse()?),
             "--workers" => workers = Some(val()?.parse()?),
+            // Leave the reactor to async-io's own thread (for comparison).
+            "--no-io" => io = false,
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
     stop_on_ctrl_c();
-    let mut b = hwsched::Runtime::builder().enable_io(true);
+    let mut b = hwsched::Runtime::builder().enable_io(io);
     if let Some(n) = workers {
         b = b.worker_threads(n);
     }

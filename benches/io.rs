@@ -8,6 +8,9 @@
 //! cargo bench --features io --bench io -- [--runs 5] [--secs 3] [--workers 2] [--only echo|http]
 //! ```
 //!
+//! `HWSCHED_TUNE` sets hwsched's tunables for both hwsched rows (as in the
+//! other benches: `HWSCHED_TUNE=idle=governed`).
+//!
 //! Each round runs every server once, in a rotating order, on the same
 //! worker count:
 //! - **echo**: a client process (this binary, one thread, 64 connections on
@@ -32,6 +35,9 @@ use std::time::{Duration, Instant};
 
 use async_io::Async;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
+
+#[path = "common/rt.rs"]
+mod rt;
 
 const CLIENTS: usize = 64;
 const ROUNDS: usize = 500;
@@ -129,7 +135,9 @@ async fn serve_async_io(
 fn start(kind: Kind, bench: Bench, workers: usize) -> Server {
     match kind {
         Kind::HwIo | Kind::HwNoIo => {
+            // HWSCHED_TUNE applies (benches/common/rt.rs, `env_tunables`).
             let rt = hwsched::Runtime::builder()
+                .tunables(rt::env_tunables(Default::default()))
                 .worker_threads(workers)
                 .enable_io(kind == Kind::HwIo)
                 .build()
@@ -362,7 +370,21 @@ fn main() {
         None => vec![Bench::Echo, Bench::Http],
         Some(o) => panic!("--only echo|http, not {o}"),
     };
-    let kinds = [Kind::HwIo, Kind::HwNoIo, Kind::Tokio, Kind::Ae];
+    let all_kinds = [Kind::HwIo, Kind::HwNoIo, Kind::Tokio, Kind::Ae];
+    // `--kinds a,b` runs only those servers (for profiling one of them).
+    let kinds: Vec<Kind> = match val("--kinds") {
+        None => all_kinds.to_vec(),
+        Some(list) => list
+            .split(',')
+            .map(|n| {
+                *all_kinds
+                    .iter()
+                    .find(|k| k.name() == n)
+                    .unwrap_or_else(|| panic!("--kinds: unknown server {n}"))
+            })
+            .collect(),
+    };
+    let pos = |k: Kind| kinds.iter().position(|x| *x == k);
     println!(
         "I/O bench: {workers} workers per runtime, {runs} rounds, {} CPUs here",
         thread::available_parallelism().map_or(1, |n| n.get())
@@ -405,16 +427,20 @@ fn main() {
             );
         }
         // Per-round ratios of hwsched (reactor on) to the best peer.
+        let (Some(h), Some(t), Some(a)) = (pos(Kind::HwIo), pos(Kind::Tokio), pos(Kind::Ae))
+        else {
+            continue;
+        };
         let ratios: Vec<f64> = (0..runs)
             .map(|r| {
-                let best = all[2][r].ops_per_s.max(all[3][r].ops_per_s);
-                all[0][r].ops_per_s / best
+                let best = all[t][r].ops_per_s.max(all[a][r].ops_per_s);
+                all[h][r].ops_per_s / best
             })
             .collect();
         let cpu_ratios: Vec<f64> = (0..runs)
             .map(|r| {
-                let best = all[2][r].cpu_us_per_op.min(all[3][r].cpu_us_per_op);
-                all[0][r].cpu_us_per_op / best
+                let best = all[t][r].cpu_us_per_op.min(all[a][r].cpu_us_per_op);
+                all[h][r].cpu_us_per_op / best
             })
             .collect();
         println!(

@@ -48,7 +48,6 @@ mod schedule;
 mod shared;
 mod stats;
 mod sync;
-mod task;
 pub mod topology;
 mod tunables;
 mod wake;
@@ -72,6 +71,10 @@ mod park;
 pub mod queue;
 #[cfg(not(loom))]
 mod queue;
+#[cfg(loom)]
+pub mod task;
+#[cfg(not(loom))]
+mod task;
 
 pub use error::BuildError;
 pub use handle::Handle;

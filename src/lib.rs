@@ -45,7 +45,6 @@ mod place;
 pub mod policy;
 mod runtime;
 mod schedule;
-mod shared;
 mod stats;
 mod sync;
 pub mod topology;
@@ -71,6 +70,10 @@ mod park;
 pub mod queue;
 #[cfg(not(loom))]
 mod queue;
+#[cfg(loom)]
+pub mod shared;
+#[cfg(not(loom))]
+mod shared;
 #[cfg(loom)]
 pub mod task;
 #[cfg(not(loom))]

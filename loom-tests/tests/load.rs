@@ -40,7 +40,7 @@
 //! | `GroupLoad::add` as a `load` + `store` instead of `fetch_add` | caught: "group counter: Load { running: 4294967295, queued: 1 } != Load { running: 0, queued: 5 }" (a lost update, which also shows as a borrow) |
 //! | `decide` ignores `force` | caught (sequentially): worker B's forced publish is `HeldByInterval` |
 //! | the forced publish added after `wait` returns (model side), as `worker::idle` does today | caught: "a parked worker's contribution is stale: Load { running: 1, queued: 1 } != Load { running: 0, queued: 2 }" |
-//! | every `Parker` ordering `Relaxed` | NOT caught: the delivery's unpark goes through the parker's mutex, which orders the counter too. With an atomic inbox stand-in: "deadlock" (the park protocol itself fails) |
+//! | every `Parker` ordering `Relaxed` | see the table in `loom-tests/README.md` (`scripts/mutate.sh`), one ordering at a time |
 //!
 //! The third row is a bug in `src/worker.rs` `idle()`: its `before_sleep`
 //! closure only calls `Publisher::decide`, and the `LoadMap::publish` of the

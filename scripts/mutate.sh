@@ -37,7 +37,8 @@ task-abort-fence @@ src/task.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
 task-abort-slot-acquire @@ src/task.rs @@ @@ self.slot.load(Ordering::Acquire) @@ self.slot.load(Ordering::Relaxed) @@ Needed in C11 (the abort's lock of the shard must come after register's unlock, which the Release/Acquire on the slot orders); loom cannot show it: its mutex order is the execution order, so a key read from the slot always finds its entry.
 task-publish-slot-release @@ src/task.rs @@ @@ self.slot.store(key.pack(), Ordering::Release) @@ self.slot.store(key.pack(), Ordering::Relaxed) @@ The other half of task-abort-slot-acquire: not checkable in loom for the same reason.
 task-publish-fence @@ src/task.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
-task-is-aborted-acquire @@ src/task.rs @@ @@ self.aborted.load(Ordering::Acquire) @@ self.aborted.load(Ordering::Relaxed) @@ Not needed: the flag publishes no data, and a worker that must see it (the task was queued by the abort's wake) reads it after taking the task from a queue, which orders the abort's store before the load (coherence). worker.rs and blocking.rs read the flag Acquire themselves; Relaxed would do.
+task-recheck-fence @@ src/task.rs @@ 3 @@ fence(Ordering::SeqCst); @@  @@
+task-no-recheck @@ src/task.rs @@ @@ if unsafe { this.meta.as_ref() }.recheck_aborted() { @@ if false { @@
 shared-bury-fence @@ src/shared.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
 shared-close-fence @@ src/shared.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
 shared-bury-no-reap @@ src/shared.rs @@ @@ if self.reaper_done.load(Ordering::Relaxed) { @@ if false && self.reaper_done.load(Ordering::Relaxed) { @@
@@ -74,7 +75,7 @@ park-final-swap @@ src/park.rs @@ @@ self.state.swap(0, Ordering::AcqRel) @@ sel
 worker-deliver-queued @@ src/worker.rs @@ @@ queued.insert_rmw(to, Ordering::AcqRel) @@ queued.insert_rmw(to, Ordering::Relaxed) @@ worker.rs is not driven by any model (conserve.rs replays worker::deliver's calls); restructuring it is for the owner of worker.rs.
 worker-deliver-to-woken-queued @@ src/worker.rs @@ @@ queued.insert_rmw(w, Ordering::AcqRel) @@ queued.insert_rmw(w, Ordering::Relaxed) @@ As worker-deliver-queued.
 worker-take-queued @@ src/worker.rs @@ @@ queued.remove(self.index, Ordering::AcqRel) @@ queued.remove(self.index, Ordering::Relaxed) @@ As worker-deliver-queued.
-worker-run-task-aborted @@ src/worker.rs @@ @@ meta.aborted.load(Ordering::Acquire) @@ meta.aborted.load(Ordering::Relaxed) @@ Not needed (see task-is-aborted-acquire); not driven by a model.
+worker-run-task-aborted @@ src/worker.rs @@ @@ meta.aborted.load(Ordering::Acquire) @@ meta.aborted.load(Ordering::Relaxed) @@ Not needed: `TaskMeta::is_aborted` (task.rs) is the same read, Relaxed, with the proof; worker.rs should call it. Not driven by a model.
 blocking-run-task-aborted @@ src/blocking.rs @@ @@ r.metadata().aborted.load(Ordering::Acquire) @@ r.metadata().aborted.load(Ordering::Relaxed) @@ As worker-run-task-aborted.
 blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ The blocking pool has no loom model.
 blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ The blocking pool has no loom model.

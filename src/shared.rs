@@ -218,6 +218,10 @@ impl<T> Graveyard<T> {
     /// The shutdown sequence's last reap: from now on a burial drops its
     /// task itself. Returns how many tasks it dropped.
     pub fn close(&self, drop: impl FnMut(T)) -> usize {
+        debug_assert!(
+            !self.reaper_done.load(Ordering::Relaxed),
+            "the graveyard is closed once"
+        );
         self.reaper_done.store(true, Ordering::Relaxed);
         // SeqCst fence: pairs with the one in `bury` (see there).
         fence(Ordering::SeqCst);

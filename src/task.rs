@@ -41,6 +41,16 @@
 //!
 //! Whichever fence comes second, its side sees the other's store, so at
 //! least one wake happens (two are harmless: async-task queues a task once).
+//!
+//! An abort can also come while the task is queued by another wake, after
+//! the worker read the flag: the abort's wake then does nothing (the task
+//! is queued already), and the poll may return `Pending` again. So every
+//! later `Pending` re-checks the flag after a `fence(SeqCst)`
+//! ([`TaskMeta::recheck_aborted`]) and wakes the task if it is set: either
+//! that load sees the flag, or the abort's fence comes after it, and the
+//! abort's wake then finds the task running (async-task marked it so before
+//! the poll) and reschedules it. A task aborted while queued may thus be
+//! polled once more, never left waiting.
 //! The pair was `SeqCst` stores and loads before; fences say the same in
 //! C11, and they are what loom checks exactly (loom 0.7 treats `SeqCst`
 //! accesses as `AcqRel` and reported a false lost abort with them).
@@ -128,6 +138,11 @@ impl TaskMeta {
     /// [`Registry::register`]; returns whether the task was aborted and so
     /// must wake itself (the abort may have missed the slot).
     fn publish_slot(&self, key: SlotKey) -> bool {
+        debug_assert_eq!(
+            self.slot.load(Ordering::Relaxed),
+            NO_SLOT,
+            "a task publishes its registry slot once"
+        );
         // Release: pairs with `abort`'s Acquire load (see there).
         self.slot.store(key.pack(), Ordering::Release);
         // SeqCst fence: pairs with the one in `abort` (see there).
@@ -135,13 +150,34 @@ impl TaskMeta {
         self.aborted.load(Ordering::Relaxed)
     }
 
+    /// After a poll that returned `Pending` (not the first: that one
+    /// registers, [`publish_slot`](Self::publish_slot)): whether the task
+    /// was aborted and so must wake itself. The worker read the flag before
+    /// it polled, and an abort since then may have found the task still
+    /// queued, where its wake does nothing (async-task queues a task once):
+    /// without this check the task would wait on, aborted.
+    fn recheck_aborted(&self) -> bool {
+        // SeqCst fence: pairs with the one in `abort` (store-buffering):
+        // either this load sees the flag, or the abort's fence comes after
+        // ours, and so its slot load (the slot was published before our
+        // fence) and its wake come after async-task marked this poll
+        // running: that wake reschedules the task.
+        fence(Ordering::SeqCst);
+        self.aborted.load(Ordering::Relaxed)
+    }
+
     /// Whether the task was aborted: a worker drops an aborted task instead
     /// of polling it.
     // Used by the loom models; worker.rs and blocking.rs read the flag
-    // themselves (their `run_task`).
+    // themselves (their `run_task`), with an Acquire that Relaxed would
+    // replace (see below).
     #[cfg_attr(not(loom), allow(dead_code))]
     pub fn is_aborted(&self) -> bool {
-        self.aborted.load(Ordering::Acquire)
+        // Relaxed: the flag publishes no data, and a stale `false` costs
+        // one more poll, not the abort: the poll completes the task, or
+        // returns `Pending` and `recheck_aborted` sees the flag (or the
+        // abort's wake, after it, reschedules the task).
+        self.aborted.load(Ordering::Relaxed)
     }
 }
 
@@ -538,6 +574,13 @@ impl<F: Future> Future for TaskFuture<F> {
             Ok(Poll::Pending) => {
                 if this.slot.is_none() {
                     this.register(cx.waker());
+                } else {
+                    // SAFETY: the metadata lives in this task's allocation.
+                    if unsafe { this.meta.as_ref() }.recheck_aborted() {
+                        // Aborted while queued: be scheduled once more, to
+                        // be dropped (module docs, "Abort").
+                        cx.waker().wake_by_ref();
+                    }
                 }
                 return Poll::Pending;
             }
@@ -671,6 +714,7 @@ impl Registry {
             }
         };
         let slot = &mut s.slots[index as usize];
+        debug_assert!(slot.1.is_none(), "registry slot {index} reused while taken");
         slot.1 = Some(waker);
         Some(SlotKey {
             shard: shard_idx as u32,

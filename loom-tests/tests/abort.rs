@@ -336,3 +336,55 @@ fn shutdown_wakes_a_task_registering_concurrently() {
     });
     cases.assert_all_reached();
 }
+
+/// A future that never completes and keeps its latest waker where another
+/// thread can fire it: a wake that brings nothing (a spurious wake, or one
+/// of two events the task waits on).
+struct Spurious(Arc<Mutex<Option<Waker>>>);
+
+impl Future for Spurious {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        *self.0.lock().unwrap() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+#[test]
+fn abort_races_a_wake_that_brings_nothing() {
+    // The task is registered and waiting. Another thread wakes it (the
+    // task is queued, but what it waits for has not happened) while a
+    // third aborts it; the worker runs what is queued meanwhile. If the
+    // worker reads the flag before the abort sets it, and the abort's own
+    // wake finds the task already queued (async-task then does nothing),
+    // the poll returns `Pending` again: something must still get the task
+    // dropped, or the abort is lost.
+    let cases = Cases::new(&["scheduled by waker", "an aborted task was dropped unpolled"]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let rt = Rt::new(&cases);
+            let slot = Arc::new(Mutex::new(None));
+            let (r, mut h) = Rt::spawn(&rt, Spurious(slot.clone()));
+            assert!(rt.run_task(r)); // first poll: Pending, registered
+            let abort = h.abort_handle();
+            let waker = spawn_named("waker", move || {
+                let w = slot.lock().unwrap().take();
+                if let Some(w) = w {
+                    w.wake();
+                }
+            });
+            let aborter = spawn_named("aborter", move || abort.abort());
+            rt.run_queued();
+            waker.join().unwrap();
+            aborter.join().unwrap();
+            rt.run_queued();
+            match poll_handle(&mut h) {
+                Poll::Ready(Err(e)) => assert!(e.is_cancelled()),
+                Poll::Ready(Ok(())) => unreachable!("a Spurious task finished"),
+                Poll::Pending => panic!("lost abort: the aborted task is still waiting"),
+            }
+        }
+    });
+    cases.assert_all_reached();
+}

@@ -126,7 +126,10 @@ impl TaskMeta {
         // Acquire: pairs with `publish_slot`'s Release store, so that the
         // registry entry the key names (written under the shard's lock
         // before the store) is there when `Registry::wake` locks the
-        // shard: our lock then comes after `register`'s unlock.
+        // shard: our lock then comes after `register`'s unlock. (loom
+        // cannot check this pair: it takes locks in execution order, so a
+        // key read from the slot always finds its entry there; see
+        // loom-tests/README.md.)
         let slot = self.slot.load(Ordering::Acquire);
         if slot != NO_SLOT {
             registry.wake(SlotKey::unpack(slot));

@@ -6,7 +6,8 @@
 //! (`Registry::register`, then `TaskMeta::publish_slot`), `abort` is
 //! `JoinHandle::abort` / `AbortHandle::abort` (`TaskMeta::abort`, then
 //! `Registry::wake`), and shutdown's wake-up of waiting tasks is
-//! `Registry::close_and_wake_all`. Only the schedule function is the
+//! `Registry::close_and_wake_all`; a later `Pending` re-checks the flag
+//! (`TaskMeta::recheck_aborted`). Only the schedule function is the
 //! model's own (the runtime's needs a whole `Shared`): it queues the task on
 //! one inbox (`queue::Inbox`), or, once the model's shutdown flag is set,
 //! on a graveyard, as `schedule::schedule` buries it. The "worker" runs a

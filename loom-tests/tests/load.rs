@@ -42,14 +42,12 @@
 //! | the forced publish added after `wait` returns (model side), as `worker::idle` does today | caught: "a parked worker's contribution is stale: Load { running: 1, queued: 1 } != Load { running: 0, queued: 2 }" |
 //! | every `Parker` ordering `Relaxed` | see the table in `loom-tests/README.md` (`scripts/mutate.sh`), one ordering at a time |
 //!
-//! The third row is a bug in `src/worker.rs` `idle()`: its `before_sleep`
-//! closure only calls `Publisher::decide`, and the `LoadMap::publish` of the
-//! result runs after `wait` returns, i.e. after the worker woke up. The
-//! publisher records the forced delta as published, but the counters keep
-//! the pre-sleep contribution (typically `running: 1`, or the queued count
-//! of before) for the whole sleep: `find_idlest_group` and the walk's gate see
-//! a parked worker as busy. The model makes the publish inside
-//! `before_sleep`, as the design (and `load.rs`'s docs) intend.
+//! The third row was a bug in `src/worker.rs` `idle()`, found by this
+//! model: the publish of the forced delta ran after `wait` returned, so a
+//! parked worker looked busy for its whole sleep. `idle()` now publishes
+//! inside `before_sleep`, as this model does. The model still replays that
+//! closure (`Publisher::decide`, then `GroupLoad::add` per level) rather
+//! than calling worker.rs.
 
 #![cfg(loom)]
 

@@ -4,6 +4,7 @@
 # mutation is caught) or documented as not checkable / not needed.
 #
 #   scripts/mutate.sh [NAME_REGEX]     # default: every mutation below
+#   scripts/mutate.sh --table          # only rewrite the README table
 #
 # Each mutation (below: name, file, occurrence, exact pattern, replacement,
 # note) is applied alone to a scratch copy of the working tree
@@ -79,7 +80,7 @@ worker-run-task-aborted @@ src/worker.rs @@ @@ meta.aborted.load(Ordering::Acqui
 blocking-run-task-aborted @@ src/blocking.rs @@ @@ r.metadata().aborted.load(Ordering::Acquire) @@ r.metadata().aborted.load(Ordering::Relaxed) @@ As worker-run-task-aborted.
 blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ The blocking pool has no loom model.
 blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ The blocking pool has no loom model.
-block-on-woken-release @@ src/block_on.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ block_on has no loom model (a thread parked on its own flag; std park/unpark order it).
+block-on-woken-release @@ src/block_on.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ block_on has no loom model.
 block-on-woken-acquire @@ src/block_on.rs @@ @@ call.woken.swap(false, Ordering::Acquire) @@ call.woken.swap(false, Ordering::Relaxed) @@ As block-on-woken-release.
 EOF
 )
@@ -123,14 +124,18 @@ trim() { sed 's/^ *//; s/ *$//'; }
 
 # Regenerates the README table from $OUT.
 write_table() {
-    python3 - "$OUT" "$ROOT/loom-tests/README.md" <<'PY'
+    echo "$MUTATIONS" | awk -F'@@' '{gsub(/ /, "", $1); print $1}' >"$SCRATCH.order"
+    python3 - "$OUT" "$ROOT/loom-tests/README.md" "$SCRATCH.order" <<'PY'
 import sys
-out, readme = sys.argv[1:3]
+out, readme, order = sys.argv[1:4]
 rows = {}
 for line in open(out):
     f = line.rstrip("\n").split("\t")
     if len(f) >= 5:
         rows[f[0]] = f   # the last run of a mutation wins
+# In the order of the list; rows of mutations no longer listed are dropped.
+names = [n for n in open(order).read().split() if n]
+rows = {n: rows[n] for n in names if n in rows}
 begin, end = "<!-- mutate.sh: begin -->", "<!-- mutate.sh: end -->"
 t = ["| mutation | file | change | result | caught by / note |", "| --- | --- | --- | --- | --- |"]
 for name, f in rows.items():
@@ -143,6 +148,13 @@ a, b = s.index(begin) + len(begin), s.index(end)
 open(readme, "w").write(s[:a] + "\n" + "\n".join(t) + "\n" + s[b:])
 PY
 }
+
+# `scripts/mutate.sh --table`: only regenerate the README table.
+if [ "$FILTER" = "--table" ]; then
+    mkdir -p "$(dirname "$SCRATCH")"
+    write_table
+    exit 0
+fi
 
 sync_scratch
 echo "mutate.sh: baseline (no mutation) in $SCRATCH" >&2

@@ -47,10 +47,8 @@ pub mod policy;
 mod reactor;
 mod runtime;
 mod schedule;
-mod shared;
 mod stats;
 mod sync;
-mod task;
 #[cfg(feature = "io")]
 pub mod time;
 pub mod topology;
@@ -76,6 +74,14 @@ mod park;
 pub mod queue;
 #[cfg(not(loom))]
 mod queue;
+#[cfg(loom)]
+pub mod shared;
+#[cfg(not(loom))]
+mod shared;
+#[cfg(loom)]
+pub mod task;
+#[cfg(not(loom))]
+mod task;
 
 pub use error::BuildError;
 pub use handle::Handle;

@@ -11,10 +11,10 @@ use crate::error::BuildError;
 use crate::idle::Sleepers;
 use crate::load::LoadMap;
 use crate::park::Mailbox;
-use crate::queue::{Inbox, Local};
-use crate::shared::{Latch, Shared, WorkerShared};
+use crate::queue::Local;
+use crate::shared::{drop_task, Latch, Shared, WorkerShared};
 use crate::stats::{Stats, WorkerCounters};
-use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::task::{JoinHandle, Registry, Runnable};
 use crate::topology::{Topology, TopologySource};
 use crate::tunables::Tunables;
@@ -344,8 +344,7 @@ impl Builder {
             external: CachePadded::new(WorkerCounters::default()),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
             start: Instant::now(),
-            graveyard: Inbox::new(),
-            reaper_done: AtomicBool::new(false),
+            graveyard: crate::shared::Graveyard::new(),
             starting: Latch::new(n),
             io: self.io,
             on_start: self.on_start.clone(),
@@ -562,12 +561,10 @@ impl Runtime {
         }
         self.shut = true;
         let shared = &self.shared;
-        // Relaxed: published to each worker (and to any deliverer) by the
-        // parker RMW that follows; see park.rs, "shutdown".
-        shared.shutdown.store(true, Ordering::Relaxed);
-        for w in shared.workers.iter() {
-            let _ = w.mailbox.parker.notify();
-        }
+        crate::shared::announce_shutdown(
+            &shared.shutdown,
+            shared.workers.iter().map(|w| &w.mailbox.parker),
+        );
         let deadline = timeout.map(|t| Instant::now() + t);
         let me = thread::current().id();
         let mut all_joined = true;
@@ -606,27 +603,21 @@ impl Runtime {
         // handle that resolves to `Cancelled` (a spawn after shutdown), not
         // a panic about a missing runtime.
         let _context = crate::block_on::enter(shared.clone());
-        // Drop what is still queued in inboxes, then wake every task that is
-        // pending on a waker: its schedule sees the shutdown and buries it.
-        // Dropping a task may wake others (a dropped channel sender wakes
-        // its receivers): they are buried too, so reap until nothing is left.
-        for w in shared.workers.iter() {
-            worker::drain_inbox(&w.mailbox);
-        }
-        shared.registry.close_and_wake_all();
-        loop {
-            let mut n = shared.reap();
-            for w in shared.workers.iter() {
-                n += worker::drain_inbox(&w.mailbox);
-            }
-            if n == 0 {
-                break;
-            }
-        }
-        // Relaxed store + SeqCst fence: pairs with the fence in `bury`.
-        shared.reaper_done.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        shared.reap();
+        // Drop what is still queued, wake every task that is pending on a
+        // waker (to be buried), reap until nothing is left, close the
+        // graveyard.
+        crate::shared::final_drain(
+            &shared.graveyard,
+            || {
+                shared
+                    .workers
+                    .iter()
+                    .map(|w| worker::drain_inbox(&w.mailbox))
+                    .sum()
+            },
+            || shared.registry.close_and_wake_all(),
+            drop_task,
+        );
         all_joined
     }
 }

@@ -9,7 +9,8 @@ use crossbeam_utils::CachePadded;
 use crate::idle::Sleepers;
 use crate::load::LoadMap;
 use crate::park::Mailbox;
-use crate::queue::{Inbox, Stealer};
+use crate::park::Parker;
+use crate::queue::{Inbox, Steal, Stealer};
 use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::task::{Registry, Runnable};
@@ -51,10 +52,7 @@ pub(crate) struct Shared {
     pub(crate) start: Instant,
     /// Tasks to drop after shutdown, queued instead of dropped where they
     /// were found (see [`Shared::bury`]).
-    pub(crate) graveyard: Inbox<Runnable>,
-    /// Set when the shutdown sequence has reaped the graveyard for the last
-    /// time: later burials drop at once.
-    pub(crate) reaper_done: AtomicBool,
+    pub(crate) graveyard: Graveyard<Runnable>,
     /// Workers that have not yet started (and tried to pin): `build` waits
     /// for zero, so `pinned_workers()` is exact from its first call.
     pub(crate) starting: Latch,
@@ -112,37 +110,10 @@ impl Shared {
         self.start.elapsed().as_nanos() as u64
     }
 
-    /// Disposes of a task found after shutdown started, without dropping it
-    /// here: this may run inside a waker call, and the waker's caller may
-    /// hold a lock that the task's destructor needs (dropping an
-    /// `async_channel::Sender` wakes receivers from inside event-listener's
-    /// lock; dropping a receiver's future there would take that lock again).
-    /// The shutdown sequence drops buried tasks outside any wake. Once it has
-    /// finished, nobody else will: a burial then drops at once.
+    /// Disposes of a task found after shutdown started
+    /// ([`Graveyard::bury`]).
     pub(crate) fn bury(&self, r: Runnable) {
-        self.graveyard.push(r);
-        // SeqCst fence: pairs with the one in `Runtime::shutdown` after it
-        // sets `reaper_done` (store-buffering): either the reaper's final
-        // drain sees this push, or this load sees the flag and drains.
-        fence(Ordering::SeqCst);
-        if self.reaper_done.load(Ordering::Relaxed) {
-            self.reap();
-        }
-    }
-
-    /// Drops every buried task; returns how many.
-    pub(crate) fn reap(&self) -> usize {
-        let mut n = 0;
-        loop {
-            match self.graveyard.steal() {
-                crate::queue::Steal::Success(r) => {
-                    drop_task(r);
-                    n += 1;
-                }
-                crate::queue::Steal::Empty => return n,
-                crate::queue::Steal::Retry => continue,
-            }
-        }
+        self.graveyard.bury(r, drop_task);
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
@@ -184,4 +155,139 @@ pub(crate) fn drop_task(r: Runnable) {
         // The payload may panic when dropped, too.
         crate::task::discard(p);
     }
+}
+
+/// Tasks found after shutdown started, queued to be dropped by the shutdown
+/// sequence rather than where they were found.
+///
+/// A task found after shutdown is not dropped there: that may be inside a
+/// waker call, and the waker's caller may hold a lock that the task's
+/// destructor needs (dropping an `async_channel::Sender` wakes receivers
+/// from inside event-listener's lock; dropping a receiver's future there
+/// would take that lock again). The shutdown sequence ([`final_drain`])
+/// drops buried tasks outside any wake. Once it has finished
+/// ([`Graveyard::close`]), nobody else will: a burial then drops at once.
+///
+/// Burial and the last reap race store-buffering style:
+///
+/// | `bury` | `close` |
+/// | --- | --- |
+/// | push onto the graveyard | `reaper_done = true` |
+/// | `fence(SeqCst)` | `fence(SeqCst)` |
+/// | read `reaper_done`; if set, reap | reap |
+///
+/// Whichever fence comes second, its side sees the other's store: the
+/// push is reaped by `close`, or the burier reaps it itself (possibly both
+/// reap; each task is taken once). Model-checked in
+/// `loom-tests/tests/shutdown.rs`.
+pub struct Graveyard<T> {
+    queue: Inbox<T>,
+    /// Set when the shutdown sequence has reaped for the last time.
+    reaper_done: AtomicBool,
+}
+
+impl<T> Default for Graveyard<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Graveyard<T> {
+    /// An empty graveyard, still reaped by the shutdown sequence.
+    pub fn new() -> Self {
+        Graveyard {
+            queue: Inbox::new(),
+            reaper_done: AtomicBool::new(false),
+        }
+    }
+
+    /// Buries `t`; drops it (with `drop`) at once, and whatever else is
+    /// buried, if the shutdown sequence has already finished reaping.
+    pub fn bury(&self, t: T, drop: impl FnMut(T)) {
+        self.queue.push(t);
+        // SeqCst fence: pairs with the one in `close` (store-buffering):
+        // either `close`'s reap (after its fence) sees this push, or this
+        // load sees `reaper_done` and we reap (type docs).
+        fence(Ordering::SeqCst);
+        if self.reaper_done.load(Ordering::Relaxed) {
+            self.reap(drop);
+        }
+    }
+
+    /// Drops every buried task with `drop`; returns how many.
+    pub fn reap(&self, drop: impl FnMut(T)) -> usize {
+        drain_queue(&self.queue, drop)
+    }
+
+    /// The shutdown sequence's last reap: from now on a burial drops its
+    /// task itself. Returns how many tasks it dropped.
+    pub fn close(&self, drop: impl FnMut(T)) -> usize {
+        debug_assert!(
+            !self.reaper_done.load(Ordering::Relaxed),
+            "the graveyard is closed once"
+        );
+        self.reaper_done.store(true, Ordering::Relaxed);
+        // SeqCst fence: pairs with the one in `bury` (see there).
+        fence(Ordering::SeqCst);
+        self.reap(drop)
+    }
+
+    /// Whether nothing is buried (a snapshot).
+    // Used by the loom models.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
+/// Takes everything out of `q`, handing each item to `f`; returns how many.
+pub fn drain_queue<T>(q: &Inbox<T>, mut f: impl FnMut(T)) -> usize {
+    let mut n = 0;
+    loop {
+        match q.steal() {
+            Steal::Success(t) => {
+                f(t);
+                n += 1;
+            }
+            Steal::Empty => return n,
+            Steal::Retry => continue,
+        }
+    }
+}
+
+/// The start of the shutdown sequence (`Runtime::shutdown`): sets the
+/// shutdown flag, then notifies every worker's parker so that each wakes,
+/// sees the flag and leaves its loop.
+pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<Item = &'a Parker>) {
+    // Relaxed: published to each worker (and to any deliverer) by the
+    // parker RMW that follows; see park.rs, "shutdown".
+    shutdown.store(true, Ordering::Relaxed);
+    for p in parkers {
+        let _ = p.notify();
+    }
+}
+
+/// The end of the shutdown sequence, once the workers have left their
+/// loops: drops what is still queued in the inboxes (`drain_inboxes`, which
+/// returns how many it dropped), wakes every task that is pending on a
+/// waker (`wake_waiting`: its schedule sees the shutdown and buries it),
+/// then reaps the graveyard and drains the inboxes until both are empty
+/// (dropping a task may wake others: a dropped channel sender wakes its
+/// receivers, which are buried in turn), and closes the graveyard
+/// ([`Graveyard::close`]). Never call it inside a wake.
+pub fn final_drain<T>(
+    graveyard: &Graveyard<T>,
+    mut drain_inboxes: impl FnMut() -> usize,
+    wake_waiting: impl FnOnce(),
+    mut drop: impl FnMut(T),
+) {
+    drain_inboxes();
+    wake_waiting();
+    loop {
+        let n = graveyard.reap(&mut drop) + drain_inboxes();
+        if n == 0 {
+            break;
+        }
+    }
+    graveyard.close(drop);
 }

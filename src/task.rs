@@ -22,6 +22,43 @@
 //! is gone). A panic there is counted like one in a task's poll or drop and
 //! discarded. What the handle hands to an awaiter is the user's to drop.
 //!
+//! # Abort
+//!
+//! `abort` ([`TaskMeta::abort`]) sets the task's `aborted` flag; a worker
+//! that is about to run an aborted task drops it instead
+//! ([`TaskMeta::is_aborted`]). A task that waits on a waker that never
+//! fires is never run again, so the abort must also wake it, and it finds
+//! its waker through the registry slot that the task publishes at its
+//! first `Pending` ([`TaskFuture`]'s `register`: [`Registry::register`],
+//! then [`TaskMeta::publish_slot`]). The two sides race, store-buffering
+//! style:
+//!
+//! | abort | register |
+//! | --- | --- |
+//! | `aborted = true` | `slot = key` (Release) |
+//! | `fence(SeqCst)` | `fence(SeqCst)` |
+//! | read `slot` (Acquire); if set, wake it through the registry | read `aborted`; if set, wake itself |
+//!
+//! Whichever fence comes second, its side sees the other's store, so at
+//! least one wake happens (two are harmless: async-task queues a task once).
+//!
+//! An abort can also come while the task is queued by another wake, after
+//! the worker read the flag: the abort's wake then does nothing (the task
+//! is queued already), and the poll may return `Pending` again. So every
+//! later `Pending` re-checks the flag after a `fence(SeqCst)`
+//! ([`TaskMeta::recheck_aborted`]) and wakes the task if it is set: either
+//! that load sees the flag, or the abort's fence comes after it, and the
+//! abort's wake then finds the task running (async-task marked it so before
+//! the poll) and reschedules it. A task aborted while queued may thus be
+//! polled once more, never left waiting.
+//! The pair was `SeqCst` stores and loads before; fences say the same in
+//! C11, and they are what loom checks exactly (loom 0.7 treats `SeqCst`
+//! accesses as `AcqRel` and reported a false lost abort with them).
+//! Shutdown closes the registry under each shard's lock
+//! ([`Registry::close_and_wake_all`]): a registration either comes first,
+//! and is woken by the close, or finds the shard closed and wakes itself.
+//! Both races are model-checked on this code (`loom-tests/tests/abort.rs`).
+//!
 //! Raw pointers, not `Arc`s, lead from a task to the registry: the registry
 //! lives in the runtime's shared state, which the task's schedule function
 //! keeps alive (`Arc<Shared>`) until async-task destroys the task, after its
@@ -34,23 +71,27 @@ use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use crossbeam_utils::CachePadded;
 
 use crate::park::NO_WORKER;
-use crate::sync::Mutex;
+use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, Ordering};
 
 /// Per-task scheduling metadata, read and written by placement.
 #[derive(Debug)]
 pub struct TaskMeta {
     /// The worker that last polled the task (the kernel's `task_cpu(p)`,
     /// "prev" in `select_idle_sibling`); `usize::MAX` before its first poll.
-    pub last_worker: AtomicUsize,
+    ///
+    /// This and `recent_used` are `std` atomics, outside the loom shim:
+    /// placement hints, only ever accessed `Relaxed` and part of no
+    /// protocol, passed to the public policy function
+    /// `policy::select_idle_sibling`, whose signature takes `std`'s type.
+    pub last_worker: std::sync::atomic::AtomicUsize,
     /// The worker this task was last placed near (the kernel's
     /// `p->recent_used_cpu`, seed 001 patch 3).
-    pub recent_used: AtomicUsize,
+    pub recent_used: std::sync::atomic::AtomicUsize,
     /// Set by `JoinHandle::abort`: the next time the task is scheduled it is
     /// dropped instead of polled.
     pub(crate) aborted: AtomicBool,
@@ -64,16 +105,119 @@ const NO_SLOT: u64 = u64::MAX;
 impl TaskMeta {
     pub(crate) fn new() -> Self {
         TaskMeta {
-            last_worker: AtomicUsize::new(NO_WORKER),
-            recent_used: AtomicUsize::new(NO_WORKER),
+            last_worker: std::sync::atomic::AtomicUsize::new(NO_WORKER),
+            recent_used: std::sync::atomic::AtomicUsize::new(NO_WORKER),
             aborted: AtomicBool::new(false),
             slot: AtomicU64::new(NO_SLOT),
         }
     }
+
+    /// The abort side of the abort/register protocol (module docs,
+    /// "Abort"): sets the flag, then wakes the task if it is registered as
+    /// waiting, so that it is scheduled and dropped instead of polled.
+    pub(crate) fn abort(&self, registry: &Registry) {
+        self.aborted.store(true, Ordering::Relaxed);
+        // SeqCst fence: pairs with the one in `publish_slot`
+        // (store-buffering): either our slot load below sees its slot and
+        // we wake the task, or its flag load sees our store and the task
+        // wakes itself. Without both fences each side can miss the other's
+        // store and the abort is lost (loom: `abort.rs`).
+        fence(Ordering::SeqCst);
+        // Acquire: pairs with `publish_slot`'s Release store, so that the
+        // registry entry the key names (written under the shard's lock
+        // before the store) is there when `Registry::wake` locks the
+        // shard: our lock then comes after `register`'s unlock. (loom
+        // cannot check this pair: it takes locks in execution order, so a
+        // key read from the slot always finds its entry there; see
+        // loom-tests/README.md.)
+        let slot = self.slot.load(Ordering::Acquire);
+        if slot != NO_SLOT {
+            registry.wake(SlotKey::unpack(slot));
+        }
+    }
+
+    /// The register side of the abort/register protocol: records the
+    /// task's registry slot, at its first `Pending`, after
+    /// [`Registry::register`]; returns whether the task was aborted and so
+    /// must wake itself (the abort may have missed the slot).
+    fn publish_slot(&self, key: SlotKey) -> bool {
+        debug_assert_eq!(
+            self.slot.load(Ordering::Relaxed),
+            NO_SLOT,
+            "a task publishes its registry slot once"
+        );
+        // Release: pairs with `abort`'s Acquire load (see there).
+        self.slot.store(key.pack(), Ordering::Release);
+        // SeqCst fence: pairs with the one in `abort` (see there).
+        fence(Ordering::SeqCst);
+        self.aborted.load(Ordering::Relaxed)
+    }
+
+    /// After a poll that returned `Pending` (not the first: that one
+    /// registers, [`publish_slot`](Self::publish_slot)): whether the task
+    /// was aborted and so must wake itself. The worker read the flag before
+    /// it polled, and an abort since then may have found the task still
+    /// queued, where its wake does nothing (async-task queues a task once):
+    /// without this check the task would wait on, aborted.
+    fn recheck_aborted(&self) -> bool {
+        // SeqCst fence: pairs with the one in `abort` (store-buffering):
+        // either this load sees the flag, or the abort's fence comes after
+        // ours, and so its slot load (the slot was published before our
+        // fence) and its wake come after async-task marked this poll
+        // running: that wake reschedules the task.
+        fence(Ordering::SeqCst);
+        self.aborted.load(Ordering::Relaxed)
+    }
+
+    /// Whether the task was aborted: a worker drops an aborted task instead
+    /// of polling it.
+    // Used by the loom models; worker.rs and blocking.rs read the flag
+    // themselves (their `run_task`), with an Acquire that Relaxed would
+    // replace (see below).
+    #[cfg_attr(not(loom), allow(dead_code))]
+    pub fn is_aborted(&self) -> bool {
+        // Relaxed: the flag publishes no data, and a stale `false` costs
+        // one more poll, not the abort: the poll completes the task, or
+        // returns `Pending` and `recheck_aborted` sees the flag (or the
+        // abort's wake, after it, reschedules the task).
+        self.aborted.load(Ordering::Relaxed)
+    }
+}
+
+/// Builds a task around `future`: its [`Runnable`] (not yet scheduled) and
+/// its [`JoinHandle`]. `schedule` runs each time the task is woken.
+///
+/// # Safety
+///
+/// `registry` must stay alive, at the same address, for as long as the
+/// task exists (until async-task destroys it, after its future and every
+/// handle are gone): the runtime's spawns have `schedule` own the
+/// `Arc<Shared>` that holds it (module docs).
+// Used by the loom models; worker.rs and blocking.rs build their tasks
+// with the same calls.
+#[cfg_attr(not(loom), allow(dead_code))]
+pub unsafe fn build<F, S>(
+    future: F,
+    registry: *const Registry,
+    schedule: S,
+) -> (Runnable, JoinHandle<F::Output>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: async_task::Schedule<TaskMeta> + Send + Sync + 'static,
+{
+    let (runnable, task) = async_task::Builder::new().metadata(TaskMeta::new()).spawn(
+        // SAFETY: the caller keeps the registry alive as long as the task.
+        move |meta: &TaskMeta| TaskFuture::new(future, meta, unsafe { &*registry }),
+        schedule,
+    );
+    // SAFETY: as above.
+    let handle = JoinHandle::new(task, unsafe { &*registry }, runnable.waker());
+    (runnable, handle)
 }
 
 /// A runnable task of this runtime.
-pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
+pub type Runnable = async_task::Runnable<TaskMeta>;
 
 /// A panic payload.
 pub type Panic = Box<dyn Any + Send + 'static>;
@@ -279,27 +423,17 @@ impl<T> JoinHandle<T> {
     }
 }
 
-/// Marks a task aborted and wakes it if it is registered as waiting.
+/// Marks a task aborted and wakes it if it is registered as waiting
+/// ([`TaskMeta::abort`]).
 ///
 /// # Safety
 ///
 /// `meta` must point into a live task allocation, and `registry` to the
 /// registry of the live runtime that task belongs to.
 unsafe fn abort_task(meta: NonNull<TaskMeta>, registry: NonNull<Registry>) {
-    // SAFETY: the caller guarantees the allocation is alive.
-    let meta = unsafe { meta.as_ref() };
-    // SeqCst store, then SeqCst load of the slot: pairs with the task's
-    // SeqCst store of its slot and load of `aborted` when it registers
-    // (TaskFuture::poll), so either we see its slot and wake it, or it sees
-    // the flag and wakes itself. The flag is also read (Acquire) by the
-    // worker before it runs the task.
-    meta.aborted.store(true, Ordering::SeqCst);
-    let slot = meta.slot.load(Ordering::SeqCst);
-    if slot != NO_SLOT {
-        // SAFETY: the caller guarantees the runtime (and its registry) is
-        // alive.
-        unsafe { registry.as_ref() }.wake(SlotKey::unpack(slot));
-    }
+    // SAFETY: the caller guarantees the allocation and the runtime are
+    // alive.
+    unsafe { meta.as_ref().abort(registry.as_ref()) }
 }
 
 /// Aborts a task without owning its output: from
@@ -414,9 +548,8 @@ impl<F> TaskFuture<F> {
         match registry.register(shard, waker.clone()) {
             Some(key) => {
                 self.slot = Some(key);
-                // SeqCst: pairs with JoinHandle::abort (see there).
-                meta.slot.store(key.pack(), Ordering::SeqCst);
-                if meta.aborted.load(Ordering::SeqCst) {
+                if meta.publish_slot(key) {
+                    // Aborted before the abort could see the slot.
                     waker.wake_by_ref();
                 }
             }
@@ -444,6 +577,13 @@ impl<F: Future> Future for TaskFuture<F> {
             Ok(Poll::Pending) => {
                 if this.slot.is_none() {
                     this.register(cx.waker());
+                } else {
+                    // SAFETY: the metadata lives in this task's allocation.
+                    if unsafe { this.meta.as_ref() }.recheck_aborted() {
+                        // Aborted while queued: be scheduled once more, to
+                        // be dropped (module docs, "Abort").
+                        cx.waker().wake_by_ref();
+                    }
                 }
                 return Poll::Pending;
             }
@@ -543,7 +683,7 @@ struct Shard {
 /// that registering and removing lock a shard that is rarely contended
 /// (async-executor keeps one such slab; tokio shards its `OwnedTasks` the
 /// same way).
-pub(crate) struct Registry {
+pub struct Registry {
     shards: Box<[CachePadded<Mutex<Shard>>]>,
     /// Tasks retired on threads that are not workers (a drop during
     /// shutdown, or by a user's waker): workers count theirs in their stats.
@@ -551,7 +691,8 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn new(shards: usize) -> Self {
+    /// A registry of `shards` shards (at least one, at most `0xFFFF`).
+    pub fn new(shards: usize) -> Self {
         Registry {
             shards: (0..shards.clamp(1, 0xFFFF))
                 .map(|_| CachePadded::new(Mutex::new(Shard::default())))
@@ -576,6 +717,7 @@ impl Registry {
             }
         };
         let slot = &mut s.slots[index as usize];
+        debug_assert!(slot.1.is_none(), "registry slot {index} reused while taken");
         slot.1 = Some(waker);
         Some(SlotKey {
             shard: shard_idx as u32,
@@ -617,7 +759,7 @@ impl Registry {
 
     /// Closes every shard to new registrations and wakes every registered
     /// task, so that a scheduler that is shutting down drops each one.
-    pub(crate) fn close_and_wake_all(&self) {
+    pub fn close_and_wake_all(&self) {
         for shard in self.shards.iter() {
             let wakers: Vec<Waker> = {
                 let mut s = shard.lock();

@@ -1,70 +1,40 @@
 //! Loom models of hwsched's concurrency protocols.
 //!
-//! The models live in `tests/`, one file per protocol:
+//! The models live in `tests/`, one file per protocol; `README.md` beside
+//! this crate lists each model and the production functions it calls, says
+//! what loom cannot see, and holds the mutation table that
+//! `scripts/mutate.sh` generates.
 //!
-//! | file | protocol | production code |
-//! | --- | --- | --- |
-//! | `park.rs` | inbox hand-off racing a worker going to sleep, with and without spinning | `park::Mailbox::{deliver, wait}`, `park::Parker` |
-//! | `placement.rs` | two placements claiming one idle worker while it leaves idle | `idle::WorkerSet::{insert, remove}` (the idle mask), `Mailbox::deliver_or_drain` |
-//! | `conserve.rs` | work conservation: a push (onto a busy worker's deque, or from outside into its inbox) racing the last searcher going to sleep | `idle::Sleepers::{to_searching, leave_searching, needs_wake, wake_one, to_parked, leave_parked, find_queued}`, `Mailbox::{wait, kick, deliver_or_drain}`, the `queued` `WorkerSet` |
-//! | `load.rs` | rate-limited publishes into packed group counters, one forced before a park | `load::{GroupLoad, Publisher}` |
-//! | `shutdown.rs` | shutdown racing a delivery and the worker, with the burial of late tasks | `Mailbox::deliver_or_drain`, the sequences of `Runtime::shutdown` and `Shared::bury` |
-//!
-//! Every model drives the production types unchanged: under
-//! `RUSTFLAGS="--cfg loom"`, `hwsched::sync` swaps in loom's atomics, mutex
-//! and condvar; the deques become a loom `Mutex<VecDeque>` and the inbox a
-//! few loom `AtomicPtr` slots, so that an empty steal synchronizes with
-//! nobody, as with crossbeam's `Injector` (see `src/queue.rs`; the notes
-//! below on what a mutex stand-in hides were written before the inbox
-//! became atomic, and the files say which results were re-checked). Each file's docs say what it checks, which mutation of
-//! the production code it catches (each was applied once, run, and
-//! reverted) and which it does not, and why.
-//!
-//! # What these models cannot see
-//!
-//! - **Orderings that publish a queue push.** Under loom a push and a steal
-//!   are mutex operations, and a mutex orders them both ways: a steal that
-//!   finds nothing happens before the next push. crossbeam's `Injector`
-//!   gives no such edge, and that is what the acquire half of
-//!   `Parker::notify`'s `fetch_or` (read by `deliver_or_drain`'s `Relaxed`
-//!   re-check of the shutdown flag) and the two `fence(SeqCst)` of
-//!   `Shared::bury` / `Runtime::shutdown` are for. Weakening them is not
-//!   caught here; with a stand-in inbox whose empty steal synchronizes with
-//!   nobody, it is (`shutdown.rs` has the details).
-//! - **Some interleavings, because of loom 0.7.2's partial-order
-//!   reduction** (tokio-rs/loom#392, #166): when a thread loads an atomic
-//!   and then writes it (the read-before-write idiom this crate uses in
-//!   `Parker::prepare`, `WorkerSet::{insert, remove}`, `take_kick`),
-//!   loom treats the thread's own load as the write's only dependency and
-//!   never reorders the write before another thread's earlier load. The
-//!   earlier kick model (removed with the overload kicks it modelled, now
-//!   the wake protocol of `conserve.rs`) needed a `yield_now` to reach one
-//!   branch because of it; every model asserts with [`Cases`] that the
-//!   interleavings it is about were reached, but orderings whose failure
-//!   needs such a reordering are not all caught (`shutdown.rs` lists them).
+//! The models drive production code: under `RUSTFLAGS="--cfg loom"`,
+//! `hwsched::sync` swaps in loom's atomics, mutex and condvar, and the
+//! protocol modules (`idle`, `load`, `park`, `queue`, `shared`, `task`)
+//! become public so a model can call their functions. crossbeam's deques are
+//! not ours to prove and are replaced (`src/queue.rs`): a worker's deque by
+//! a loom `Mutex<VecDeque>`, the inbox by a few loom `AtomicPtr` slots, so
+//! that an empty steal synchronizes with nobody, as with crossbeam's
+//! `Injector`.
 //!
 //! # Running
 //!
-//! `make test-loom`, which is
+//! `make test-loom`, which runs `scripts/loom.sh`: it builds with
+//! `RUSTFLAGS="--cfg loom -C debug-assertions"` in `--release`, then runs
+//! each model in its own process at `LOOM_MAX_PREEMPTIONS=3` (the
+//! Makefile's bound; `make test-loom LOOM_MAX_PREEMPTIONS=4` for a deeper
+//! run), so that one failing model does not hide the others. A plain
+//! `cargo test -p loom-tests` under `--cfg loom` also works (all models of a
+//! file in one process); without the variable, [`model`] uses bound
+//! [`DEFAULT_MAX_PREEMPTIONS`]. Add `-- --nocapture` to see each model's
+//! execution count and the cases it reached. Without `--cfg loom` every
+//! test file compiles to nothing, so `cargo test --workspace` stays fast.
 //!
-//! ```text
-//! RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=3 \
-//!     cargo test -p loom-tests --release --target-dir target/loom
-//! ```
-//!
-//! (the Makefile's default bound is 3; `make test-loom LOOM_MAX_PREEMPTIONS=4`
-//! for a deeper run; without the variable, `model` uses bound 2). Add
-//! `-- --nocapture` to see each model's execution count and the cases it
-//! reached.
-//! Without `--cfg loom` every test file compiles to nothing, so
-//! `cargo test --workspace` stays fast. This crate's library holds only what
-//! the models share: [`model`] (the bounded checker), a drop-counting
-//! [`Task`] with its [`Ledger`], and [`Cases`], the interleavings each model
-//! must be seen to reach.
+//! This crate's library holds only what the models share: [`model`] (the
+//! bounded checker), a drop-counting [`Task`] with its [`Ledger`], and
+//! [`Cases`], the interleavings each model must be seen to reach.
 
-// Models run in --release for speed, but the invariants they exercise are
-// `debug_assert!`s in hwsched and here: refuse to build a loom run that
-// would silently skip them (tokio's loom tests do the same).
+// Models run in --release for speed, but some invariants they exercise are
+// `debug_assert!`s in hwsched (the counts of `idle::Sleepers`, the registry
+// slots of `task.rs`): refuse to build a loom run that would silently skip
+// them (tokio's loom tests do the same).
 #[cfg(all(loom, not(debug_assertions)))]
 compile_error!(
     "loom models need debug assertions: build with \

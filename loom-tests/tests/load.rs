@@ -1,5 +1,6 @@
-//! Rate-limited load publishing (`src/load.rs`: `GroupLoad`, `Publisher`;
-//! the worker's `publish_load` and the forced publish before it parks).
+//! Rate-limited load publishing (`src/load.rs`: `GroupLoad`, `Publisher`,
+//! `LoadMap::publish`; the worker's `publish_load` and the forced publish
+//! before it parks).
 //!
 //! Two workers share one group counter (the core, LLC, ... they both belong
 //! to) and each has its own worker counter, as in `LoadMap`. Each keeps a
@@ -40,22 +41,21 @@
 //! | `GroupLoad::add` as a `load` + `store` instead of `fetch_add` | caught: "group counter: Load { running: 4294967295, queued: 1 } != Load { running: 0, queued: 5 }" (a lost update, which also shows as a borrow) |
 //! | `decide` ignores `force` | caught (sequentially): worker B's forced publish is `HeldByInterval` |
 //! | the forced publish added after `wait` returns (model side), as `worker::idle` does today | caught: "a parked worker's contribution is stale: Load { running: 1, queued: 1 } != Load { running: 0, queued: 2 }" |
-//! | every `Parker` ordering `Relaxed` | NOT caught: the delivery's unpark goes through the parker's mutex, which orders the counter too. With an atomic inbox stand-in: "deadlock" (the park protocol itself fails) |
+//! | every `Parker` ordering `Relaxed` | see the table in `loom-tests/README.md` (`scripts/mutate.sh`), one ordering at a time |
 //!
-//! The third row is a bug in `src/worker.rs` `idle()`: its `before_sleep`
-//! closure only calls `Publisher::decide`, and the `LoadMap::publish` of the
-//! result runs after `wait` returns, i.e. after the worker woke up. The
-//! publisher records the forced delta as published, but the counters keep
-//! the pre-sleep contribution (typically `running: 1`, or the queued count
-//! of before) for the whole sleep: `find_idlest_group` and the walk's gate see
-//! a parked worker as busy. The model makes the publish inside
-//! `before_sleep`, as the design (and `load.rs`'s docs) intend.
+//! The third row was a bug in `src/worker.rs` `idle()`, found by this
+//! model: the publish of the forced delta ran after `wait` returned, so a
+//! parked worker looked busy for its whole sleep. `idle()` now publishes
+//! inside `before_sleep`, as this model does. The model still replays that
+//! closure (`Publisher::decide`, then `LoadMap::publish`) rather
+//! than calling worker.rs.
 
 #![cfg(loom)]
 
-use hwsched::load::{Contribution, GroupLoad, Load, Publish, Publisher};
+use hwsched::load::{Contribution, Load, LoadMap, Publish, Publisher};
 use hwsched::park::{Mailbox, Notified, Wait};
 use hwsched::queue::Local;
+use hwsched::topology::{Topology, TopologySource};
 use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;
 use loom::thread;
@@ -71,24 +71,18 @@ fn load(running: u32, queued: u32) -> Load {
     Load { running, queued }
 }
 
-/// `LoadMap::publish`: the same delta to every counter of the worker.
-fn publish(counters: &[&GroupLoad], d: Publish) {
+/// `Core::publish_load` after `Publisher::decide`: a decided delta goes to
+/// `LoadMap::publish` (the production map, over a two-worker topology).
+fn publish(map: &LoadMap, w: usize, d: Publish) {
     if let Publish::Now { running, queued } = d {
-        for g in counters {
-            g.add(running, queued);
-        }
+        map.publish(w, running, queued);
     }
 }
 
 /// Worker A: publishes, holds back, then parks with a forced publish.
-fn worker_a(
-    mb: &Mailbox<Task>,
-    shutdown: &AtomicBool,
-    own: &GroupLoad,
-    group: &GroupLoad,
-) -> Contribution {
+fn worker_a(mb: &Mailbox<Task>, shutdown: &AtomicBool, map: &LoadMap) -> Contribution {
     let mut p = Publisher::new();
-    publish(&[own, group], p.decide(0, c(1, 1), MS, false));
+    publish(map, 0, p.decide(0, c(1, 1), MS, false));
     assert_eq!(p.decide(100, c(1, 2), MS, false), Publish::HeldByInterval);
     // enter_idle's publish: still inside the interval, held back.
     assert_eq!(p.decide(200, c(0, 2), MS, false), Publish::HeldByInterval);
@@ -100,7 +94,7 @@ fn worker_a(
             || false,
             // About to sleep: publish whatever is held back.
             || {
-                publish(&[own, group], p.decide(300, c(0, 2), MS, true));
+                publish(map, 0, p.decide(300, c(0, 2), MS, true));
                 true
             },
         );
@@ -116,14 +110,14 @@ fn worker_a(
     }
     // The item ran; A is idle again with its 2 queued and would park: a
     // forced publish (a no-op if the one before the park already made it).
-    publish(&[own, group], p.decide(400, c(0, 2), MS, true));
+    publish(map, 0, p.decide(400, c(0, 2), MS, true));
     p.published()
 }
 
 /// Worker B: three publishes, the last one forced.
-fn worker_b(own: &GroupLoad, group: &GroupLoad) -> Contribution {
+fn worker_b(map: &LoadMap) -> Contribution {
     let mut p = Publisher::new();
-    publish(&[own, group], p.decide(0, c(1, 0), MS, false));
+    publish(map, 1, p.decide(0, c(1, 0), MS, false));
     let d = p.decide(2 * MS, c(1, 3), MS, false);
     assert_eq!(
         d,
@@ -132,7 +126,7 @@ fn worker_b(own: &GroupLoad, group: &GroupLoad) -> Contribution {
             queued: 3
         }
     );
-    publish(&[own, group], d);
+    publish(map, 1, d);
     assert_eq!(
         p.decide(2 * MS + 10, c(0, 3), MS, false),
         Publish::HeldByInterval
@@ -145,7 +139,7 @@ fn worker_b(own: &GroupLoad, group: &GroupLoad) -> Contribution {
             queued: 0
         }
     );
-    publish(&[own, group], d);
+    publish(map, 1, d);
     p.published()
 }
 
@@ -155,22 +149,31 @@ fn publishes_race_and_a_parked_worker_is_exact() {
         "delivery unparked A: its counter checked",
         "delivery found A awake",
     ]);
+    // Two workers sharing one core (its span is also the machine's).
+    let topology = std::sync::Arc::new(
+        Topology::new(
+            &TopologySource::Synthetic("pack:1 core:1 pu:2".into()),
+            None,
+        )
+        .expect("a synthetic two-worker topology"),
+    );
+    assert_eq!(topology.workers(), 2);
     model({
         let cases = cases.clone();
         move || {
             let ledger = Ledger::new(1);
             let mb = Arc::new(Mailbox::new());
             let shutdown = Arc::new(AtomicBool::new(false));
-            let counters = Arc::new([GroupLoad::new(), GroupLoad::new(), GroupLoad::new()]);
+            let map = Arc::new(LoadMap::new(&topology));
             let a = {
-                let (mb, shutdown, g) = (mb.clone(), shutdown.clone(), counters.clone());
-                thread::spawn(move || worker_a(&mb, &shutdown, &g[0], &g[2]))
+                let (mb, shutdown, map) = (mb.clone(), shutdown.clone(), map.clone());
+                thread::spawn(move || worker_a(&mb, &shutdown, &map))
             };
             let b = {
-                let g = counters.clone();
-                thread::spawn(move || worker_b(&g[1], &g[2]))
+                let map = map.clone();
+                thread::spawn(move || worker_b(&map))
             };
-            let [ga, gb, group] = &*counters;
+            let (ga, gb, group) = (map.group(&(0..1)), map.group(&(1..2)), map.group(&(0..2)));
             let n = mb.deliver(ledger.task(0));
             let mid = group.read();
             assert!(

@@ -30,31 +30,12 @@
 //! | `park` sets `PARKED` before taking the mutex | not caught, and correct: the worker re-reads `NOTIFIED` under the mutex before it waits, and a notifier that saw `PARKED` takes the mutex after setting `NOTIFIED`. The module docs' "holds the mutex from before setting the bit" is stronger than needed |
 //! | `wait` skips `prepare()` | not caught, and not a bug: a stale token then makes the first park return at once (`Woken`), and the next `wait` parks for real; correctness rests on `park`'s RMW and the re-checks, `prepare` saves a round |
 //! | `wait` skips the inbox check after `park` | not caught as a failure: the next `wait` takes the item (only the `slept` report changes) |
-//! | `park`'s final `swap(0, AcqRel)` becomes `store(0, Release)` | NOT caught here (see below); caught by `shutdown.rs` |
-//! | `notify`'s `fetch_or` `Relaxed`; the worker side (`prepare`, `park`) `Relaxed`; or every `Parker` ordering `Relaxed` | NOT caught here (see below); caught by `shutdown.rs` |
 //!
-//! **Update (the inbox is now loom atomics, see `src/queue.rs`):** the
-//! paragraph below was written for the earlier mutex stand-in. Re-checked
-//! with the atomic inbox at bound 3: `notify`'s `fetch_or` made `Relaxed` is
-//! now caught here (deadlock in `delivery_races_spin_then_park`) and in
-//! `kick.rs`; made `Release` it is caught by `shutdown.rs` ("an item is
-//! stranded in the inbox").
-//!
-//! Why the orderings are not caught by these models: the item travels
-//! through the inbox, which under loom is a loom `Mutex<VecDeque>`. The
-//! mutex orders push and take by itself, and the worker always checks the
-//! inbox after `prepare` and after `park`, so whatever the parker's
-//! orderings, an item whose push precedes the take in the mutex's order is
-//! seen, and one whose push follows it is covered by the state word's RMW
-//! order (`fetch_or(NOTIFIED)` against `fetch_or(PARKED)`, total even when
-//! `Relaxed`). In production the inbox is crossbeam's `Injector`, whose
-//! `steal` that reads an older tail creates no happens-before edge, so there
-//! the `AcqRel` on `notify` / `prepare` / `park` is what makes the push
-//! visible. With an inbox stand-in built from loom atomics instead (an
-//! empty steal only loads, see `shutdown.rs`), all three models catch
-//! `Relaxed` on `notify` or on every `Parker` ordering ("deadlock"), two of
-//! them catch the worker side `Relaxed`, and `two_deliveries_race_park`
-//! catches the `store(0)` ("unparks are not exact: 0 Unparked, 1 sleeps").
+//! The mutations of the parker's orderings, and which model catches each,
+//! are in the table that `scripts/mutate.sh` generates in
+//! `loom-tests/README.md` (with the atomic inbox stand-in of
+//! `src/queue.rs`; the notes that were here described the earlier mutex
+//! stand-in, under which the orderings could not be caught).
 
 #![cfg(loom)]
 

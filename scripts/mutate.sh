@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Mutation runner for the loom models: proves that each ordering stronger
+# than Relaxed, and each fence, in src/ is either needed by a model (the
+# mutation is caught) or documented as not checkable / not needed.
+#
+#   scripts/mutate.sh [NAME_REGEX]     # default: every mutation below
+#   scripts/mutate.sh --table          # only rewrite the README table
+#
+# Each mutation (below: name, file, occurrence, exact pattern, replacement,
+# note) is applied alone to a scratch copy of the working tree
+# ($MUTATE_DIR, default /tmp/hwsched-mutate), the loom suite is run there by
+# scripts/loom.sh (each model in its own process, LOOM_MODEL_TIMEOUT
+# seconds each, default 120), and the file is restored. A mutation is
+# "caught" when at least one model fails or times out. Results are appended
+# to $MUTATE_OUT (default loom-tests/mutations.tsv, one line per mutation)
+# and the table between the markers in loom-tests/README.md is regenerated
+# from it. Not run by CI: it rebuilds hwsched once per mutation (about a
+# minute each). Run it after changing a protocol, and commit the README.
+#
+# Pattern and replacement are exact strings; `\n` stands for a newline.
+# The occurrence column picks the Nth match when the pattern is not unique
+# (empty: the pattern must occur exactly once). The note says why an
+# uncaught mutation is acceptable, or what would catch it.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+SCRATCH=${MUTATE_DIR:-/tmp/hwsched-mutate}
+OUT=${MUTATE_OUT:-$ROOT/loom-tests/mutations.tsv}
+export LOOM_TARGET_DIR=${LOOM_TARGET_DIR:-$SCRATCH-target}
+export LOOM_MODEL_TIMEOUT=${LOOM_MODEL_TIMEOUT:-120}
+export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3}
+FILTER=${1:-.}
+
+# name @@ file @@ occurrence @@ pattern @@ replacement @@ note
+MUTATIONS=$(
+    cat <<'EOF'
+task-abort-fence @@ src/task.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
+task-abort-slot-acquire @@ src/task.rs @@ @@ self.slot.load(Ordering::Acquire) @@ self.slot.load(Ordering::Relaxed) @@ Needed in C11 (the abort's lock of the shard must come after register's unlock, which the Release/Acquire on the slot orders); loom cannot show it: its mutex order is the execution order, so a key read from the slot always finds its entry.
+task-publish-slot-release @@ src/task.rs @@ @@ self.slot.store(key.pack(), Ordering::Release) @@ self.slot.store(key.pack(), Ordering::Relaxed) @@ The other half of task-abort-slot-acquire: not checkable in loom for the same reason.
+task-publish-fence @@ src/task.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
+task-recheck-fence @@ src/task.rs @@ 3 @@ fence(Ordering::SeqCst); @@  @@
+task-no-recheck @@ src/task.rs @@ @@ if unsafe { this.meta.as_ref() }.recheck_aborted() { @@ if false { @@
+shared-bury-fence @@ src/shared.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
+shared-close-fence @@ src/shared.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
+shared-bury-no-reap @@ src/shared.rs @@ @@ if self.reaper_done.load(Ordering::Relaxed) { @@ if false && self.reaper_done.load(Ordering::Relaxed) { @@
+idle-to-searching-seqcst @@ src/idle.rs @@ @@ fetch_add(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_add(SEARCHING_ONE, Ordering::Relaxed) @@
+idle-leave-searching-seqcst @@ src/idle.rs @@ 1 @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@
+idle-leave-searching-fence @@ src/idle.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
+idle-needs-wake-fence @@ src/idle.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
+idle-needs-wake-load @@ src/idle.rs @@ 1 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@
+idle-wake-one-load @@ src/idle.rs @@ 2 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@
+idle-wake-one-cas @@ src/idle.rs @@ 1 @@ Ordering::SeqCst,\n                Ordering::SeqCst, @@ Ordering::Relaxed,\n                Ordering::Relaxed, @@
+idle-wake-one-take @@ src/idle.rs @@ @@ self.parked.take(span, near, Ordering::SeqCst) @@ self.parked.take(span, near, Ordering::Relaxed) @@
+idle-wake-one-count-awake @@ src/idle.rs @@ 1 @@ self.state.fetch_add(1, Ordering::SeqCst) @@ self.state.fetch_add(1, Ordering::Relaxed) @@
+idle-wake-one-undo @@ src/idle.rs @@ 2 @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@
+idle-wake-one-undo-fence @@ src/idle.rs @@ 3 @@ fence(Ordering::SeqCst); @@  @@
+idle-wake-one-reload @@ src/idle.rs @@ 3 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@
+idle-wake-specific-load @@ src/idle.rs @@ 4 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@
+idle-wake-specific-cas @@ src/idle.rs @@ 2 @@ Ordering::SeqCst,\n                Ordering::SeqCst, @@ Ordering::Relaxed,\n                Ordering::Relaxed, @@
+idle-wake-specific-take @@ src/idle.rs @@ 1 @@ self.parked.remove_rmw(w, Ordering::SeqCst) @@ self.parked.remove_rmw(w, Ordering::Relaxed) @@
+idle-wake-specific-count-awake @@ src/idle.rs @@ 2 @@ self.state.fetch_add(1, Ordering::SeqCst) @@ self.state.fetch_add(1, Ordering::Relaxed) @@
+idle-wake-specific-undo @@ src/idle.rs @@ 3 @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@
+idle-to-parked-bit @@ src/idle.rs @@ @@ self.parked.insert_rmw(w, Ordering::SeqCst) @@ self.parked.insert_rmw(w, Ordering::Relaxed) @@
+idle-to-parked-count @@ src/idle.rs @@ @@ self.state.fetch_sub(d, Ordering::SeqCst) @@ self.state.fetch_sub(d, Ordering::Relaxed) @@
+idle-to-parked-fence @@ src/idle.rs @@ 4 @@ fence(Ordering::SeqCst); @@  @@
+idle-leave-parked-bit @@ src/idle.rs @@ 2 @@ self.parked.remove_rmw(w, Ordering::SeqCst) @@ self.parked.remove_rmw(w, Ordering::Relaxed) @@
+idle-leave-parked-count @@ src/idle.rs @@ 3 @@ self.state.fetch_add(1, Ordering::SeqCst) @@ self.state.fetch_add(1, Ordering::Relaxed) @@
+idle-find-queued-scan @@ src/idle.rs @@ @@ .scan(span.clone(), Ordering::SeqCst, Some(skip), f) @@ .scan(span.clone(), Ordering::Relaxed, Some(skip), f) @@
+park-notify-acqrel-release @@ src/park.rs @@ @@ fetch_or(NOTIFIED, Ordering::AcqRel) @@ fetch_or(NOTIFIED, Ordering::Release) @@
+park-notify-acqrel-acquire @@ src/park.rs @@ @@ fetch_or(NOTIFIED, Ordering::AcqRel) @@ fetch_or(NOTIFIED, Ordering::Acquire) @@
+park-prepare-fetch-and @@ src/park.rs @@ @@ fetch_and(!NOTIFIED, Ordering::AcqRel) @@ fetch_and(!NOTIFIED, Ordering::Relaxed) @@
+park-is-notified @@ src/park.rs @@ @@ self.state.load(Ordering::Acquire) & NOTIFIED != 0\n @@ self.state.load(Ordering::Relaxed) & NOTIFIED != 0\n @@
+park-parked-fetch-or @@ src/park.rs @@ @@ fetch_or(PARKED, Ordering::AcqRel) @@ fetch_or(PARKED, Ordering::Relaxed) @@
+park-wait-loop-load @@ src/park.rs @@ @@ while self.state.load(Ordering::Acquire) & NOTIFIED == 0 @@ while self.state.load(Ordering::Relaxed) & NOTIFIED == 0 @@
+park-final-swap @@ src/park.rs @@ @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
+worker-deliver-queued @@ src/worker.rs @@ @@ queued.insert_rmw(to, Ordering::AcqRel) @@ queued.insert_rmw(to, Ordering::Relaxed) @@ worker.rs is not driven by any model (conserve.rs replays worker::deliver's calls); restructuring it is for the owner of worker.rs.
+worker-deliver-to-woken-queued @@ src/worker.rs @@ @@ queued.insert_rmw(w, Ordering::AcqRel) @@ queued.insert_rmw(w, Ordering::Relaxed) @@ As worker-deliver-queued.
+worker-take-queued @@ src/worker.rs @@ @@ queued.remove(self.index, Ordering::AcqRel) @@ queued.remove(self.index, Ordering::Relaxed) @@ As worker-deliver-queued.
+worker-run-task-aborted @@ src/worker.rs @@ @@ meta.aborted.load(Ordering::Acquire) @@ meta.aborted.load(Ordering::Relaxed) @@ Not needed: `TaskMeta::is_aborted` (task.rs) is the same read, Relaxed, with the proof; worker.rs should call it. Not driven by a model.
+blocking-run-task-aborted @@ src/blocking.rs @@ @@ r.metadata().aborted.load(Ordering::Acquire) @@ r.metadata().aborted.load(Ordering::Relaxed) @@ As worker-run-task-aborted.
+blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ The blocking pool has no loom model.
+blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ The blocking pool has no loom model.
+block-on-woken-release @@ src/block_on.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ block_on has no loom model.
+block-on-woken-acquire @@ src/block_on.rs @@ @@ call.woken.swap(false, Ordering::Acquire) @@ call.woken.swap(false, Ordering::Relaxed) @@ As block-on-woken-release.
+EOF
+)
+
+# Applies one mutation to $SCRATCH/$file; prints an error and fails when
+# the pattern is missing or ambiguous.
+apply() {
+    python3 - "$SCRATCH/$1" "$2" "$3" "$4" <<'PY'
+import sys
+path, occ, pat, rep = sys.argv[1:5]
+pat = pat.replace("\\n", "\n")
+rep = rep.replace("\\n", "\n")
+s = open(path).read()
+idx, i = [], s.find(pat)
+while i >= 0:
+    idx.append(i)
+    i = s.find(pat, i + 1)
+if not idx:
+    sys.exit(f"pattern not found: {pat!r}")
+if occ == "":
+    if len(idx) != 1:
+        sys.exit(f"pattern occurs {len(idx)} times, give an occurrence: {pat!r}")
+    at = idx[0]
+else:
+    n = int(occ)
+    if n > len(idx):
+        sys.exit(f"occurrence {n} of {len(idx)}: {pat!r}")
+    at = idx[n - 1]
+open(path, "w").write(s[:at] + rep + s[at + len(pat):])
+PY
+}
+
+# The scratch copy: tracked and untracked-not-ignored files of the working tree.
+sync_scratch() {
+    mkdir -p "$SCRATCH"
+    (cd "$ROOT" && git ls-files -co --exclude-standard -z) |
+        (cd "$ROOT" && tar --null -cf - -T -) | tar -xf - -C "$SCRATCH"
+}
+
+trim() { sed 's/^ *//; s/ *$//'; }
+
+# Regenerates the README table from $OUT.
+write_table() {
+    echo "$MUTATIONS" | awk -F'@@' '{gsub(/ /, "", $1); print $1}' >"$SCRATCH.order"
+    python3 - "$OUT" "$ROOT/loom-tests/README.md" "$SCRATCH.order" <<'PY'
+import sys
+out, readme, order = sys.argv[1:4]
+rows = {}
+for line in open(out):
+    f = line.rstrip("\n").split("\t")
+    if len(f) >= 5:
+        rows[f[0]] = f   # the last run of a mutation wins
+# In the order of the list; rows of mutations no longer listed are dropped.
+names = [n for n in open(order).read().split() if n]
+rows = {n: rows[n] for n in names if n in rows}
+begin, end = "<!-- mutate.sh: begin -->", "<!-- mutate.sh: end -->"
+t = ["| mutation | file | change | result | caught by / note |", "| --- | --- | --- | --- | --- |"]
+for name, f in rows.items():
+    _, file, change, result, detail = f[:5]
+    if result == "NOT caught" and not detail:
+        detail = "**open**: no model catches it, and the site has no proof that the weaker form is enough"
+    t.append(f"| `{name}` | `{file}` | {change} | {result} | {detail} |")
+s = open(readme).read()
+a, b = s.index(begin) + len(begin), s.index(end)
+open(readme, "w").write(s[:a] + "\n" + "\n".join(t) + "\n" + s[b:])
+PY
+}
+
+# `scripts/mutate.sh --table`: only regenerate the README table.
+if [ "$FILTER" = "--table" ]; then
+    mkdir -p "$(dirname "$SCRATCH")"
+    write_table
+    exit 0
+fi
+
+sync_scratch
+echo "mutate.sh: baseline (no mutation) in $SCRATCH" >&2
+if ! (cd "$SCRATCH" && scripts/loom.sh >/dev/null 2>&1); then
+    echo "mutate.sh: the unmutated suite fails or does not build; fix that first" >&2
+    exit 1
+fi
+
+echo "$MUTATIONS" | while IFS= read -r line; do
+    [ -z "$line" ] && continue
+    name=$(echo "$line" | awk -F'@@' '{print $1}' | trim)
+    echo "$name" | grep -Eq -- "$FILTER" || continue
+    file=$(echo "$line" | awk -F'@@' '{print $2}' | trim)
+    occ=$(echo "$line" | awk -F'@@' '{print $3}' | trim)
+    pat=$(echo "$line" | awk -F'@@' '{print $4}' | trim)
+    rep=$(echo "$line" | awk -F'@@' '{print $5}' | trim)
+    note=$(echo "$line" | awk -F'@@' '{print $6}' | trim)
+    if [ -z "$rep" ]; then change="\`${pat//\\n/ }\` removed"; else change="\`${pat//\\n/ }\` → \`${rep//\\n/ }\`"; fi
+    [ -n "$occ" ] && change="$change (occurrence $occ)"
+    cp "$SCRATCH/$file" "$SCRATCH/$file.orig"
+    if ! err=$(apply "$file" "$occ" "$pat" "$rep" 2>&1); then
+        echo "mutate.sh: $name: $err" >&2
+        printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$file" "$change" "ERROR" "$err" >>"$OUT"
+        continue
+    fi
+    t0=$(date +%s)
+    res=$(cd "$SCRATCH" && scripts/loom.sh 2>&1)
+    rc=$?
+    # Restored by a copy (a new mtime, so cargo rebuilds), from the copy
+    # taken before the mutation, not from the working tree (which may have
+    # moved on while this runs).
+    cp "$SCRATCH/$file.orig" "$SCRATCH/$file" && rm "$SCRATCH/$file.orig"
+    failing=$(echo "$res" | grep -E '^(FAILED|TIMEOUT) ' | awk '{print $1" "$2}' | sed 's/^FAILED //; s/^TIMEOUT \(.*\)/\1 (timeout)/' | paste -sd, - | sed 's/,/, /g')
+    why=$(echo "$res" | grep -A1 -E '^(FAILED|TIMEOUT) ' | grep '^           ' | head -1 | trim | cut -c1-140)
+    case $rc in
+        0) result="NOT caught"; detail="$note" ;;
+        1) result="caught"; detail="$failing: \"$why\"" ;;
+        *) result="does not build"; detail="" ;;
+    esac
+    echo "mutate.sh: $name: $result ($(($(date +%s) - t0))s) $detail" >&2
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$file" "$change" "$result" "$detail" >>"$OUT"
+done
+write_table
+echo "mutate.sh: results in $OUT; table written to loom-tests/README.md" >&2

@@ -29,7 +29,6 @@
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -431,8 +430,9 @@ fn wait_for_work<'a>(
 /// Runs one task, unless it was aborted while queued (then it is dropped,
 /// as a worker does).
 fn run_task(r: Runnable) {
-    // Acquire: pairs with JoinHandle::abort's store.
-    if r.metadata().aborted.load(Ordering::Acquire) {
+    // Relaxed (TaskMeta::is_aborted): the flag publishes no data; a stale
+    // `false` runs a closure that was queued to run anyway.
+    if r.metadata().is_aborted() {
         drop_task(r);
         return;
     }
@@ -523,7 +523,7 @@ mod tests {
     use crate::task::{JoinError, Registry, TaskFuture, TaskMeta};
     use crate::topology::TopologySource;
     use std::future::Future;
-    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::mpsc;
     use std::task::{Context, Poll, Wake, Waker};
 

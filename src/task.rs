@@ -171,10 +171,7 @@ impl TaskMeta {
 
     /// Whether the task was aborted: a worker drops an aborted task instead
     /// of polling it.
-    // Used by the loom models; worker.rs and blocking.rs read the flag
-    // themselves (their `run_task`), with an Acquire that Relaxed would
-    // replace (see below).
-    #[cfg_attr(not(loom), allow(dead_code))]
+    // Called by worker.rs's `run_task` and by the loom models.
     pub fn is_aborted(&self) -> bool {
         // Relaxed: the flag publishes no data, and a stale `false` costs
         // one more poll, not the abort: the poll completes the task, or
@@ -193,9 +190,8 @@ impl TaskMeta {
 /// task exists (until async-task destroys it, after its future and every
 /// handle are gone): the runtime's spawns have `schedule` own the
 /// `Arc<Shared>` that holds it (module docs).
-// Used by the loom models; worker.rs and blocking.rs build their tasks
-// with the same calls.
-#[cfg_attr(not(loom), allow(dead_code))]
+// Called by worker.rs's `spawn` and by the loom models (blocking.rs builds
+// its tasks with the same calls and its own schedule function).
 pub unsafe fn build<F, S>(
     future: F,
     registry: *const Registry,

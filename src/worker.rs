@@ -210,19 +210,18 @@ where
     let here = current_worker(shared);
     let this = shared;
     let shared = this.clone();
-    let registry: *const Registry = &this.registry;
-    let (runnable, task) = async_task::Builder::new().metadata(TaskMeta::new()).spawn(
-        move |meta: &TaskMeta| {
-            // SAFETY: the registry lives in `Shared`, which the schedule
-            // function (owned by this same task) keeps alive for as long
-            // as the task exists; see task.rs's module docs.
-            TaskFuture::new(future, meta, unsafe { &*registry })
-        },
-        async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
-            crate::schedule::schedule(&shared, r, info)
-        }),
-    );
-    let handle = JoinHandle::new(task, &this.registry, runnable.waker());
+    // SAFETY: the registry lives in `Shared`, which the schedule function
+    // (owned by this same task) keeps alive, at the same address, for as
+    // long as the task exists; see task.rs's module docs.
+    let (runnable, handle) = unsafe {
+        crate::task::build(
+            future,
+            &this.registry,
+            async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
+                crate::schedule::schedule(&shared, r, info)
+            }),
+        )
+    };
     match here {
         Some(w) => WorkerCounters::bump(&this.workers[w].stats.spawned, 1),
         None => WorkerCounters::bump_shared(&this.external.spawned, 1),
@@ -279,17 +278,7 @@ where
 /// Drops everything in an inbox (never call this inside a wake: see
 /// [`Shared::bury`]); returns how many tasks it dropped.
 pub(crate) fn drain_inbox(m: &Mailbox<Runnable>) -> usize {
-    let mut n = 0;
-    loop {
-        match m.inbox.steal() {
-            Steal::Success(r) => {
-                drop_task(r);
-                n += 1;
-            }
-            Steal::Empty => return n,
-            Steal::Retry => continue,
-        }
-    }
+    crate::shared::drain_queue(&m.inbox, drop_task)
 }
 
 /// The spans around worker `w`, nearest first (its levels), ending with
@@ -1170,8 +1159,9 @@ fn after_wait(
 fn run_task(ctx: &WorkerCtx, r: Runnable) {
     let shared = &*ctx.shared;
     let meta = r.metadata();
-    // Acquire: pairs with JoinHandle::abort's Release store.
-    if meta.aborted.load(Ordering::Acquire) {
+    // Relaxed is enough (TaskMeta::is_aborted says why: a stale `false`
+    // costs one more poll, whose `Pending` re-checks the flag).
+    if meta.is_aborted() {
         drop_task(r);
         return;
     }

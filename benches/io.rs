@@ -427,8 +427,7 @@ fn main() {
             );
         }
         // Per-round ratios of hwsched (reactor on) to the best peer.
-        let (Some(h), Some(t), Some(a)) = (pos(Kind::HwIo), pos(Kind::Tokio), pos(Kind::Ae))
-        else {
+        let (Some(h), Some(t), Some(a)) = (pos(Kind::HwIo), pos(Kind::Tokio), pos(Kind::Ae)) else {
             continue;
         };
         let ratios: Vec<f64> = (0..runs)

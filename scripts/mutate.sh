@@ -70,14 +70,18 @@ park-notify-acqrel-release @@ src/park.rs @@ @@ fetch_or(NOTIFIED, Ordering::Acq
 park-notify-acqrel-acquire @@ src/park.rs @@ @@ fetch_or(NOTIFIED, Ordering::AcqRel) @@ fetch_or(NOTIFIED, Ordering::Acquire) @@
 park-prepare-fetch-and @@ src/park.rs @@ @@ fetch_and(!NOTIFIED, Ordering::AcqRel) @@ fetch_and(!NOTIFIED, Ordering::Relaxed) @@
 park-is-notified @@ src/park.rs @@ @@ self.state.load(Ordering::Acquire) & NOTIFIED != 0\n @@ self.state.load(Ordering::Relaxed) & NOTIFIED != 0\n @@
-park-parked-fetch-or @@ src/park.rs @@ @@ fetch_or(PARKED, Ordering::AcqRel) @@ fetch_or(PARKED, Ordering::Relaxed) @@
+park-parked-fetch-or @@ src/park.rs @@ 1 @@ fetch_or(PARKED, Ordering::AcqRel) @@ fetch_or(PARKED, Ordering::Relaxed) @@
+park-poll-park-fetch-or @@ src/park.rs @@ 2 @@ fetch_or(PARKED, Ordering::AcqRel) @@ fetch_or(PARKED, Ordering::Relaxed) @@
+park-poll-park-resume-load @@ src/park.rs @@ @@         if self.state.load(Ordering::Acquire) & NOTIFIED == 0 { @@         if self.state.load(Ordering::Relaxed) & NOTIFIED == 0 { @@
+park-poll-park-waker-after-unlock @@ src/park.rs @@ @@             *slot = Some(waker.clone());\n            return Poll::Pending; @@             drop(slot);\n            *self.lock.lock() = Some(waker.clone());\n            return Poll::Pending; @@
+park-poll-park-sleeps-on-token @@ src/park.rs @@ @@             if prev & NOTIFIED != 0 {\n                drop(slot); @@             if false && prev & NOTIFIED != 0 {\n                drop(slot); @@
 park-wait-loop-load @@ src/park.rs @@ @@ while self.state.load(Ordering::Acquire) & NOTIFIED == 0 @@ while self.state.load(Ordering::Relaxed) & NOTIFIED == 0 @@
-park-final-swap @@ src/park.rs @@ @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
+park-final-swap @@ src/park.rs @@ 1 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
+park-poll-park-early-swap @@ src/park.rs @@ 2 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
+park-poll-park-final-swap @@ src/park.rs @@ 3 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
 worker-deliver-queued @@ src/worker.rs @@ @@ queued.insert_rmw(to, Ordering::AcqRel) @@ queued.insert_rmw(to, Ordering::Relaxed) @@ worker.rs is not driven by any model (conserve.rs replays worker::deliver's calls); restructuring it is for the owner of worker.rs.
 worker-deliver-to-woken-queued @@ src/worker.rs @@ @@ queued.insert_rmw(w, Ordering::AcqRel) @@ queued.insert_rmw(w, Ordering::Relaxed) @@ As worker-deliver-queued.
 worker-take-queued @@ src/worker.rs @@ @@ queued.remove(self.index, Ordering::AcqRel) @@ queued.remove(self.index, Ordering::Relaxed) @@ As worker-deliver-queued.
-worker-run-task-aborted @@ src/worker.rs @@ @@ meta.aborted.load(Ordering::Acquire) @@ meta.aborted.load(Ordering::Relaxed) @@ Not needed: `TaskMeta::is_aborted` (task.rs) is the same read, Relaxed, with the proof; worker.rs should call it. Not driven by a model.
-blocking-run-task-aborted @@ src/blocking.rs @@ @@ r.metadata().aborted.load(Ordering::Acquire) @@ r.metadata().aborted.load(Ordering::Relaxed) @@ As worker-run-task-aborted.
 blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ The blocking pool has no loom model.
 blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ The blocking pool has no loom model.
 block-on-woken-release @@ src/block_on.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ block_on has no loom model.

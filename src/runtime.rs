@@ -288,6 +288,28 @@ impl Builder {
                 }
             })
             .collect();
+        // On a hybrid machine, the runs of each LLC's most capable workers.
+        let capable: Box<[Box<[std::ops::Range<usize>]>]> = llc_spans
+            .iter()
+            .map(|span| {
+                if !topology.is_asymmetric() {
+                    return Box::default();
+                }
+                let top = span
+                    .clone()
+                    .map(|w| topology.capacity(w))
+                    .max()
+                    .unwrap_or(0);
+                let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+                for w in span.clone().filter(|&w| topology.capacity(w) == top) {
+                    match runs.last_mut() {
+                        Some(r) if r.end == w => r.end = w + 1,
+                        _ => runs.push(w..w + 1),
+                    }
+                }
+                runs.into_boxed_slice()
+            })
+            .collect();
         let workers = (0..n)
             .map(|w| WorkerShared {
                 mailbox: CachePadded::new(Mailbox::new()),
@@ -338,6 +360,7 @@ impl Builder {
             workers,
             shutdown: CachePadded::new(AtomicBool::new(false)),
             idle: Sleepers::new(n, &llc_spans),
+            capable,
             all: 0..n,
             burst_target: AtomicUsize::new(0),
             registry: Registry::new(n),

@@ -42,6 +42,11 @@ pub(crate) struct Shared {
     pub(crate) idle: Sleepers,
     /// Every worker: `0..workers`.
     pub(crate) all: std::ops::Range<usize>,
+    /// Per LLC (indexed by `WorkerShared::llc_hint`), on a machine whose
+    /// workers differ in capacity: the runs of that LLC's workers with its
+    /// highest capacity, searched first when a parked worker is woken to
+    /// search (worker.rs, `wake_spans`); empty on symmetric machines.
+    pub(crate) capable: Box<[Box<[std::ops::Range<usize>]>]>,
     /// The worker the last external spawn woke or chose: where a burst of
     /// external spawns goes while that wake is in flight (worker.rs,
     /// `place_external`).

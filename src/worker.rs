@@ -295,6 +295,20 @@ pub(crate) fn near_spans(
         .chain(std::iter::once(&shared.all))
 }
 
+/// Where a parked worker is woken to search near worker `w`: on a hybrid
+/// machine, the most capable workers of `w`'s LLC first (the kernel's
+/// asymmetric-capacity preference, simplified: among the parked workers of
+/// one cache, a big core searches and runs what it finds), then
+/// [`near_spans`]. On a symmetric machine, [`near_spans`] alone.
+pub(crate) fn wake_spans(
+    shared: &Shared,
+    w: usize,
+) -> impl Iterator<Item = &std::ops::Range<usize>> + Clone {
+    shared.capable[shared.workers[w].llc_hint]
+        .iter()
+        .chain(near_spans(shared, w))
+}
+
 fn bump_for(
     shared: &Shared,
     from: Option<usize>,
@@ -319,7 +333,7 @@ pub(crate) fn notify_parked(shared: &Shared, near: usize, from: Option<usize>) {
 /// Claims a parked worker near `near` and wakes it as a searcher, with a
 /// note to look at `near` first (the kernel's nohz kick).
 fn wake_searcher(shared: &Shared, near: usize, from: Option<usize>) {
-    let (w, _) = shared.idle.wake_one(near, near_spans(shared, near));
+    let (w, _) = shared.idle.wake_one(near, wake_spans(shared, near));
     let Some(w) = w else { return };
     bump_for(shared, from, |s| &s.searcher_wakes);
     if shared.workers[w].mailbox.kick(near) == Notified::Unparked {
@@ -413,7 +427,7 @@ fn place_external(shared: &Shared, r: Runnable) {
     }
     if idle.needs_wake() {
         let near = rr % n;
-        let (w, _) = idle.wake_one(near, near_spans(shared, near));
+        let (w, _) = idle.wake_one(near, wake_spans(shared, near));
         if let Some(w) = w {
             WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
             WorkerCounters::bump_shared(&c.searcher_wakes, 1);

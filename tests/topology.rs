@@ -1107,3 +1107,44 @@ fn hwloc_groups_above_nodes_make_numa_group_levels() {
     // Without cache information the LLC span is the package cut at the node.
     assert_eq!(topo.llc_span(5), 4..6);
 }
+
+/// On a hybrid machine, a spawn from outside into a sleeping runtime wakes
+/// one of the most capable workers of the LLC to search and run it
+/// (worker.rs, `wake_spans`): on the Raptor Lake export, a P-core (capacity
+/// 1024), not one of the E-cores (798), whichever worker the spawn's
+/// round-robin ticket starts from (24 spawns from this thread: the ticket
+/// walks past the 12 P-core workers into the E-cores' clusters).
+#[test]
+fn a_hybrid_runtime_wakes_a_big_core_for_an_outside_spawn() {
+    common::with_timeout(60, "hybrid_wake", || {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/topologies/raptorlake-hybrid.xml");
+        let rt = hwsched::Runtime::builder()
+            .topology(TopologySource::Xml(path))
+            .build()
+            .expect("raptorlake runtime");
+        let topo = rt.topology().clone();
+        assert!(topo.is_asymmetric());
+        for round in 0..24 {
+            // Every worker asleep, so no idle worker is awake to take it.
+            let t0 = std::time::Instant::now();
+            while rt.stats().asleep < rt.workers() {
+                assert!(
+                    t0.elapsed() < std::time::Duration::from_secs(20),
+                    "the workers did not all go to sleep"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let w = rt
+                .block_on(rt.spawn(async { hwsched::worker_index() }))
+                .unwrap()
+                .expect("runs on a worker");
+            assert_eq!(
+                topo.capacity(w),
+                1024,
+                "round {round}: the spawn ran on worker {w} of capacity {}",
+                topo.capacity(w)
+            );
+        }
+    });
+}

@@ -69,13 +69,13 @@ idle-find-queued-scan @@ src/idle.rs @@ @@ .scan(span.clone(), Ordering::SeqCst,
 park-notify-acqrel-release @@ src/park.rs @@ @@ fetch_or(NOTIFIED, Ordering::AcqRel) @@ fetch_or(NOTIFIED, Ordering::Release) @@
 park-notify-acqrel-acquire @@ src/park.rs @@ @@ fetch_or(NOTIFIED, Ordering::AcqRel) @@ fetch_or(NOTIFIED, Ordering::Acquire) @@
 park-prepare-fetch-and @@ src/park.rs @@ @@ fetch_and(!NOTIFIED, Ordering::AcqRel) @@ fetch_and(!NOTIFIED, Ordering::Relaxed) @@
-park-is-notified @@ src/park.rs @@ @@ self.state.load(Ordering::Acquire) & NOTIFIED != 0\n @@ self.state.load(Ordering::Relaxed) & NOTIFIED != 0\n @@
-park-parked-fetch-or @@ src/park.rs @@ 1 @@ fetch_or(PARKED, Ordering::AcqRel) @@ fetch_or(PARKED, Ordering::Relaxed) @@
-park-poll-park-fetch-or @@ src/park.rs @@ 2 @@ fetch_or(PARKED, Ordering::AcqRel) @@ fetch_or(PARKED, Ordering::Relaxed) @@
-park-poll-park-resume-load @@ src/park.rs @@ @@         if self.state.load(Ordering::Acquire) & NOTIFIED == 0 { @@         if self.state.load(Ordering::Relaxed) & NOTIFIED == 0 { @@
+park-is-notified @@ src/park.rs @@ @@ self.state.load(Ordering::Acquire) & NOTIFIED != 0\n @@ self.state.load(Ordering::Relaxed) & NOTIFIED != 0\n @@ Not needed: a spin that sees the bit returns `Woken`, and the next wait's `prepare` consumes the token with an AcqRel RMW before it checks the inbox (comment at the site). Kept: a plain load on x86 either way.
+park-parked-fetch-or @@ src/park.rs @@ 1 @@ fetch_or(PARKED, Ordering::AcqRel) @@ fetch_or(PARKED, Ordering::Relaxed) @@ Not needed alone: the final `swap(0, AcqRel)` reads every notify so far and acquires before the caller's inbox check, and a notifier that reads PARKED takes the mutex the worker holds (comment at the site); the swap carries it (`park-final-swap` is caught). Kept: an RMW costs the same on x86.
+park-poll-park-fetch-or @@ src/park.rs @@ 2 @@ fetch_or(PARKED, Ordering::AcqRel) @@ fetch_or(PARKED, Ordering::Relaxed) @@ As park-parked-fetch-or: the swaps after it carry the acquire (`park-poll-park-early-swap` and `park-poll-park-final-swap` are caught).
+park-poll-park-resume-load @@ src/park.rs @@ @@         if self.state.load(Ordering::Acquire) & NOTIFIED == 0 { @@         if self.state.load(Ordering::Relaxed) & NOTIFIED == 0 { @@ Not needed: the final swap acquires before the inbox check (comment at the site).
 park-poll-park-waker-after-unlock @@ src/park.rs @@ @@             *slot = Some(waker.clone());\n            return Poll::Pending; @@             drop(slot);\n            *self.lock.lock() = Some(waker.clone());\n            return Poll::Pending; @@
 park-poll-park-sleeps-on-token @@ src/park.rs @@ @@             if prev & NOTIFIED != 0 {\n                drop(slot); @@             if false && prev & NOTIFIED != 0 {\n                drop(slot); @@
-park-wait-loop-load @@ src/park.rs @@ @@ while self.state.load(Ordering::Acquire) & NOTIFIED == 0 @@ while self.state.load(Ordering::Relaxed) & NOTIFIED == 0 @@
+park-wait-loop-load @@ src/park.rs @@ @@ while self.state.load(Ordering::Acquire) & NOTIFIED == 0 @@ while self.state.load(Ordering::Relaxed) & NOTIFIED == 0 @@ Not needed: the final swap acquires before the caller's inbox check (comment at the site).
 park-final-swap @@ src/park.rs @@ 1 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
 park-poll-park-early-swap @@ src/park.rs @@ 2 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
 park-poll-park-final-swap @@ src/park.rs @@ 3 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
@@ -129,9 +129,16 @@ trim() { sed 's/^ *//; s/ *$//'; }
 # Regenerates the README table from $OUT.
 write_table() {
     echo "$MUTATIONS" | awk -F'@@' '{gsub(/ /, "", $1); print $1}' >"$SCRATCH.order"
-    python3 - "$OUT" "$ROOT/loom-tests/README.md" "$SCRATCH.order" <<'PY'
+    # The notes as the list has them now (a note added after a run counts).
+    echo "$MUTATIONS" | awk -F'@@' '{gsub(/ /, "", $1); n = $6; sub(/^ +/, "", n); sub(/ +$/, "", n); print $1 "\t" n}' >"$SCRATCH.notes"
+    python3 - "$OUT" "$ROOT/loom-tests/README.md" "$SCRATCH.order" "$SCRATCH.notes" <<'PY'
 import sys
-out, readme, order = sys.argv[1:4]
+out, readme, order, notes_file = sys.argv[1:5]
+notes = {}
+for line in open(notes_file):
+    name, _, note = line.rstrip("\n").partition("\t")
+    if note:
+        notes[name] = note
 rows = {}
 for line in open(out):
     f = line.rstrip("\n").split("\t")
@@ -144,6 +151,8 @@ begin, end = "<!-- mutate.sh: begin -->", "<!-- mutate.sh: end -->"
 t = ["| mutation | file | change | result | caught by / note |", "| --- | --- | --- | --- | --- |"]
 for name, f in rows.items():
     _, file, change, result, detail = f[:5]
+    if result == "NOT caught" and name in notes:
+        detail = notes[name]
     if result == "NOT caught" and not detail:
         detail = "**open**: no model catches it, and the site has no proof that the weaker form is enough"
     t.append(f"| `{name}` | `{file}` | {change} | {result} | {detail} |")

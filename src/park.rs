@@ -174,7 +174,11 @@ impl Parker {
     /// Whether a token is waiting (what a spinning worker watches).
     pub fn is_notified(&self) -> bool {
         // Acquire: pairs with notify's release; a spinner that sees the bit
-        // then sees the delivered item.
+        // then sees the delivered item. (Relaxed would do for `Mailbox::wait`:
+        // a spin that sees the bit returns `Woken`, and the next wait's
+        // `prepare` consumes the token with an AcqRel RMW before it checks
+        // the inbox; the mutation table in loom-tests/README.md records
+        // that no model needs it. Kept: a plain load either way on x86.)
         self.state.load(Ordering::Acquire) & NOTIFIED != 0
     }
 
@@ -198,11 +202,17 @@ impl Parker {
     /// never lost (its signal finds nobody waiting, and is not needed).
     pub fn park_timeout(&self, timeout: Option<std::time::Duration>) -> bool {
         let mut guard = self.lock.lock();
-        // AcqRel: pairs with notify's fetch_or; see the module docs.
+        // AcqRel: pairs with notify's fetch_or; see the module docs. Either
+        // half alone is more than needed: what the worker reads after the
+        // park is ordered by the final `swap(0, AcqRel)`, which reads every
+        // notify so far, and a notifier that reads PARKED takes the mutex
+        // we hold. Not both this and the swap may be weakened: the swap is
+        // the one that carries it (loom: `park-final-swap` is caught).
         let prev = self.state.fetch_or(PARKED, Ordering::AcqRel);
         let slept = prev & NOTIFIED == 0;
         if slept {
-            // Acquire: pairs with notify's release.
+            // Acquire: pairs with notify's release (Relaxed would do: the
+            // final swap acquires before the caller's inbox check).
             while self.state.load(Ordering::Acquire) & NOTIFIED == 0 {
                 match timeout {
                     None => guard = self.cvar.wait(guard),
@@ -240,7 +250,8 @@ impl Parker {
         let mut slot = self.lock.lock();
         // Relaxed: only the owner sets or clears PARKED.
         if self.state.load(Ordering::Relaxed) & PARKED == 0 {
-            // AcqRel: pairs with notify's fetch_or, as in `park_timeout`.
+            // AcqRel: pairs with notify's fetch_or, as in `park_timeout`
+            // (and, as there, the swaps below are what carry the acquire).
             let prev = self.state.fetch_or(PARKED, Ordering::AcqRel);
             if prev & NOTIFIED != 0 {
                 drop(slot);
@@ -251,8 +262,9 @@ impl Parker {
             *slot = Some(waker.clone());
             return Poll::Pending;
         }
-        // Acquire: pairs with notify's release. Polled again before a
-        // notify (the executor may poll for its own reasons): still asleep.
+        // Acquire: pairs with notify's release (the final swap acquires
+        // too). Polled again before a notify (the executor may poll for
+        // its own reasons): still asleep.
         if self.state.load(Ordering::Acquire) & NOTIFIED == 0 {
             if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
                 *slot = Some(waker.clone());

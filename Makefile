@@ -33,6 +33,7 @@ test-unit:
 	# The I/O reactor (the `io` feature): its own tests, and the guarantees'
 	# suites again with every worker inside async-io's block_on.
 	$(CARGO) test --features io --test io --test reliability --test conservation --test edges
+	$(CARGO) test --features io --doc
 
 # Each model in its own process (scripts/loom.sh), so that one failing model
 # does not hide the others; optimized (--release) for speed, with debug

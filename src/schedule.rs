@@ -62,11 +62,11 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         return;
     }
     worker::with_core(shared, |cur| {
-        let meta = r.metadata();
-        let last = meta.last_worker.load(Ordering::Relaxed);
         let Some((me, core)) = cur else {
             // Woken from outside the runtime: the target is prev.
             WorkerCounters::bump_shared(&shared.external.wakes_foreign, 1);
+            let meta = r.metadata();
+            let last = meta.last_worker.load(Ordering::Relaxed);
             let target = if last == NO_WORKER { 0 } else { last };
             let t = &shared.tunables;
             let scan_nr = match t.sis {
@@ -102,8 +102,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         }
         if core.suspended.is_some() {
             // Woken in the reactor while this worker sleeps there: if the
-            // task landed on this worker, it wakes itself (see "The
-            // reactor" in park.rs).
+            // task landed on this worker, it wakes itself (reactor.rs).
             core.wake_self_in_reactor(shared);
         }
     })
@@ -118,87 +117,85 @@ fn place_from_worker(
     r: Runnable,
     info: async_task::ScheduleInfo,
 ) {
-    {
-        let meta = r.metadata();
-        let last = meta.last_worker.load(Ordering::Relaxed);
-        let stats = &shared.workers[me].stats;
-        if info.woken_while_running && last == me {
-            // yield_now (or a self-wake): to the back of the local deque.
-            core.push_local(shared, r);
-            return;
-        }
-        // wake_affine: the waker's worker, unless prev is idle and shares
-        // the waker's LLC (the kernel's wake_affine_idle: an idle prev in
-        // the same cache is as warm and needs no queueing), or the waker is
-        // loaded and prev is not (wake_affine_weight's spirit). An idle prev
-        // in another LLC does not pull the wakeup away from the waker's
-        // cache, where select_idle_sibling then looks for an idle worker.
-        let target = if last != NO_WORKER
-            && last != me
-            && ((shared.idle.idle.contains(last) && shared.topology.llc_span(me).contains(&last))
-                || (!core.local.is_empty() && !queue_loaded(shared, last)))
-        {
-            last
-        } else {
-            me
-        };
-        if target == me && core.lifo.is_none() && core.local.is_empty() {
-            // The waker's worker has nothing else queued: the wakee runs as
-            // soon as the waker yields, with a warm cache and no cross-worker
-            // hand-off. This is the kernel's sync wakeup in wake_affine_idle
-            // (`sync && cpu_rq(this_cpu)->nr_running == 1` -> this_cpu), and
-            // what tokio's LIFO slot does for a message reply. A second wake
-            // while this one waits in the LIFO slot goes through
-            // select_idle_sibling and spreads.
-            WorkerCounters::bump(&stats.wake_local, 1);
-            core.push_lifo(shared, r);
-            return;
-        }
-        let prev = if last == NO_WORKER { target } else { last };
-        // SIS_PROP's scan cost is sampled, one wake in SCAN_COST_SAMPLE: a
-        // clock read on every wake cost more than the scan it measured.
-        core.wakes = core.wakes.wrapping_add(1);
-        let t0 = (shared.tunables.sis == SisMode::Prop && core.wakes % SCAN_COST_SAMPLE == 0)
-            .then(|| shared.now_ns());
-        let scan_nr = scan_depth(
-            shared,
-            target,
-            core.balance.avg_idle_ns,
-            core.avg_scan_cost_ns,
-        );
-        let (c, claimed) = place(shared, stats, false, meta, prev, target, scan_nr);
-        if let Some(t0) = t0 {
-            let cost = shared.now_ns().saturating_sub(t0) as i64;
-            let avg = core.avg_scan_cost_ns as i64;
-            core.avg_scan_cost_ns = (avg + (cost - avg) / 8).max(0) as u64;
-        }
-        if c == me {
-            WorkerCounters::bump(&stats.wake_local, 1);
-            core.push_lifo(shared, r);
-            return;
-        }
-        if claimed && shared.idle.parked.contains(c) {
-            // The idle worker chosen is parked: the deepest idle state, a
-            // futex round trip to leave (where the kernel's idle CPU costs
-            // an IPI). Wake it only as the one wake in flight (idle.rs);
-            // while another wake is in flight, queue the task here, where
-            // the searcher finds it.
-            match shared.idle.wake_specific(c) {
-                WakeSpecific::Woken => {
-                    WorkerCounters::bump(&stats.searcher_wakes, 1);
-                    worker::deliver_to_woken(shared, Some(me), c, r);
-                }
-                WakeSpecific::InFlight => {
-                    shared.idle.idle.insert(c, Ordering::Relaxed);
-                    WorkerCounters::bump(&stats.wake_deferred, 1);
-                    core.push_local(shared, r);
-                }
-                WakeSpecific::Awake => worker::deliver(shared, Some(me), c, r),
-            }
-            return;
-        }
-        worker::deliver(shared, Some(me), c, r);
+    let meta = r.metadata();
+    let last = meta.last_worker.load(Ordering::Relaxed);
+    let stats = &shared.workers[me].stats;
+    if info.woken_while_running && last == me {
+        // yield_now (or a self-wake): to the back of the local deque.
+        core.push_local(shared, r);
+        return;
     }
+    // wake_affine: the waker's worker, unless prev is idle and shares
+    // the waker's LLC (the kernel's wake_affine_idle: an idle prev in
+    // the same cache is as warm and needs no queueing), or the waker is
+    // loaded and prev is not (wake_affine_weight's spirit). An idle prev
+    // in another LLC does not pull the wakeup away from the waker's
+    // cache, where select_idle_sibling then looks for an idle worker.
+    let target = if last != NO_WORKER
+        && last != me
+        && ((shared.idle.idle.contains(last) && shared.topology.llc_span(me).contains(&last))
+            || (!core.local.is_empty() && !queue_loaded(shared, last)))
+    {
+        last
+    } else {
+        me
+    };
+    if target == me && core.lifo.is_none() && core.local.is_empty() {
+        // The waker's worker has nothing else queued: the wakee runs as
+        // soon as the waker yields, with a warm cache and no cross-worker
+        // hand-off. This is the kernel's sync wakeup in wake_affine_idle
+        // (`sync && cpu_rq(this_cpu)->nr_running == 1` -> this_cpu), and
+        // what tokio's LIFO slot does for a message reply. A second wake
+        // while this one waits in the LIFO slot goes through
+        // select_idle_sibling and spreads.
+        WorkerCounters::bump(&stats.wake_local, 1);
+        core.push_lifo(shared, r);
+        return;
+    }
+    let prev = if last == NO_WORKER { target } else { last };
+    // SIS_PROP's scan cost is sampled, one wake in SCAN_COST_SAMPLE: a
+    // clock read on every wake cost more than the scan it measured.
+    core.wakes = core.wakes.wrapping_add(1);
+    let t0 = (shared.tunables.sis == SisMode::Prop && core.wakes % SCAN_COST_SAMPLE == 0)
+        .then(|| shared.now_ns());
+    let scan_nr = scan_depth(
+        shared,
+        target,
+        core.balance.avg_idle_ns,
+        core.avg_scan_cost_ns,
+    );
+    let (c, claimed) = place(shared, stats, false, meta, prev, target, scan_nr);
+    if let Some(t0) = t0 {
+        let cost = shared.now_ns().saturating_sub(t0) as i64;
+        let avg = core.avg_scan_cost_ns as i64;
+        core.avg_scan_cost_ns = (avg + (cost - avg) / 8).max(0) as u64;
+    }
+    if c == me {
+        WorkerCounters::bump(&stats.wake_local, 1);
+        core.push_lifo(shared, r);
+        return;
+    }
+    if claimed && shared.idle.parked.contains(c) {
+        // The idle worker chosen is parked: the deepest idle state, a
+        // futex round trip to leave (where the kernel's idle CPU costs
+        // an IPI). Wake it only as the one wake in flight (idle.rs);
+        // while another wake is in flight, queue the task here, where
+        // the searcher finds it.
+        match shared.idle.wake_specific(c) {
+            WakeSpecific::Woken => {
+                WorkerCounters::bump(&stats.searcher_wakes, 1);
+                worker::deliver_to_woken(shared, Some(me), c, r);
+            }
+            WakeSpecific::InFlight => {
+                shared.idle.idle.insert(c, Ordering::Relaxed);
+                WorkerCounters::bump(&stats.wake_deferred, 1);
+                core.push_local(shared, r);
+            }
+            WakeSpecific::Awake => worker::deliver(shared, Some(me), c, r),
+        }
+        return;
+    }
+    worker::deliver(shared, Some(me), c, r);
 }
 
 fn scan_depth(shared: &Shared, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {

@@ -202,7 +202,7 @@ impl Builder {
     }
 
     /// Most threads of the blocking pool behind
-    /// [`spawn_blocking`](crate::spawn_blocking) (default
+    /// [`spawn_blocking`] (default
     /// [`Builder::DEFAULT_MAX_BLOCKING_THREADS`], 512, as tokio). At least 1.
     pub fn max_blocking_threads(mut self, n: usize) -> Self {
         self.max_blocking_threads = n;
@@ -498,7 +498,7 @@ impl Runtime {
     }
 
     /// Runs the blocking function `f` on the runtime's blocking pool (not on
-    /// a worker); see [`spawn_blocking`](crate::spawn_blocking).
+    /// a worker); see [`spawn_blocking`].
     pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,
@@ -508,7 +508,7 @@ impl Runtime {
     }
 
     /// Runs `future` to completion on the calling thread; inside it,
-    /// [`spawn`](crate::spawn) spawns onto this runtime.
+    /// [`spawn`] spawns onto this runtime.
     ///
     /// Panics if called from a worker thread of any hwsched runtime (it would
     /// block the worker).

@@ -23,7 +23,7 @@
 //!    tasks carry no utilization to fit against a capacity. Steps 1-3
 //!    (cache-hot workers) and the bounded scan of step 5 are unchanged;
 //! 5. scan the LLC from `target + 1`, wrapping, for an idle worker, at most
-//!    `nr` workers ([`SisMode`]);
+//!    `nr` workers ([`SisMode`](crate::SisMode));
 //! 6. -> target.
 //!
 //! Before step 1, a wakeup whose target is the waker's own worker, when that

@@ -938,7 +938,7 @@ pub(crate) struct SuspendedIdle {
 /// The idle path: walk (when searching), then spin or park until work
 /// arrives, following the wake protocol of [`idle`](crate::idle). `sleep`
 /// parks the worker: on its condvar (`Ready(slept)`), or, for the worker
-/// that drives the I/O reactor, [`Parker::poll_park`] inside async-io's
+/// that drives the I/O reactor, [`Parker::poll_park`](crate::park::Parker::poll_park) inside async-io's
 /// `block_on`; then this returns [`Idle::Suspended`], and the next call
 /// goes on with the period where it stopped.
 fn idle(

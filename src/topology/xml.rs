@@ -36,7 +36,7 @@ struct Element {
 }
 
 /// Top-level elements kept besides `<object>`s: NUMA distances and CPU
-/// kinds, read by [`extras`].
+/// kinds, read by [`extras_of`].
 const EXTRA_ELEMENTS: [&str; 2] = ["distances2", "cpukind"];
 /// The children kept inside [`EXTRA_ELEMENTS`].
 const EXTRA_CHILDREN: [&str; 3] = ["indexes", "u64values", "info"];

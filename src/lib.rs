@@ -16,8 +16,15 @@
 //!   take (work conservation).
 //!
 //! The runtime is [`Runtime`] (built by [`Builder`]), [`Handle`],
-//! [`spawn`] and [`JoinHandle`]; the heuristics are also a public API of
-//! pure functions in [`policy`].
+//! [`spawn`], [`spawn_blocking`], [`JoinHandle`] and [`JoinSet`]; the
+//! heuristics are also a public API of pure functions in [`policy`].
+//!
+//! I/O comes from async-io (its `Async<T>` sockets and `Timer`, and what is
+//! built on them): with the `io` cargo feature, idle workers drive its
+//! reactor (`Builder::enable_io`), so I/O and timer wakes are made on a
+//! worker and placed like any other wake, and `hwsched::time` has `sleep`,
+//! `timeout` and `interval`. Without it, async-io's own thread drives the
+//! reactor. The README's "I/O and timers" says more.
 //!
 //! ```
 //! let rt = hwsched::Runtime::builder()

@@ -47,15 +47,15 @@ idle-to-searching-seqcst @@ src/idle.rs @@ @@ fetch_add(SEARCHING_ONE, Ordering:
 idle-leave-searching-seqcst @@ src/idle.rs @@ 1 @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@
 idle-leave-searching-fence @@ src/idle.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
 idle-needs-wake-fence @@ src/idle.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
-idle-needs-wake-load @@ src/idle.rs @@ 1 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@
-idle-wake-one-load @@ src/idle.rs @@ 2 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@
+idle-needs-wake-load @@ src/idle.rs @@ 1 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@ Not needed: a relaxed load after the SeqCst fence carries the store-buffering argument (comment at the site). A plain load on x86 either way.
+idle-wake-one-load @@ src/idle.rs @@ 2 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@ Not needed: callers have just made needs_wake's fenced load on this thread (read-read coherence), and a stale value only fails the CAS (comment at the site).
 idle-wake-one-cas @@ src/idle.rs @@ 1 @@ Ordering::SeqCst,\n                Ordering::SeqCst, @@ Ordering::Relaxed,\n                Ordering::Relaxed, @@
 idle-wake-one-take @@ src/idle.rs @@ @@ self.parked.take(span, near, Ordering::SeqCst) @@ self.parked.take(span, near, Ordering::Relaxed) @@
 idle-wake-one-count-awake @@ src/idle.rs @@ 1 @@ self.state.fetch_add(1, Ordering::SeqCst) @@ self.state.fetch_add(1, Ordering::Relaxed) @@
 idle-wake-one-undo @@ src/idle.rs @@ 2 @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@
 idle-wake-one-undo-fence @@ src/idle.rs @@ 3 @@ fence(Ordering::SeqCst); @@  @@
-idle-wake-one-reload @@ src/idle.rs @@ 3 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@
-idle-wake-specific-load @@ src/idle.rs @@ 4 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@
+idle-wake-one-reload @@ src/idle.rs @@ 3 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@ Not needed: a load after the undo's SeqCst fence, as in needs_wake (comment at the site).
+idle-wake-specific-load @@ src/idle.rs @@ 4 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@ Not needed: a stale searcher sends the caller to the pusher's check, a stale no-searcher fails the CAS (comment at the site).
 idle-wake-specific-cas @@ src/idle.rs @@ 2 @@ Ordering::SeqCst,\n                Ordering::SeqCst, @@ Ordering::Relaxed,\n                Ordering::Relaxed, @@
 idle-wake-specific-take @@ src/idle.rs @@ 1 @@ self.parked.remove_rmw(w, Ordering::SeqCst) @@ self.parked.remove_rmw(w, Ordering::Relaxed) @@
 idle-wake-specific-count-awake @@ src/idle.rs @@ 2 @@ self.state.fetch_add(1, Ordering::SeqCst) @@ self.state.fetch_add(1, Ordering::Relaxed) @@

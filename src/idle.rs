@@ -434,6 +434,10 @@ impl Sleepers {
     /// the last searcher's decrement and re-check (see module docs).
     pub fn needs_wake(&self) -> bool {
         fence(Ordering::SeqCst);
+        // SeqCst, but Relaxed would do: the store-buffering argument rests
+        // on the fences (a relaxed load after a SeqCst fence sees every
+        // store before a fence that precedes ours in the fences' total
+        // order). A plain load on x86 either way.
         let c = Counts::of(self.state.load(Ordering::SeqCst));
         c.searching == 0 && c.awake < self.workers
     }
@@ -456,6 +460,12 @@ impl Sleepers {
         spans: impl Iterator<Item = &'a Range<usize>> + Clone,
     ) -> (Option<usize>, usize) {
         let mut words = 0;
+        // SeqCst, but Relaxed would do: every caller has just made the
+        // pusher's check (`needs_wake`: fence, load) on this thread, so by
+        // read-read coherence this load sees that value or a later one, and
+        // a later one that shows a searcher, or nobody parked, is a state in
+        // which the protocol owes no wake (module docs); a stale value only
+        // fails the CAS below, which reads the latest.
         let mut cur = self.state.load(Ordering::SeqCst);
         loop {
             let c = Counts::of(cur);
@@ -488,6 +498,8 @@ impl Sleepers {
             self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             spin_loop();
+            // SeqCst, but Relaxed would do: after the fence, as in
+            // `needs_wake`.
             cur = self.state.load(Ordering::SeqCst);
         }
     }
@@ -498,6 +510,10 @@ impl Sleepers {
     /// taken. If `w` woke by itself first, the claim is undone (and the
     /// caller delivers to `w`, which is awake, with the pusher's check).
     pub fn wake_specific(&self, w: usize) -> WakeSpecific {
+        // SeqCst, but Relaxed would do: a stale value that shows a searcher
+        // returns `InFlight`, and the caller then queues the task with the
+        // pusher's check (`needs_wake`), which decides afresh; one that
+        // shows none only fails the CAS below, which reads the latest.
         let mut cur = self.state.load(Ordering::SeqCst);
         loop {
             if Counts::of(cur).searching != 0 {

@@ -43,22 +43,81 @@
 //! - async-io's thread drives the reactor when no worker waits in it: it
 //!   backs off (50 us to 10 ms) while any `block_on` runs and takes the
 //!   lock when it sees no reactor activity through a back-off interval.
+//!
+//! # Started on first use
+//!
+//! A program that never touches async-io pays nothing for `enable_io`: the
+//! workers start in the condvar loop, and async-io's reactor (its epoll
+//! instance and its thread) is not created, because nothing of hwsched
+//! calls into async-io until then. The first `Async<T>` or `Timer` a task
+//! creates starts async-io's thread, which drives the reactor alone and
+//! makes the first I/O or timer wake from outside the runtime; that wake
+//! ([`note_foreign_wake`]; or one from a worker of another runtime that
+//! sleeps in `block_on`) sets `Shared::io_live`, and each worker, after
+//! the task it is running, leaves the condvar loop for the loop above
+//! (workers asleep on their condvars switch when next woken; async-io's
+//! thread drives the reactor meanwhile). The switch is one way. The flag
+//! is a hint: a worker that sees it late only parks on its condvar once
+//! more, which is the `enable_io(false)` behaviour, so nothing orders it.
+//! `Stats::io_driven` says whether the switch happened.
 
+use std::cell::Cell;
 use std::future::poll_fn;
 use std::task::Poll;
 
 use crate::park::Parker;
+use crate::shared::Shared;
+use crate::sync::Ordering;
 use crate::worker::{step, Step, WorkerCtx};
 
 /// Polls between two non-blocking looks at the reactor by a busy worker
 /// (tokio's `event_interval`, 61: a prime, as the inbox check's).
 pub const EVENT_INTERVAL: u32 = 61;
 
+thread_local! {
+    /// Whether this thread is async-io's driver thread (`None`: not asked yet).
+    static IS_ASYNC_IO: Cell<Option<bool>> = const { Cell::new(None) };
+    /// Whether this thread is a worker (of any runtime) whose loop is
+    /// pending in `async_io::block_on`: a wake it makes comes from the
+    /// reactor, or from another runtime's task run there.
+    static IN_BLOCK_ON: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A wake made outside the runtime, while the workers are still in the
+/// condvar loop: if a thread that drives the reactor made it (async-io's
+/// own, or a worker of another runtime sleeping in `block_on`), the
+/// program uses the reactor, and the workers should drive it from now on.
+#[cold]
+pub(crate) fn note_foreign_wake(shared: &Shared) {
+    let is_driver = IN_BLOCK_ON.with(Cell::get)
+        || IS_ASYNC_IO.with(|c| match c.get() {
+            Some(b) => b,
+            None => {
+                // async-io names its driver thread "async-io" (driver.rs).
+                let b = std::thread::current().name() == Some("async-io");
+                c.set(Some(b));
+                b
+            }
+        });
+    if is_driver {
+        // Relaxed: a hint read by the workers between tasks (module docs).
+        shared.io_live.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether the workers should drive the reactor now.
+#[inline]
+pub(crate) fn live(shared: &Shared) -> bool {
+    // Relaxed: a one-way hint (module docs, "Started on first use").
+    shared.io_live.load(Ordering::Relaxed)
+}
+
 /// A worker's loop inside `async_io::block_on`; returns at shutdown.
 pub(crate) fn run(ctx: &WorkerCtx) {
     let mut polls = 0u32;
     async_io::block_on(poll_fn(|cx| {
         ctx.core.borrow_mut().in_block_on = false;
+        IN_BLOCK_ON.with(|c| c.set(false));
         loop {
             match step(ctx, |p: &Parker| p.poll_park(cx.waker())) {
                 Step::Ran => {
@@ -75,7 +134,9 @@ pub(crate) fn run(ctx: &WorkerCtx) {
             }
         }
         ctx.core.borrow_mut().in_block_on = true;
+        IN_BLOCK_ON.with(|c| c.set(true));
         Poll::Pending
     }));
     ctx.core.borrow_mut().in_block_on = false;
+    IN_BLOCK_ON.with(|c| c.set(false));
 }

@@ -233,8 +233,11 @@ impl Builder {
     /// them near it; busy workers look at the reactor every 61 polls.
     /// Off, async-io's own thread drives the reactor and every I/O or timer
     /// wake comes from outside the runtime (async-io's types work either
-    /// way). Turning it on in a build without the feature is a
-    /// [`BuildError::InvalidOption`].
+    /// way). The workers start to drive the reactor on the program's first
+    /// I/O or timer wake; until then (and in a program that never does I/O)
+    /// they park on their condvars and no reactor exists
+    /// ([`Stats::io_driven`](crate::Stats::io_driven)). Turning it on in a
+    /// build without the feature is a [`BuildError::InvalidOption`].
     ///
     /// ```
     /// # #[cfg(feature = "io")] {
@@ -370,6 +373,7 @@ impl Builder {
             graveyard: crate::shared::Graveyard::new(),
             starting: Latch::new(n),
             io: self.io,
+            io_live: crate::sync::AtomicBool::new(false),
             on_start: self.on_start.clone(),
             on_stop: self.on_stop.clone(),
         });

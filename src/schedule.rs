@@ -65,6 +65,10 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         let Some((me, core)) = cur else {
             // Woken from outside the runtime: the target is prev.
             WorkerCounters::bump_shared(&shared.external.wakes_foreign, 1);
+            #[cfg(feature = "io")]
+            if shared.io && !crate::reactor::live(shared) {
+                crate::reactor::note_foreign_wake(shared);
+            }
             let meta = r.metadata();
             let last = meta.last_worker.load(Ordering::Relaxed);
             let target = if last == NO_WORKER { 0 } else { last };

@@ -65,6 +65,12 @@ pub(crate) struct Shared {
     /// ones drive the reactor (`Builder::enable_io`, reactor.rs).
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) io: bool,
+    /// With `io`: set (once, never cleared) by the first wake that
+    /// async-io's own thread makes, i.e. once the program uses async-io's
+    /// reactor; until then the workers park on their condvars and no
+    /// reactor is started (reactor.rs, "Started on first use").
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    pub(crate) io_live: AtomicBool,
     /// The pool behind `spawn_blocking`.
     pub(crate) blocking: crate::blocking::BlockingPool,
     /// Per worker, its blocking CPU set (an index into the pool's masks);
@@ -149,6 +155,8 @@ impl Shared {
             searching: self.idle.counts().searching,
             blocking_threads: self.blocking.threads(),
             blocking_idle: self.blocking.idle_threads(),
+            // Relaxed: a one-way hint (reactor.rs).
+            io_driven: self.io && self.io_live.load(Ordering::Relaxed),
         }
     }
 }

@@ -231,6 +231,11 @@ pub struct Stats {
     pub blocking_threads: usize,
     /// Of those, the ones idle (waiting for a closure, until keep-alive).
     pub blocking_idle: usize,
+    /// Whether the workers drive async-io's reactor: I/O is on
+    /// ([`Builder::enable_io`](crate::Builder::enable_io)) and the program
+    /// has used the reactor (its first I/O or timer wake came from a thread
+    /// driving it). Until then workers park on their condvars.
+    pub io_driven: bool,
 }
 
 impl Stats {
@@ -344,8 +349,16 @@ impl fmt::Display for Stats {
         writeln!(
             f,
             "wakes by origin: {} from a task on a worker, {} from the reactor on a worker ({} of \
-             them kept on it), {} from other threads",
-            t.wakes_by_task, t.wakes_by_reactor, t.reactor_wakes_local, t.wakes_foreign,
+             them kept on it), {} from other threads; {}",
+            t.wakes_by_task,
+            t.wakes_by_reactor,
+            t.reactor_wakes_local,
+            t.wakes_foreign,
+            if self.io_driven {
+                "the workers drive the reactor"
+            } else {
+                "no worker drives the reactor"
+            },
         )?;
         writeln!(
             f,

@@ -1247,12 +1247,17 @@ pub(crate) fn step(
     }
 }
 
-/// The loop of a worker that sleeps on its condvar.
-fn run_loop(ctx: &WorkerCtx) {
+/// The loop of a worker that sleeps on its condvar, until shutdown or, if
+/// `leave` says so after a task, earlier. Returns whether it shut down.
+fn run_loop(ctx: &WorkerCtx, leave: impl Fn() -> bool) -> bool {
     loop {
         match step(ctx, |p| std::task::Poll::Ready(p.park())) {
-            Step::Ran => {}
-            Step::Shutdown => break,
+            Step::Ran => {
+                if leave() {
+                    return false;
+                }
+            }
+            Step::Shutdown => return true,
             Step::Suspended => unreachable!("a condvar park does not suspend"),
         }
     }
@@ -1281,14 +1286,18 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
         h.run();
     }
     shared.starting.count_down();
+    // With I/O on, the condvar loop runs until the program first uses
+    // async-io's reactor (reactor.rs, "Started on first use").
     #[cfg(feature = "io")]
     if shared.io {
-        crate::reactor::run(&ctx);
+        if !run_loop(&ctx, || crate::reactor::live(&shared)) {
+            crate::reactor::run(&ctx);
+        }
     } else {
-        run_loop(&ctx);
+        run_loop(&ctx, || false);
     }
     #[cfg(not(feature = "io"))]
-    run_loop(&ctx);
+    run_loop(&ctx, || false);
     // Shutdown: drop what this worker still holds (see the module docs).
     let mut core = ctx.core.borrow_mut();
     if let Some(r) = core.lifo.take() {

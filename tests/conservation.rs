@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use hwsched::{Runtime, TopologySource};
 
 mod common;
-use common::{with_timeout, BIG};
+use common::{drive_reactor, with_timeout, BIG};
 
 /// How long the blocker runs without yielding.
 const BLOCK: Duration = Duration::from_secs(1);
@@ -43,28 +43,34 @@ fn topologies() -> Vec<Topo> {
         (
             "system",
             Box::new(|| {
-                Runtime::builder()
-                    .worker_threads(2)
-                    .build()
-                    .expect("System runtime")
+                drive_reactor(
+                    Runtime::builder()
+                        .worker_threads(2)
+                        .build()
+                        .expect("System runtime"),
+                )
             }),
         ),
         (
             "pack2",
             Box::new(|| {
-                Runtime::builder()
-                    .topology(TopologySource::Synthetic("pack:2 core:1 pu:1".into()))
-                    .build()
-                    .expect("pack:2 core:1 pu:1")
+                drive_reactor(
+                    Runtime::builder()
+                        .topology(TopologySource::Synthetic("pack:2 core:1 pu:1".into()))
+                        .build()
+                        .expect("pack:2 core:1 pu:1"),
+                )
             }),
         ),
         (
             "big",
             Box::new(|| {
-                Runtime::builder()
-                    .topology(TopologySource::Synthetic(BIG.into()))
-                    .build()
-                    .expect("32-worker synthetic runtime")
+                drive_reactor(
+                    Runtime::builder()
+                        .topology(TopologySource::Synthetic(BIG.into()))
+                        .build()
+                        .expect("32-worker synthetic runtime"),
+                )
             }),
         ),
     ];

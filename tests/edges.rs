@@ -14,13 +14,15 @@ use std::time::Duration;
 use hwsched::{JoinError, JoinHandle, Runtime};
 
 mod common;
-use common::{block_on_plain, with_timeout};
+use common::{block_on_plain, drive_reactor, with_timeout};
 
 fn two() -> Runtime {
-    Runtime::builder()
-        .worker_threads(2)
-        .build()
-        .expect("a 2-worker runtime")
+    drive_reactor(
+        Runtime::builder()
+            .worker_threads(2)
+            .build()
+            .expect("a 2-worker runtime"),
+    )
 }
 
 // ---------------------------------------------------------------------------

@@ -81,3 +81,31 @@ pub fn block_on_plain<F: std::future::Future>(f: F) -> F::Output {
         }
     }
 }
+
+/// With the `io` feature, makes `rt`'s workers drive async-io's reactor and
+/// returns it: they start to on the program's first wake from a thread
+/// that drives the reactor (reactor.rs, "Started on first use"), which a
+/// timer here provides. So the suites run with `--features io` run every
+/// worker inside `async_io::block_on`. Without the feature: `rt` as is.
+pub fn drive_reactor(rt: hwsched::Runtime) -> hwsched::Runtime {
+    #[cfg(feature = "io")]
+    {
+        let t0 = std::time::Instant::now();
+        while !rt.stats().io_driven {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the workers never started to drive the reactor:\n{}",
+                rt.stats()
+            );
+            let h = rt.spawn(hwsched::time::sleep(Duration::from_millis(1)));
+            rt.block_on(h).expect("a timer task");
+        }
+        // Its tasks retired, so that a test's counts start from a quiet
+        // runtime.
+        while rt.stats().spawned != rt.stats().retired {
+            assert!(t0.elapsed() < Duration::from_secs(10), "{}", rt.stats());
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    rt
+}

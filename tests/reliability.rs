@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use hwsched::{BuildError, IdleMode, JoinError, JoinHandle, Runtime, TopologySource, Tunables};
 
 mod common;
-use common::{drive_reactor, with_timeout, BIG};
+use common::{drive_reactor, with_timeout, with_timeout_alone, BIG};
 
 /// Panics whose message contains this are intentional; the quiet hook does
 /// not print them.
@@ -573,7 +573,7 @@ fn shutdown_under_load(pairs: bool, what: &str) {
 
 #[test]
 fn shutdown_under_load_is_prompt_and_exactly_once() {
-    with_timeout(30, "shutdown_under_load_is_prompt_and_exactly_once", || {
+    with_timeout_alone(30, "shutdown_under_load_is_prompt_and_exactly_once", || {
         shutdown_under_load(true, "shutdown under load");
     });
 }
@@ -582,7 +582,7 @@ fn shutdown_under_load_is_prompt_and_exactly_once() {
 fn shutdown_under_load_without_channels() {
     // The same storm without the channel pairs: isolates the 1 s bound and
     // exactly-once from the drop cascade of the next test.
-    with_timeout(30, "shutdown_under_load_without_channels", || {
+    with_timeout_alone(30, "shutdown_under_load_without_channels", || {
         shutdown_under_load(false, "shutdown under load, no channels");
     });
 }
@@ -733,7 +733,7 @@ impl Drop for PanicOnDrop {
 
 #[test]
 fn panic_in_drop_during_shutdown_is_contained() {
-    with_timeout(60, "panic_in_drop_during_shutdown_is_contained", || {
+    with_timeout_alone(60, "panic_in_drop_during_shutdown_is_contained", || {
         quiet_intentional_panics();
         for (name, rt) in [
             (
@@ -824,14 +824,17 @@ fn panic_in_drop_during_shutdown_is_contained() {
 /// spawned by the blocker itself before it sleeps (so they sit in its local
 /// deque and must be stolen, or reached through a kick); otherwise from
 /// outside while it sleeps (placement may put some in the blocked worker's
-/// inbox, from which the other worker must steal). Returns a description of
-/// the failure, if any.
+/// inbox, from which the other worker must steal); the 100 ms then count
+/// from the last spawn. Returns a description of the failure, if any.
 fn blocked_worker(rt: Runtime, from_blocker: bool, what: &str) -> Option<String> {
     const SMALL: usize = 1_000;
     assert_eq!(rt.workers(), 2);
     let count = Arc::new(AtomicUsize::new(0));
     let started = Arc::new(AtomicBool::new(false));
-    let (c, s) = (count.clone(), started.clone());
+    // Tasks spawned from outside so far (read by the blocker when it wakes:
+    // a failure says whether the spawner or the runtime was behind).
+    let made = Arc::new(AtomicUsize::new(0));
+    let (c, s, m) = (count.clone(), started.clone(), made.clone());
     let blocker = rt.spawn(async move {
         let mut hs = Vec::new();
         if from_blocker {
@@ -843,12 +846,23 @@ fn blocked_worker(rt: Runtime, from_blocker: bool, what: &str) -> Option<String>
             }
         }
         s.store(true, Ordering::SeqCst);
+        // Spawned from outside: the 100 ms start once all are spawned, so
+        // that they measure the runtime, not how fast a spawner thread gets
+        // the CPU on a busy machine. The worker stays blocked meanwhile.
+        let t0 = Instant::now();
+        while !from_blocker
+            && m.load(Ordering::SeqCst) < SMALL
+            && t0.elapsed() < Duration::from_secs(10)
+        {
+            thread::yield_now();
+        }
         thread::sleep(Duration::from_millis(100));
         let seen = c.load(Ordering::SeqCst);
+        let made = m.load(Ordering::SeqCst);
         for h in hs {
             h.await.unwrap();
         }
-        seen
+        (seen, made)
     });
     while !started.load(Ordering::SeqCst) {
         thread::yield_now();
@@ -861,9 +875,10 @@ fn blocked_worker(rt: Runtime, from_blocker: bool, what: &str) -> Option<String>
             hs.push(rt.spawn(async move {
                 c.fetch_add(1, Ordering::SeqCst);
             }));
+            made.fetch_add(1, Ordering::SeqCst);
         }
     }
-    let seen = rt.block_on(blocker).expect("blocker failed");
+    let (seen, made) = rt.block_on(blocker).expect("blocker failed");
     let took = t0.elapsed();
     for h in hs {
         rt.block_on(h).unwrap();
@@ -876,7 +891,8 @@ fn blocked_worker(rt: Runtime, from_blocker: bool, what: &str) -> Option<String>
     (seen != SMALL).then(|| {
         format!(
             "{what}: only {seen} of {SMALL} small tasks ran while a worker was blocked for \
-             100 ms (blocker returned after {took:?}); stats:\n{}",
+             100 ms (blocker returned after {took:?}; {} spawned by then); stats:\n{}",
+            if from_blocker { SMALL } else { made },
             rt.stats()
         )
     })
@@ -884,7 +900,7 @@ fn blocked_worker(rt: Runtime, from_blocker: bool, what: &str) -> Option<String>
 
 #[test]
 fn blocked_worker_does_not_stop_the_other() {
-    with_timeout(60, "blocked_worker_does_not_stop_the_other", || {
+    with_timeout_alone(60, "blocked_worker_does_not_stop_the_other", || {
         let two = || {
             drive_reactor(
                 Runtime::builder()

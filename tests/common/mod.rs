@@ -10,9 +10,37 @@ use std::time::Duration;
 /// On a small machine its workers are unpinned threads.
 pub const BIG: &str = "pack:2 l3:2 core:4 pu:2";
 
+/// Tests that time a guarantee (prompt shutdown, a blocked worker's queue
+/// served within a bound) hold this exclusively: they run beside the CPU
+/// hog of `scripts/under-hog.sh`, the load they are specified for, but not
+/// beside another test of the same binary with 32 busy workers of its own.
+/// Every other test holds it shared.
+static TIMED: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 /// Runs `f` on its own thread and fails with "`name` did not finish in
 /// `secs`s" if it has not returned by then. A panic in `f` is re-raised here.
+/// Runs beside other tests, but not beside a [`with_timeout_alone`] one.
 pub fn with_timeout<T, F>(secs: u64, name: &str, f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let _shared = TIMED.read().unwrap_or_else(|e| e.into_inner());
+    run_with_timeout(secs, name, f)
+}
+
+/// [`with_timeout`] for a test that times a guarantee: no other test of
+/// this binary runs meanwhile (the timeout counts from when it starts).
+pub fn with_timeout_alone<T, F>(secs: u64, name: &str, f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let _alone = TIMED.write().unwrap_or_else(|e| e.into_inner());
+    run_with_timeout(secs, name, f)
+}
+
+fn run_with_timeout<T, F>(secs: u64, name: &str, f: F) -> T
 where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,

@@ -4,19 +4,24 @@
 //! # What is production code and what is mirrored
 //!
 //! The policies are called, not copied (`hwsched::policy`):
-//! [`select_idle_sibling`] over an [`IdleView`] of the simulated idle
-//! flags, with [`prop_depth`] / [`util_depth`] for its scan depth;
-//! [`find_idlest_group`] over a [`PlacementView`] of the simulated load
-//! counters; [`BalanceState::walk_with`] (the bounded walk, its
-//! `max_newidle_lb_cost` per level and `avg_idle`); [`Governor::choose`];
-//! [`Publisher::decide`] and [`GroupClass`].
+//! [`wake_affine`] and [`select_idle_sibling`] over an [`IdleView`] of the
+//! simulated idle flags, with [`scan_depth`] (and [`prop_depth`] for a wake
+//! from outside) for its scan depth; [`find_idlest_group`] over a
+//! [`PlacementView`] of the simulated load counters;
+//! [`BalanceState::walk_with`] (the bounded walk, its `max_newidle_lb_cost`
+//! per level and `avg_idle`) and [`busiest_group`] for the group each level
+//! steals from; [`wake_spans`] (with [`capable_runs`]) for the parked
+//! worker a wake takes and [`near_spans`] for the re-check's order;
+//! [`Governor::choose`]; [`Publisher::decide`] (and `GroupClass`, inside
+//! `busiest_group`).
 //!
 //! The mechanism around them lives in `worker.rs`, `schedule.rs`, `idle.rs`
 //! and `park.rs`, over atomics and real queues, and is not callable without
 //! threads. It is reproduced here, step for step, in plain code over the
 //! simulated state; each function below names the production function it
 //! mirrors. When those files change, these mirrors must follow (SIMULATION.md
-//! lists them). They follow `main` at fd9db96; the I/O reactor path (a worker
+//! lists them). They follow `main` at fd9db96, and its `wake_spans` (issue
+//! 16) through the policy function; the I/O reactor path (a worker
 //! driving async-io in `block_on`, its suspended idle state) is not
 //! modelled: simulated programs do no I/O.
 //!
@@ -40,9 +45,9 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use hwsched::policy::{
-    find_idlest_group, prop_depth, select_idle_sibling, util_depth, BalanceState, Contribution,
-    Governor, GroupClass, IdleChoice, IdleView, Load, Outcome, PlacementView, Publish, Publisher,
-    SisConfig, SCAN_COST_SAMPLE,
+    busiest_group, capable_runs, find_idlest_group, near_spans, prop_depth, scan_depth,
+    select_idle_sibling, wake_affine, wake_spans, BalanceState, Contribution, Governor, IdleChoice,
+    IdleView, Load, Outcome, PlacementView, Publish, Publisher, SisConfig, SCAN_COST_SAMPLE,
 };
 use hwsched::{IdleMode, LevelKind, SisMode, Stats, StealWalk, Topology, Tunables, WorkerStats};
 
@@ -256,6 +261,11 @@ pub struct Sim {
     queued: Vec<bool>,
     idle_cores: Vec<bool>,
     llc_of: Vec<usize>,
+    /// Per LLC (indexed by `llc_of`): the runs of its most capable workers
+    /// (shared.rs `capable`, from the policy's `capable_runs`).
+    capable: Vec<Box<[Range<usize>]>>,
+    /// Every worker (shared.rs `all`).
+    all: Range<usize>,
     searching: usize,
     awake: usize,
     loads: Vec<Load>,
@@ -419,6 +429,11 @@ impl Sim {
             parked: vec![false; n],
             queued: vec![false; n],
             idle_cores: vec![false; n_llc],
+            capable: llc_starts
+                .iter()
+                .map(|&s| capable_runs(topo, topo.llc_span(s)))
+                .collect(),
+            all: 0..n,
             llc_of,
             searching: 0,
             awake: n,
@@ -711,17 +726,17 @@ impl Sim {
             self.deliver(None, c, t);
             return;
         };
-        // wake_affine (schedule.rs): prev when it is idle and shares the
-        // waker's LLC, or when the waker is loaded and prev is not.
-        let target = if last != NO_WORKER
-            && last != me
-            && ((self.idle[last] && self.cfg.topology.llc_span(me).contains(&last))
-                || (!self.workers[me].local.is_empty() && !self.queue_loaded(last)))
-        {
-            last
-        } else {
-            me
-        };
+        // The production wake_affine (schedule.rs): prev when it is idle
+        // and shares the waker's LLC, or when the waker is loaded and prev is
+        // not.
+        let target = wake_affine(
+            &self.cfg.topology,
+            me,
+            (last != NO_WORKER).then_some(last),
+            || !self.workers[me].local.is_empty(),
+            |p| self.idle[p],
+            |p| self.queue_loaded(p),
+        );
         if target == me && self.workers[me].lifo.is_none() && self.workers[me].local.is_empty() {
             self.k().wake_local += 1;
             self.push_lifo(me, t);
@@ -775,18 +790,17 @@ impl Sim {
         !self.workers[w].local.is_empty() || !self.workers[w].inbox.is_empty()
     }
 
-    /// schedule.rs `scan_depth`: the production depth functions.
+    /// schedule.rs `scan_depth`: the production `scan_depth` over the
+    /// target's LLC and its simulated load counter.
     fn scan_depth(&self, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
         let llc = self.cfg.topology.llc_span(target);
-        match self.cfg.tunables.sis {
-            SisMode::Prop => prop_depth(llc.len(), avg_idle_ns, avg_scan_cost_ns),
-            SisMode::Util => {
-                let Load { running, .. } = self.load(&llc);
-                util_depth(llc.len(), f64::from(running) / llc.len() as f64)
-            }
-            SisMode::Full => llc.len(),
-            SisMode::Off => 0,
-        }
+        scan_depth(
+            self.cfg.tunables.sis,
+            llc.len(),
+            avg_idle_ns,
+            avg_scan_cost_ns,
+            || self.load(&llc).running,
+        )
     }
 
     /// schedule.rs `place`: the production `select_idle_sibling` over the
@@ -933,24 +947,25 @@ impl Sim {
         self.notify(from, w);
     }
 
-    /// idle.rs `Sleepers::wake_one`'s search: the `parked` bit nearest to
-    /// `near`, trying its levels' spans nearest first (worker.rs
-    /// `near_spans`), each from `near`, wrapping.
+    /// idle.rs `Sleepers::wake_one`'s search: the first `parked` bit of the
+    /// production `wake_spans` order around `near` (worker.rs `wake_spans`:
+    /// on a hybrid machine the most capable workers of `near`'s LLC, then
+    /// its levels' spans, nearest first), each span from `near` (from its
+    /// start when `near` is outside it: `WorkerSet::find`), wrapping.
     fn take_parked_near(&mut self, near: usize, from: Option<usize>) -> Option<usize> {
         let near = near.min(self.n - 1);
-        let mut spans: Vec<Range<usize>> = self
-            .cfg
-            .topology
-            .levels(near)
-            .iter()
-            .map(|l| l.span.clone())
-            .collect();
-        spans.push(0..self.n);
+        let spans: Vec<Range<usize>> = wake_spans(
+            &self.capable[self.llc_of[near]],
+            self.cfg.topology.levels(near),
+            &self.all,
+        )
+        .cloned()
+        .collect();
         for s in spans {
             let from_w = from.unwrap_or(near);
             self.acc += s.len().div_ceil(64) as u64 * self.line(from_w, s.start);
             let len = s.len();
-            let off = near - s.start;
+            let off = if s.contains(&near) { near - s.start } else { 0 };
             if let Some(w) = (0..len)
                 .map(|i| s.start + (off + i) % len)
                 .find(|&w| self.parked[w])
@@ -1325,14 +1340,9 @@ impl Sim {
         if self.cfg.policy == Policy::TokioLike && !self.inject.is_empty() {
             return Some(INJECT);
         }
-        let mut spans: Vec<Range<usize>> = self
-            .cfg
-            .topology
-            .levels(me)
-            .iter()
-            .map(|l| l.span.clone())
+        let spans: Vec<Range<usize>> = near_spans(self.cfg.topology.levels(me), &self.all)
+            .cloned()
             .collect();
-        spans.push(0..self.n);
         for s in spans {
             // The `queued` words read (one per 64 workers of the span).
             self.k().recheck_words += s.len().div_ceil(64) as u64;
@@ -1405,7 +1415,7 @@ impl Sim {
     }
 
     /// Mirrors worker.rs `steal_from_level`: the busiest other group by the
-    /// (stale) load counters, the production `GroupClass`; else the
+    /// (stale) load counters, the production `busiest_group`; else the
     /// `queued` set; then the group's queued members from a random start.
     fn steal_from_level(
         &mut self,
@@ -1414,35 +1424,27 @@ impl Sim {
         searched: &Range<usize>,
     ) -> Option<TaskId> {
         let groups = self.cfg.topology.levels(w)[level].groups.clone();
-        let mut best: Option<(i64, Range<usize>)> = None;
         let start = self.rand(w, groups.len());
         let inside = |g: &Range<usize>| g.start <= searched.start && searched.end <= g.end;
-        for i in 0..groups.len() {
-            let g = &groups[(start + i) % groups.len()];
-            if inside(g) {
-                continue;
-            }
-            self.acc += self.line(w, g.start);
-            let load = self.load(g);
-            if load.queued == 0 {
-                continue;
-            }
-            let b = GroupClass::of(load, g.len()).busyness();
-            if best.as_ref().is_none_or(|(bb, _)| b > *bb) {
-                best = Some((b, g.clone()));
-            }
-        }
+        // The production choice; each group's counter read costs a line.
+        let mut read = 0;
+        let mut best = busiest_group(&groups, searched, start, |g| {
+            read += self.line(w, g.start);
+            self.load(g)
+        })
+        .cloned();
+        self.acc += read;
         if best.is_none() {
             for g in groups.iter().filter(|g| !inside(g)) {
                 self.k().recheck_words += g.len().div_ceil(64) as u64;
                 self.acc += g.len().div_ceil(64) as u64 * self.line(w, g.start);
                 if g.clone().any(|v| v != w && self.queued[v]) {
-                    best = Some((0, g.clone()));
+                    best = Some(g.clone());
                     break;
                 }
             }
         }
-        let (_, group) = best?;
+        let group = best?;
         let off = group.start + self.rand(w, group.len());
         for part in [off..group.end, group.start..off] {
             for v in part {

@@ -45,7 +45,8 @@ model:
   --costs epyc|xeon|vm|zero (epyc)  --cost KEY=NS (repeatable, e.g. line_ns.remote=300)
   --seed N (1)
 
-output:
+output (default: the full report, ending with hwsched's own Stats table
+as Runtime::stats() prints it):
   --row          one markdown table row instead of the full report:
                  | label | makespan ms | ops/s | p50 us | p99 us | sched/work | idle-while-queued | cross-LLC migrations |
   --label TEXT   the row's first cell (default: the policy)

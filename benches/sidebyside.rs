@@ -22,7 +22,14 @@
 //! ```text
 //! cargo bench --bench sidebyside                       # 5 rounds
 //! cargo bench --bench sidebyside -- --runs 9 ping_pong # one workload
+//! HWSCHED_STATS=1 cargo bench --bench sidebyside        # and hwsched's counters per round
 //! ```
+//!
+//! With `HWSCHED_STATS` set, each workload's row is followed by hwsched's
+//! counters per round (medians over the rounds): sleeps (`parks`), futex
+//! wakes (`unparks`), searcher wakes and successful steals, the figures
+//! `hwsched-sim` reports for the same workload (SIMULATION.md,
+//! "Calibration").
 //!
 //! Linux only (getrusage).
 #![allow(missing_docs)]
@@ -251,12 +258,27 @@ fn main() {
         }
         let mut times = vec![Vec::new(); rts.len()];
         let mut switches = vec![Vec::new(); rts.len()];
+        // hwsched's parks, unparks, searcher wakes, steals per round.
+        let mut hw: [Vec<f64>; 4] = Default::default();
+        let want_stats = std::env::var_os("HWSCHED_STATS").is_some();
+        let snap = |r: &Rt| want_stats.then(|| r.stats()).flatten().map(|s| s.total());
         for _ in 0..runs {
             for (i, r) in rts.iter().enumerate() {
+                let s0 = snap(r);
                 let c0 = nvcsw();
                 let d = f(r);
                 switches[i].push((nvcsw() - c0) as f64);
                 times[i].push(d.as_secs_f64() * 1e3);
+                if let (Some(a), Some(b)) = (s0, snap(r)) {
+                    for (v, (x, y)) in hw.iter_mut().zip([
+                        (a.parks, b.parks),
+                        (a.unparks, b.unparks),
+                        (a.searcher_wakes, b.searcher_wakes),
+                        (a.steals_succeeded, b.steals_succeeded),
+                    ]) {
+                        v.push((y - x) as f64);
+                    }
+                }
             }
         }
         let t: Vec<f64> = times.into_iter().map(median).collect();
@@ -272,5 +294,12 @@ fn main() {
             c[1],
             c[2]
         );
+        if !hw[0].is_empty() {
+            let [p, u, s, st] = hw.map(median);
+            println!(
+                "|   hwsched per round: {p:.0} parks, {u:.0} unparks, {s:.0} searcher wakes, \
+                 {st:.0} steals | | | | | | | |"
+            );
+        }
     }
 }

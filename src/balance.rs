@@ -67,8 +67,60 @@
 //! words read, are counted in [`Stats`](crate::Stats) (`walk_touched`,
 //! `recheck_words`).
 
+use std::ops::Range;
+
+use crate::load::{GroupClass, Load};
+
 /// Nanoseconds in the decay period of [`LevelCost`] (the kernel's `HZ`).
 pub const DECAY_PERIOD_NS: u64 = 1_000_000_000;
+
+/// The group of a level that a walk steals from: the busiest, by
+/// [`GroupClass::busyness`] of its [`Load`] (overloaded before fully busy),
+/// among `groups` other than the one holding `searched` (the span already
+/// searched), skipping groups whose load shows nothing queued; groups are
+/// read from `start` (wrapping), and the first of equals wins. `None` when
+/// no other group shows queued work. The kernel's `find_busiest_group()`
+/// over `sg_lb_stats`, without averages or imbalance amounts: a walk steals
+/// one batch, it does not move a computed load.
+///
+/// ```
+/// use hwsched::policy::{busiest_group, Load};
+/// let groups = [0..4, 4..8, 8..12];
+/// let load = |g: &std::ops::Range<usize>| match g.start {
+///     4 => Load { running: 4, queued: 1 },
+///     8 => Load { running: 4, queued: 6 },
+///     _ => Load { running: 4, queued: 9 },
+/// };
+/// // Worker 1 searched its own group (0..4, the busiest): the busiest other.
+/// assert_eq!(busiest_group(&groups, &(0..4), 0, load), Some(&(8..12)));
+/// // Nothing queued elsewhere by the counters: none.
+/// let idle = |_: &std::ops::Range<usize>| Load { running: 1, queued: 0 };
+/// assert_eq!(busiest_group(&groups, &(0..4), 0, idle), None);
+/// ```
+#[inline]
+pub fn busiest_group<'a>(
+    groups: &'a [Range<usize>],
+    searched: &Range<usize>,
+    start: usize,
+    mut load: impl FnMut(&Range<usize>) -> Load,
+) -> Option<&'a Range<usize>> {
+    let mut best: Option<(i64, &Range<usize>)> = None;
+    for i in 0..groups.len() {
+        let g = &groups[(start + i) % groups.len()];
+        if g.start <= searched.start && searched.end <= g.end {
+            continue;
+        }
+        let l = load(g);
+        if l.queued == 0 {
+            continue;
+        }
+        let b = GroupClass::of(l, g.len()).busyness();
+        if best.is_none_or(|(bb, _)| b > bb) {
+            best = Some((b, g));
+        }
+    }
+    best.map(|(_, g)| g)
+}
 
 /// One level's balance cost: the kernel's `max_newidle_lb_cost`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

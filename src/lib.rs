@@ -54,6 +54,7 @@ pub mod policy;
 mod reactor;
 mod runtime;
 mod schedule;
+mod spans;
 mod stats;
 mod sync;
 #[cfg(feature = "io")]

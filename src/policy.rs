@@ -4,13 +4,19 @@
 //! atomics needed). The runtime's mechanism (queues, parking, the wake
 //! protocol) calls these same items.
 //!
-//! - wakeup placement, the kernel's `select_idle_sibling`:
-//!   [`select_idle_sibling`] over an [`IdleView`], with the scan depths of
-//!   `SIS_PROP` ([`prop_depth`]) and `SIS_UTIL` ([`util_depth`]);
+//! - wakeup placement, the kernel's `wake_affine` ([`wake_affine`]) then
+//!   `select_idle_sibling`: [`select_idle_sibling`] over an [`IdleView`],
+//!   with the scan depth of the [`SisMode`](crate::SisMode) ([`scan_depth`]:
+//!   `SIS_PROP`'s [`prop_depth`], `SIS_UTIL`'s [`util_depth`]);
 //! - placement of a task spawned from outside, the kernel's
 //!   `find_idlest_group`: [`find_idlest_group`] over a [`PlacementView`];
 //! - the bounded idle walk, `newidle_balance` with `max_newidle_lb_cost` and
-//!   `avg_idle`: [`BalanceState`], [`LevelCost`];
+//!   `avg_idle`: [`BalanceState`], [`LevelCost`], and the group it steals
+//!   from at each level, `find_busiest_group`: [`busiest_group`];
+//! - search orders, nearest first: [`near_spans`] (a worker's levels, then
+//!   every worker) and [`wake_spans`] (the parked worker woken to search:
+//!   on a hybrid machine the most capable workers of the LLC first,
+//!   [`capable_runs`]);
 //! - rate-limited load counters, `update_tg_load_avg`: [`Publisher`], and
 //!   group classification, `group_classify`: [`GroupClass`];
 //! - the idle governor (spin or park): [`Governor`].
@@ -25,11 +31,12 @@
 //! );
 //! ```
 
-pub use crate::balance::{BalanceState, LevelCost, WalkOutcome, DECAY_PERIOD_NS};
+pub use crate::balance::{busiest_group, BalanceState, LevelCost, WalkOutcome, DECAY_PERIOD_NS};
 pub use crate::governor::{Choice as IdleChoice, Governor, MIN_SPIN_NS, SPIN_WINDOW_NS};
 pub use crate::load::{Contribution, GroupClass, Load, Publish, Publisher};
 pub use crate::place::{find_idlest_group, PlacementView};
+pub use crate::spans::{capable_runs, near_spans, wake_spans};
 pub use crate::wake::{
-    prop_depth, select_idle_sibling, util_depth, Choice, IdleView, Outcome, SisConfig,
-    SCAN_COST_SAMPLE,
+    prop_depth, scan_depth, select_idle_sibling, util_depth, wake_affine, Choice, IdleView,
+    Outcome, SisConfig, SCAN_COST_SAMPLE,
 };

@@ -294,24 +294,7 @@ impl Builder {
         // On a hybrid machine, the runs of each LLC's most capable workers.
         let capable: Box<[Box<[std::ops::Range<usize>]>]> = llc_spans
             .iter()
-            .map(|span| {
-                if !topology.is_asymmetric() {
-                    return Box::default();
-                }
-                let top = span
-                    .clone()
-                    .map(|w| topology.capacity(w))
-                    .max()
-                    .unwrap_or(0);
-                let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-                for w in span.clone().filter(|&w| topology.capacity(w) == top) {
-                    match runs.last_mut() {
-                        Some(r) if r.end == w => r.end = w + 1,
-                        _ => runs.push(w..w + 1),
-                    }
-                }
-                runs.into_boxed_slice()
-            })
+            .map(|span| crate::spans::capable_runs(&topology, span.clone()))
             .collect();
         let workers = (0..n)
             .map(|w| WorkerShared {

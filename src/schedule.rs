@@ -17,7 +17,7 @@ use crate::sync::Ordering;
 use crate::task::Runnable;
 use crate::tunables::SisMode;
 use crate::wake::{
-    prop_depth, select_idle_sibling, util_depth, IdleView, Outcome, SisConfig, SCAN_COST_SAMPLE,
+    prop_depth, select_idle_sibling, IdleView, Outcome, SisConfig, SCAN_COST_SAMPLE,
 };
 use crate::worker;
 
@@ -130,20 +130,16 @@ fn place_from_worker(
         return;
     }
     // wake_affine: the waker's worker, unless prev is idle and shares
-    // the waker's LLC (the kernel's wake_affine_idle: an idle prev in
-    // the same cache is as warm and needs no queueing), or the waker is
-    // loaded and prev is not (wake_affine_weight's spirit). An idle prev
-    // in another LLC does not pull the wakeup away from the waker's
-    // cache, where select_idle_sibling then looks for an idle worker.
-    let target = if last != NO_WORKER
-        && last != me
-        && ((shared.idle.idle.contains(last) && shared.topology.llc_span(me).contains(&last))
-            || (!core.local.is_empty() && !queue_loaded(shared, last)))
-    {
-        last
-    } else {
-        me
-    };
+    // the waker's LLC, or the waker is loaded and prev is not (the policy's
+    // `wake_affine`).
+    let target = crate::wake::wake_affine(
+        &shared.topology,
+        me,
+        (last != NO_WORKER).then_some(last),
+        || !core.local.is_empty(),
+        |p| shared.idle.idle.contains(p),
+        |p| queue_loaded(shared, p),
+    );
     if target == me && core.lifo.is_none() && core.local.is_empty() {
         // The waker's worker has nothing else queued: the wakee runs as
         // soon as the waker yields, with a warm cache and no cross-worker
@@ -202,17 +198,17 @@ fn place_from_worker(
     worker::deliver(shared, Some(me), c, r);
 }
 
+/// The policy's `scan_depth` over `target`'s LLC and its load counter.
+#[inline]
 fn scan_depth(shared: &Shared, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
     let llc = shared.topology.llc_span(target);
-    match shared.tunables.sis {
-        SisMode::Prop => prop_depth(llc.len(), avg_idle_ns, avg_scan_cost_ns),
-        SisMode::Util => {
-            let Load { running, .. } = shared.load.load(&llc);
-            util_depth(llc.len(), f64::from(running) / llc.len() as f64)
-        }
-        SisMode::Full => llc.len(),
-        SisMode::Off => 0,
-    }
+    crate::wake::scan_depth(
+        shared.tunables.sis,
+        llc.len(),
+        avg_idle_ns,
+        avg_scan_cost_ns,
+        || shared.load.load(&llc).running,
+    )
 }
 
 fn place(

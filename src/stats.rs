@@ -239,6 +239,51 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// A snapshot assembled from counters kept elsewhere: per-worker
+    /// counters (in worker order), the outside threads' block, and the level
+    /// names of worker 0, smallest first (as [`Level::kind`]'s
+    /// [`name`](crate::LevelKind::name)). `spawned` and `retired` are the
+    /// sums of the blocks' counters; the gauges of the moment
+    /// (`park_cost`, `asleep`, `searching`, the blocking pool) are zero, and
+    /// the fields are public to set them.
+    ///
+    /// For code that keeps hwsched's counters itself and wants the same
+    /// table: a simulator driving [`policy`](crate::policy) (`hwsched-sim`
+    /// prints its runs with it), a test, or a sum of several runtimes'
+    /// snapshots.
+    ///
+    /// [`Level::kind`]: crate::Level::kind
+    ///
+    /// ```
+    /// use hwsched::{Stats, WorkerStats};
+    /// let mut w = WorkerStats::default();
+    /// w.polls = 10;
+    /// w.walk_tried[0] = 3;
+    /// let s = Stats::new(vec![w.clone(), w], WorkerStats::default(), vec!["LLC", "machine"]);
+    /// assert_eq!(s.total().polls, 20);
+    /// assert!(s.to_string().contains("idle balance: "));
+    /// ```
+    pub fn new(
+        workers: Vec<WorkerStats>,
+        external: WorkerStats,
+        level_names: Vec<&'static str>,
+    ) -> Stats {
+        let spawned = workers.iter().map(|w| w.spawned).sum::<u64>() + external.spawned;
+        let retired = workers.iter().map(|w| w.retired).sum::<u64>() + external.retired;
+        Stats {
+            workers,
+            external,
+            level_names,
+            park_cost: Duration::ZERO,
+            spawned,
+            retired,
+            asleep: 0,
+            searching: 0,
+            blocking_threads: 0,
+            blocking_idle: 0,
+        }
+    }
+
     /// Sum over workers and external threads.
     pub fn total(&self) -> WorkerStats {
         self.workers

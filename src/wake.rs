@@ -23,7 +23,7 @@
 //!    tasks carry no utilization to fit against a capacity. Steps 1-3
 //!    (cache-hot workers) and the bounded scan of step 5 are unchanged;
 //! 5. scan the LLC from `target + 1`, wrapping, for an idle worker, at most
-//!    `nr` workers ([`SisMode`](crate::SisMode));
+//!    `nr` workers ([`SisMode`]);
 //! 6. -> target.
 //!
 //! Before step 1, a wakeup whose target is the waker's own worker, when that
@@ -40,6 +40,7 @@ use std::ops::Range;
 use std::sync::atomic::AtomicUsize;
 
 use crate::topology::Topology;
+use crate::tunables::SisMode;
 
 /// Sentinel for "no worker" (a task that never ran, no recent worker).
 pub const NO_WORKER: usize = usize::MAX;
@@ -113,6 +114,81 @@ pub struct Choice {
     pub scanned: usize,
     /// Idle-mask words read by step 5.
     pub words: usize,
+}
+
+/// The kernel's `wake_affine()`, the target a wake made on worker `waker`
+/// starts its placement from: the task's previous worker `prev` when it is
+/// idle and shares the waker's LLC (`wake_affine_idle`: an idle prev in the
+/// same cache is as warm and needs no queueing), or when the waker is
+/// loaded and prev is not (`wake_affine_weight`'s spirit); else the waker.
+/// An idle prev in another LLC does not pull the wake away from the
+/// waker's cache, where [`select_idle_sibling`] then looks for an idle
+/// worker.
+///
+/// The views are asked lazily, in this order, as the runtime reads them:
+/// `prev_idle(prev)`, then `waker_loaded()` (the waker holds other queued
+/// work), then `prev_loaded(prev)` (prev's queues hold work).
+///
+/// ```
+/// use hwsched::{Topology, TopologySource};
+/// use hwsched::policy::wake_affine;
+/// let t = Topology::new(&TopologySource::Synthetic("pack:1 l3:2 core:2 pu:1".into()), None)?;
+/// // An idle prev in the waker's LLC, and one in the other LLC.
+/// assert_eq!(wake_affine(&t, 0, Some(1), || false, |_| true, |_| false), 1);
+/// assert_eq!(wake_affine(&t, 0, Some(2), || false, |_| true, |_| false), 0);
+/// // A loaded waker, an unloaded prev anywhere.
+/// assert_eq!(wake_affine(&t, 0, Some(2), || true, |_| false, |_| false), 2);
+/// assert_eq!(wake_affine(&t, 0, None, || true, |_| true, |_| false), 0);
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+#[inline]
+pub fn wake_affine(
+    topology: &Topology,
+    waker: usize,
+    prev: Option<usize>,
+    waker_loaded: impl FnOnce() -> bool,
+    prev_idle: impl FnOnce(usize) -> bool,
+    prev_loaded: impl FnOnce(usize) -> bool,
+) -> usize {
+    if let Some(p) = prev {
+        if p != waker
+            && ((prev_idle(p) && topology.llc_span(waker).contains(&p))
+                || (waker_loaded() && !prev_loaded(p)))
+        {
+            return p;
+        }
+    }
+    waker
+}
+
+/// Step 5's depth (`nr`) for [`SisMode`] `mode` over an LLC of
+/// `llc_weight` workers: [`prop_depth`] of `avg_idle_ns` and
+/// `avg_scan_cost_ns` (`Prop`), [`util_depth`] of the LLC's busy fraction,
+/// `llc_running() / llc_weight` from the load counters (`Util`, the only
+/// mode that reads them), the whole LLC (`Full`), or none (`Off`).
+///
+/// ```
+/// use hwsched::policy::scan_depth;
+/// use hwsched::SisMode;
+/// assert_eq!(scan_depth(SisMode::Full, 8, 0, 0, || 8), 8);
+/// assert_eq!(scan_depth(SisMode::Off, 8, 0, 0, || 0), 0);
+/// assert_eq!(scan_depth(SisMode::Util, 16, 0, 0, || 0), 16);
+/// assert_eq!(scan_depth(SisMode::Prop, 8, 0, 0, || unreachable!()), 4);
+/// ```
+#[inline]
+pub fn scan_depth(
+    mode: SisMode,
+    llc_weight: usize,
+    avg_idle_ns: u64,
+    avg_scan_cost_ns: u64,
+    llc_running: impl FnOnce() -> u32,
+) -> usize {
+    match mode {
+        SisMode::Prop => prop_depth(llc_weight, avg_idle_ns, avg_scan_cost_ns),
+        SisMode::Util => util_depth(llc_weight, f64::from(llc_running()) / llc_weight as f64),
+        SisMode::Full => llc_weight,
+        SisMode::Off => 0,
+    }
 }
 
 /// One wake in this many measures its placement's cost for `SIS_PROP`'s

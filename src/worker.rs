@@ -282,31 +282,28 @@ pub(crate) fn drain_inbox(m: &Mailbox<Runnable>) -> usize {
 }
 
 /// The spans around worker `w`, nearest first (its levels), ending with
-/// every worker: where a wake looks for a parked worker.
+/// every worker: the policy's [`near_spans`](crate::spans::near_spans).
+#[inline]
 pub(crate) fn near_spans(
     shared: &Shared,
     w: usize,
 ) -> impl Iterator<Item = &std::ops::Range<usize>> + Clone {
-    shared
-        .topology
-        .levels(w)
-        .iter()
-        .map(|l| &l.span)
-        .chain(std::iter::once(&shared.all))
+    crate::spans::near_spans(shared.topology.levels(w), &shared.all)
 }
 
 /// Where a parked worker is woken to search near worker `w`: on a hybrid
-/// machine, the most capable workers of `w`'s LLC first (the kernel's
-/// asymmetric-capacity preference, simplified: among the parked workers of
-/// one cache, a big core searches and runs what it finds), then
-/// [`near_spans`]. On a symmetric machine, [`near_spans`] alone.
+/// machine, the most capable workers of `w`'s LLC first, then
+/// [`near_spans`]; the policy's [`wake_spans`](crate::spans::wake_spans).
+#[inline]
 pub(crate) fn wake_spans(
     shared: &Shared,
     w: usize,
 ) -> impl Iterator<Item = &std::ops::Range<usize>> + Clone {
-    shared.capable[shared.workers[w].llc_hint]
-        .iter()
-        .chain(near_spans(shared, w))
+    crate::spans::wake_spans(
+        &shared.capable[shared.workers[w].llc_hint],
+        shared.topology.levels(w),
+        &shared.all,
+    )
 }
 
 fn bump_for(
@@ -707,22 +704,9 @@ fn steal_from_level(
 ) -> Option<(Runnable, usize)> {
     let lvl = &shared.topology.levels(core.index)[level];
     let st = &shared.workers[core.index].stats;
-    let mut best: Option<(i64, &std::ops::Range<usize>)> = None;
     let start = core.rand(lvl.groups.len());
-    for i in 0..lvl.groups.len() {
-        let g = &lvl.groups[(start + i) % lvl.groups.len()];
-        if g.start <= searched.start && searched.end <= g.end {
-            continue;
-        }
-        let load = shared.load.load(g);
-        if load.queued == 0 {
-            continue;
-        }
-        let b = crate::load::GroupClass::of(load, g.len()).busyness();
-        if best.is_none_or(|(bb, _)| b > bb) {
-            best = Some((b, g));
-        }
-    }
+    let mut best =
+        crate::balance::busiest_group(&lvl.groups, searched, start, |g| shared.load.load(g));
     if best.is_none() {
         // The counters show nothing queued here, but they lag (and a worker
         // stuck in a long poll never publishes): the `queued` set is exact
@@ -740,11 +724,10 @@ fn steal_from_level(
                     .any(g, Ordering::Relaxed, Some(core.index));
                 words += n as u64;
                 any
-            })
-            .map(|g| (0, g));
+            });
         WorkerCounters::bump(&st.recheck_words, words);
     }
-    let (_, group) = best?;
+    let group = best?;
     // Within the group, only members of the `queued` set (a word per 64
     // workers), from a random start: the summary before the members.
     let group = group.clone();

@@ -28,5 +28,5 @@ pub mod sim;
 pub mod workload;
 
 pub use cost::{CostModel, Tier};
-pub use report::{Counters, Report};
+pub use report::Report;
 pub use sim::{simulate, Config, Policy};

@@ -25,6 +25,8 @@ topology (one of):
 workload (--workload NAME, default hackbench):
   hackbench   --groups G (4) --fds F (10) --loops L (50) --send-ns (500) --recv-ns (500)
   burst       --bursts B (10) --tasks N (4 x workers) --work-us W (20) --period-us P (200) --jitter PCT (20)
+              (--period-ns P, --work-ns W: in ns; --bursts 100000 --tasks 1 --period-ns 440
+              is a spawner that spawns one task every 440 ns)
   independent --tasks N (8 x workers) --work-us W (100): one burst, no communication
   pingpong    --pairs P (workers / 2) --trips R (500) --work-ns W (500)
   light       --load X (0.25) or --period-us P, --receivers R (2 x workers) --work-us W (20) --messages N (20000)
@@ -43,7 +45,8 @@ model:
   --costs epyc|xeon|vm|zero (epyc)  --cost KEY=NS (repeatable, e.g. line_ns.remote=300)
   --seed N (1)
 
-output:
+output (default: the full report, ending with hwsched's own Stats table
+as Runtime::stats() prints it):
   --row          one markdown table row instead of the full report:
                  | label | makespan ms | ops/s | p50 us | p99 us | sched/work | idle-while-queued | cross-LLC migrations |
   --label TEXT   the row's first cell (default: the policy)
@@ -193,9 +196,15 @@ fn real_main() -> Result<(), String> {
         "burst" => Box::new(Burst::new(
             a.num("bursts", 10)?,
             a.num("tasks", 4 * n as u64)?,
-            us("work-us", 20)?,
+            match a.get("work-ns") {
+                Some(_) => a.num("work-ns", 0)?,
+                None => us("work-us", 20)?,
+            },
             a.num("jitter", 20)?,
-            us("period-us", 200)?,
+            match a.get("period-ns") {
+                Some(_) => a.num("period-ns", 0)?,
+                None => us("period-us", 200)?,
+            },
         )),
         "independent" => Box::new(Burst::new(
             1,

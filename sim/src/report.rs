@@ -1,89 +1,12 @@
 //! What a run reports: throughput, wake latency, CPU by purpose, the
-//! work-conservation metric, migrations by level, and schedstat-like
-//! counters named as in hwsched's `Stats`.
+//! work-conservation metric, migrations by level, and hwsched's own
+//! [`Stats`] of the run, printed with the runtime's table.
 
 use std::fmt;
 
-use crate::cost::Tier;
+use hwsched::{Stats, WorkerStats};
 
-/// Event counters, named after the runtime's `Stats` fields they mirror.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Tasks polled.
-    pub polls: u64,
-    /// Polls taken from the LIFO slot.
-    pub lifo_polls: u64,
-    /// Tasks taken from the inbox (or the tokio-like global queue).
-    pub inbox_pulls: u64,
-    /// Spawns from a worker (to its own deque).
-    pub local_spawns: u64,
-    /// External spawns placed on an idle worker.
-    pub spawn_placed_idle: u64,
-    /// External spawns placed by load (`find_idlest_group`) or on the
-    /// burst's target.
-    pub spawn_placed_loaded: u64,
-    /// Wakes that went to the waker's own LIFO slot.
-    pub wake_local: u64,
-    /// Wakes whose chosen parked worker could not be woken (a wake in
-    /// flight): queued on the waker.
-    pub wake_deferred: u64,
-    /// `select_idle_sibling` step 1.
-    pub sis_target: u64,
-    /// Step 2.
-    pub sis_prev: u64,
-    /// Step 3 hit.
-    pub sis_recent_hit: u64,
-    /// Step 3 miss.
-    pub sis_recent_miss: u64,
-    /// Step 4, a whole idle core.
-    pub sis_idle_core: u64,
-    /// Step 4, an idle worker seen on the way.
-    pub sis_idle_candidate: u64,
-    /// Step 5 found an idle worker.
-    pub sis_scan_found: u64,
-    /// Step 6, fell back to target.
-    pub sis_fallback: u64,
-    /// Workers examined by step 5.
-    pub sis_scanned: u64,
-    /// Idle-mask words read by step 5.
-    pub sis_words: u64,
-    /// Parked workers claimed and woken to search.
-    pub searcher_wakes: u64,
-    /// Futex wakes sent.
-    pub unparks: u64,
-    /// Sleeps that ended (a worker parked and was woken).
-    pub parks: u64,
-    /// Re-checks of a worker going to sleep with no searcher left.
-    pub park_rechecks: u64,
-    /// Idle walks started.
-    pub walks: u64,
-    /// Walks of a worker woken or kicked to search.
-    pub woken_searching: u64,
-    /// Walks skipped by the gate (nothing queued anywhere).
-    pub walks_skipped: u64,
-    /// Levels tried, per level (smallest first; the fifth counts the rest).
-    pub walk_tried: [u64; 5],
-    /// Walks cut short by the cost bound before this level.
-    pub walk_cut: [u64; 5],
-    /// Walks that found work at this level.
-    pub walk_success: [u64; 5],
-    /// Victim queues looked at by walks and re-checks.
-    pub walk_touched: u64,
-    /// Steal attempts (deque, then inbox, per victim).
-    pub steals_attempted: u64,
-    /// Successful steals.
-    pub steals_succeeded: u64,
-    /// Tasks moved by steals.
-    pub tasks_stolen: u64,
-    /// Spins started.
-    pub spins: u64,
-    /// Spins that ended with work.
-    pub spin_hits: u64,
-    /// Spins that ran out and parked.
-    pub spin_gave_up: u64,
-    /// Load counters written.
-    pub load_publishes: u64,
-}
+use crate::cost::Tier;
 
 /// The result of one simulation.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,8 +61,15 @@ pub struct Report {
     /// Task migrations (ran on another worker than last time), per
     /// [`Tier`].
     pub migrations: [u64; 6],
-    /// Event counters.
-    pub counters: Counters,
+    /// hwsched's counters of the run, as [`Runtime::stats`] gives them for
+    /// a real run: per worker, outside threads' block, the gauges, and the
+    /// level names (the simulator keeps the runtime's counters, bumped by
+    /// the simulated thread the runtime bumps them on).
+    ///
+    /// [`Runtime::stats`]: hwsched::Runtime::stats
+    pub stats: Stats,
+    /// `stats.total()`: the sum over workers and outside threads.
+    pub counters: WorkerStats,
 }
 
 impl Report {
@@ -282,59 +212,9 @@ impl fmt::Display for Report {
             write!(f, " {} {}", t.name(), self.migrations[t.index()])?;
         }
         writeln!(f, " (total {})", self.total_migrations())?;
-        let c = &self.counters;
-        writeln!(
-            f,
-            "polls {} (lifo {}, inbox pulls {}), local spawns {}, external spawns idle/loaded {}/{}",
-            c.polls,
-            c.lifo_polls,
-            c.inbox_pulls,
-            c.local_spawns,
-            c.spawn_placed_idle,
-            c.spawn_placed_loaded
-        )?;
-        writeln!(
-            f,
-            "wake placement: local {}, target {}, prev {}, recent hit/miss {}/{}, idle core {}, candidate {}, scan found {}, fallback {}, scanned {}, words {}, deferred {}",
-            c.wake_local,
-            c.sis_target,
-            c.sis_prev,
-            c.sis_recent_hit,
-            c.sis_recent_miss,
-            c.sis_idle_core,
-            c.sis_idle_candidate,
-            c.sis_scan_found,
-            c.sis_fallback,
-            c.sis_scanned,
-            c.sis_words,
-            c.wake_deferred
-        )?;
-        writeln!(
-            f,
-            "idle: walks {} (woken/kicked {}, skipped {}), tried/cut/success per level {:?}/{:?}/{:?}, touched {}",
-            c.walks,
-            c.woken_searching,
-            c.walks_skipped,
-            c.walk_tried,
-            c.walk_cut,
-            c.walk_success,
-            c.walk_touched
-        )?;
-        writeln!(
-            f,
-            "steals: attempted {}, succeeded {}, tasks moved {}; searcher wakes {}, unparks {}, parks {}, park re-checks {}",
-            c.steals_attempted,
-            c.steals_succeeded,
-            c.tasks_stolen,
-            c.searcher_wakes,
-            c.unparks,
-            c.parks,
-            c.park_rechecks
-        )?;
-        writeln!(
-            f,
-            "spins {} (hits {}, gave up {}), load counters written {}",
-            c.spins, c.spin_hits, c.spin_gave_up, c.load_publishes
-        )
+        // The runtime's own table (stats.rs `Display`), from the same
+        // counters: per worker, per level, wake placement, load counters,
+        // governor.
+        write!(f, "{}", self.stats)
     }
 }

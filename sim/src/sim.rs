@@ -4,19 +4,24 @@
 //! # What is production code and what is mirrored
 //!
 //! The policies are called, not copied (`hwsched::policy`):
-//! [`select_idle_sibling`] over an [`IdleView`] of the simulated idle
-//! flags, with [`prop_depth`] / [`util_depth`] for its scan depth;
-//! [`find_idlest_group`] over a [`PlacementView`] of the simulated load
-//! counters; [`BalanceState::walk_with`] (the bounded walk, its
-//! `max_newidle_lb_cost` per level and `avg_idle`); [`Governor::choose`];
-//! [`Publisher::decide`] and [`GroupClass`].
+//! [`wake_affine`] and [`select_idle_sibling`] over an [`IdleView`] of the
+//! simulated idle flags, with [`scan_depth`] (and [`prop_depth`] for a wake
+//! from outside) for its scan depth; [`find_idlest_group`] over a
+//! [`PlacementView`] of the simulated load counters;
+//! [`BalanceState::walk_with`] (the bounded walk, its `max_newidle_lb_cost`
+//! per level and `avg_idle`) and [`busiest_group`] for the group each level
+//! steals from; [`wake_spans`] (with [`capable_runs`]) for the parked
+//! worker a wake takes and [`near_spans`] for the re-check's order;
+//! [`Governor::choose`]; [`Publisher::decide`] (and `GroupClass`, inside
+//! `busiest_group`).
 //!
 //! The mechanism around them lives in `worker.rs`, `schedule.rs`, `idle.rs`
 //! and `park.rs`, over atomics and real queues, and is not callable without
 //! threads. It is reproduced here, step for step, in plain code over the
 //! simulated state; each function below names the production function it
 //! mirrors. When those files change, these mirrors must follow (SIMULATION.md
-//! lists them). They follow `main` at fd9db96; the I/O reactor path (a worker
+//! lists them). They follow `main` at fd9db96, and its `wake_spans` (issue
+//! 16) through the policy function; the I/O reactor path (a worker
 //! driving async-io in `block_on`, its suspended idle state) is not
 //! modelled: simulated programs do no I/O.
 //!
@@ -40,14 +45,14 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use hwsched::policy::{
-    find_idlest_group, prop_depth, select_idle_sibling, util_depth, BalanceState, Contribution,
-    Governor, GroupClass, IdleChoice, IdleView, Load, Outcome, PlacementView, Publish, Publisher,
-    SisConfig, SCAN_COST_SAMPLE,
+    busiest_group, capable_runs, find_idlest_group, near_spans, prop_depth, scan_depth,
+    select_idle_sibling, wake_affine, wake_spans, BalanceState, Contribution, Governor, IdleChoice,
+    IdleView, Load, Outcome, PlacementView, Publish, Publisher, SisConfig, SCAN_COST_SAMPLE,
 };
-use hwsched::{IdleMode, LevelKind, SisMode, StealWalk, Topology, Tunables};
+use hwsched::{IdleMode, LevelKind, SisMode, Stats, StealWalk, Topology, Tunables, WorkerStats};
 
 use crate::cost::{CostModel, Tier};
-use crate::report::{Counters, Report};
+use crate::report::Report;
 use crate::rng::Rng;
 use crate::workload::{Action, Ctx, TaskId, Workload};
 
@@ -256,6 +261,11 @@ pub struct Sim {
     queued: Vec<bool>,
     idle_cores: Vec<bool>,
     llc_of: Vec<usize>,
+    /// Per LLC (indexed by `llc_of`): the runs of its most capable workers
+    /// (shared.rs `capable`, from the policy's `capable_runs`).
+    capable: Vec<Box<[Range<usize>]>>,
+    /// Every worker (shared.rs `all`).
+    all: Range<usize>,
     searching: usize,
     awake: usize,
     loads: Vec<Load>,
@@ -273,7 +283,13 @@ pub struct Sim {
     /// Cost accrued by the current actor's step.
     acc: u64,
     // Metrics.
-    c: Counters,
+    /// hwsched's counters, kept as the runtime keeps them: one block per
+    /// worker and one for outside threads (the last), each written by the
+    /// actor whose step it is (`actor`).
+    stats: Vec<WorkerStats>,
+    /// Whose step runs now: a worker, or `n` for outside threads (the
+    /// workload's timers and start).
+    actor: usize,
     latencies: Vec<u64>,
     queued_total: usize,
     idle_count: usize,
@@ -413,6 +429,11 @@ impl Sim {
             parked: vec![false; n],
             queued: vec![false; n],
             idle_cores: vec![false; n_llc],
+            capable: llc_starts
+                .iter()
+                .map(|&s| capable_runs(topo, topo.llc_span(s)))
+                .collect(),
+            all: 0..n,
             llc_of,
             searching: 0,
             awake: n,
@@ -428,7 +449,8 @@ impl Sim {
             seq: 0,
             now: 0,
             acc: 0,
-            c: Counters::default(),
+            stats: vec![WorkerStats::default(); n + 1],
+            actor: n,
             latencies: Vec::new(),
             queued_total: 0,
             idle_count: 0,
@@ -460,6 +482,12 @@ impl Sim {
             seq: self.seq,
             ev,
         }));
+    }
+
+    /// The counters of the actor whose step runs now (worker.rs bumps the
+    /// current thread's block: a worker's own, or `external`).
+    fn k(&mut self) -> &mut WorkerStats {
+        &mut self.stats[self.actor]
     }
 
     fn set_phase(&mut self, w: usize, p: Phase) {
@@ -498,6 +526,15 @@ impl Sim {
             self.last_integrate = q.at;
             self.now = q.at;
             self.acc = 0;
+            self.actor = match q.ev {
+                Ev::Step(w)
+                | Ev::RunEnd(w, _)
+                | Ev::WalkDone(w, _)
+                | Ev::SpinEnd(w, _)
+                | Ev::SpinHit(w, _)
+                | Ev::Woken(w) => w,
+                Ev::Timer(_) => self.n,
+            };
             match q.ev {
                 Ev::Step(w) => self.step(w),
                 Ev::RunEnd(w, t) => self.run_end(w, t),
@@ -521,7 +558,37 @@ impl Sim {
         self.report()
     }
 
+    /// hwsched's `Stats` of the run: the counters per worker and outside,
+    /// the gauges (`avg_idle`, each level's `max_cost`) as the runtime
+    /// leaves them, the level names of worker 0, and the idle counts at the
+    /// end.
+    fn stats(&self) -> Stats {
+        let mut workers = self.stats[..self.n].to_vec();
+        for (w, s) in workers.iter_mut().enumerate() {
+            let b = &self.workers[w].balance;
+            s.avg_idle_ns = b.avg_idle_ns;
+            for (i, l) in b.levels.iter().enumerate().take(s.max_cost_ns.len()) {
+                s.max_cost_ns[i] = l.max_ns;
+            }
+        }
+        let names = self
+            .cfg
+            .topology
+            .levels(0)
+            .iter()
+            .map(|l| l.kind.name())
+            .collect();
+        let mut st = Stats::new(workers, self.stats[self.n].clone(), names);
+        if self.cfg.tunables.park_cost.is_some() || self.cfg.tunables.idle == IdleMode::Governed {
+            st.park_cost = Duration::from_nanos(self.governor_park_cost());
+        }
+        st.asleep = self.n - self.awake;
+        st.searching = self.searching;
+        st
+    }
+
     fn report(self) -> Report {
+        let stats = self.stats();
         let mut lat = self.latencies;
         lat.sort_unstable();
         let pct = |p: usize| -> u64 {
@@ -569,7 +636,8 @@ impl Sim {
             wakes_measured: lat.len(),
             idle_while_queued_ns: self.idle_while_queued_ns,
             migrations: self.migrations,
-            counters: self.c,
+            counters: stats.total(),
+            stats,
         }
     }
 
@@ -594,11 +662,12 @@ impl Sim {
                     debug_assert_eq!(self.tasks[t].state, TState::Unspawned, "spawned once");
                     self.tasks[t].state = TState::Queued;
                     self.tasks[t].ready_at = self.now;
+                    self.k().spawned += 1;
                     match from {
                         // worker.rs `place_spawn`: a worker's spawn goes to
                         // its own deque.
                         Some(w) => {
-                            self.c.local_spawns += 1;
+                            self.k().local_spawns += 1;
                             self.push_local(w, t);
                         }
                         None => self.place_external(t),
@@ -620,6 +689,11 @@ impl Sim {
             TState::Blocked => {
                 self.tasks[t].state = TState::Queued;
                 self.tasks[t].ready_at = self.now;
+                // stats.rs: a wake by a task on a worker, or from outside.
+                match from {
+                    Some(_) => self.k().wakes_by_task += 1,
+                    None => self.k().wakes_foreign += 1,
+                }
                 match self.cfg.policy {
                     Policy::Hwsched => self.schedule(from, t),
                     Policy::TokioLike => match from {
@@ -652,19 +726,19 @@ impl Sim {
             self.deliver(None, c, t);
             return;
         };
-        // wake_affine (schedule.rs): prev when it is idle and shares the
-        // waker's LLC, or when the waker is loaded and prev is not.
-        let target = if last != NO_WORKER
-            && last != me
-            && ((self.idle[last] && self.cfg.topology.llc_span(me).contains(&last))
-                || (!self.workers[me].local.is_empty() && !self.queue_loaded(last)))
-        {
-            last
-        } else {
-            me
-        };
+        // The production wake_affine (schedule.rs): prev when it is idle
+        // and shares the waker's LLC, or when the waker is loaded and prev is
+        // not.
+        let target = wake_affine(
+            &self.cfg.topology,
+            me,
+            (last != NO_WORKER).then_some(last),
+            || !self.workers[me].local.is_empty(),
+            |p| self.idle[p],
+            |p| self.queue_loaded(p),
+        );
         if target == me && self.workers[me].lifo.is_none() && self.workers[me].local.is_empty() {
-            self.c.wake_local += 1;
+            self.k().wake_local += 1;
             self.push_lifo(me, t);
             return;
         }
@@ -689,7 +763,7 @@ impl Sim {
             wk.avg_scan_cost_ns = (avg + (cost - avg) / 8).max(0) as u64;
         }
         if c == me {
-            self.c.wake_local += 1;
+            self.k().wake_local += 1;
             self.push_lifo(me, t);
             return;
         }
@@ -697,14 +771,14 @@ impl Sim {
             // idle.rs `wake_specific`: the one wake in flight.
             if self.searching != 0 {
                 self.idle[c] = true;
-                self.c.wake_deferred += 1;
+                self.k().wake_deferred += 1;
                 self.push_local(me, t);
                 return;
             }
             self.searching += 1;
             self.parked[c] = false;
             self.awake += 1;
-            self.c.searcher_wakes += 1;
+            self.k().searcher_wakes += 1;
             self.deliver_to_woken(Some(me), c, t);
             return;
         }
@@ -716,18 +790,17 @@ impl Sim {
         !self.workers[w].local.is_empty() || !self.workers[w].inbox.is_empty()
     }
 
-    /// schedule.rs `scan_depth`: the production depth functions.
+    /// schedule.rs `scan_depth`: the production `scan_depth` over the
+    /// target's LLC and its simulated load counter.
     fn scan_depth(&self, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
         let llc = self.cfg.topology.llc_span(target);
-        match self.cfg.tunables.sis {
-            SisMode::Prop => prop_depth(llc.len(), avg_idle_ns, avg_scan_cost_ns),
-            SisMode::Util => {
-                let Load { running, .. } = self.load(&llc);
-                util_depth(llc.len(), f64::from(running) / llc.len() as f64)
-            }
-            SisMode::Full => llc.len(),
-            SisMode::Off => 0,
-        }
+        scan_depth(
+            self.cfg.tunables.sis,
+            llc.len(),
+            avg_idle_ns,
+            avg_scan_cost_ns,
+            || self.load(&llc).running,
+        )
     }
 
     /// schedule.rs `place`: the production `select_idle_sibling` over the
@@ -767,7 +840,7 @@ impl Sim {
             target,
         );
         self.acc += view.ns.get();
-        let k = &mut self.c;
+        let k = self.k();
         match c.outcome {
             Outcome::Target => k.sis_target += 1,
             Outcome::Prev => k.sis_prev += 1,
@@ -804,7 +877,7 @@ impl Sim {
         match self.workers[w].phase {
             Phase::Parked => {
                 self.acc += self.cfg.cost.wake_cpu_ns;
-                self.c.unparks += 1;
+                self.k().unparks += 1;
                 self.set_phase(w, Phase::Waking);
                 let at = self.now + self.acc + self.cfg.cost.wake_latency_ns;
                 self.at(at, Ev::Woken(w));
@@ -868,30 +941,31 @@ impl Sim {
         self.searching += 1;
         self.parked[w] = false;
         self.awake += 1;
-        self.c.searcher_wakes += 1;
+        self.k().searcher_wakes += 1;
         // park.rs `Mailbox::kick`: the note, then the parker.
         self.workers[w].kick = Some(near.min(self.n - 1));
         self.notify(from, w);
     }
 
-    /// idle.rs `Sleepers::wake_one`'s search: the `parked` bit nearest to
-    /// `near`, trying its levels' spans nearest first (worker.rs
-    /// `near_spans`), each from `near`, wrapping.
+    /// idle.rs `Sleepers::wake_one`'s search: the first `parked` bit of the
+    /// production `wake_spans` order around `near` (worker.rs `wake_spans`:
+    /// on a hybrid machine the most capable workers of `near`'s LLC, then
+    /// its levels' spans, nearest first), each span from `near` (from its
+    /// start when `near` is outside it: `WorkerSet::find`), wrapping.
     fn take_parked_near(&mut self, near: usize, from: Option<usize>) -> Option<usize> {
         let near = near.min(self.n - 1);
-        let mut spans: Vec<Range<usize>> = self
-            .cfg
-            .topology
-            .levels(near)
-            .iter()
-            .map(|l| l.span.clone())
-            .collect();
-        spans.push(0..self.n);
+        let spans: Vec<Range<usize>> = wake_spans(
+            &self.capable[self.llc_of[near]],
+            self.cfg.topology.levels(near),
+            &self.all,
+        )
+        .cloned()
+        .collect();
         for s in spans {
             let from_w = from.unwrap_or(near);
             self.acc += s.len().div_ceil(64) as u64 * self.line(from_w, s.start);
             let len = s.len();
-            let off = near - s.start;
+            let off = if s.contains(&near) { near - s.start } else { 0 };
             if let Some(w) = (0..len)
                 .map(|i| s.start + (off + i) % len)
                 .find(|&w| self.parked[w])
@@ -922,7 +996,7 @@ impl Sim {
             .find(|&w| self.idle[w] && !self.parked[w])
         {
             self.idle[w] = false;
-            self.c.spawn_placed_idle += 1;
+            self.k().spawn_placed_idle += 1;
             self.burst_target = w;
             self.deliver(None, w, t);
             return;
@@ -933,14 +1007,14 @@ impl Sim {
                 self.searching += 1;
                 self.parked[w] = false;
                 self.awake += 1;
-                self.c.spawn_placed_idle += 1;
-                self.c.searcher_wakes += 1;
+                self.k().spawn_placed_idle += 1;
+                self.k().searcher_wakes += 1;
                 self.burst_target = w;
                 self.deliver_to_woken(None, w, t);
                 return;
             }
         }
-        self.c.spawn_placed_loaded += 1;
+        self.k().spawn_placed_loaded += 1;
         let to = if self.awake < n {
             self.burst_target.min(n - 1)
         } else {
@@ -1016,14 +1090,14 @@ impl Sim {
                 self.mailbox_take(w)
             };
             if let Some(t) = r {
-                self.c.inbox_pulls += 1;
+                self.k().inbox_pulls += 1;
                 return Some(t);
             }
         }
         if let Some(t) = self.workers[w].lifo.take() {
             if self.workers[w].lifo_streak < MAX_LIFO_POLLS {
                 self.workers[w].lifo_streak += 1;
-                self.c.lifo_polls += 1;
+                self.k().lifo_polls += 1;
                 self.acc += self.cfg.cost.local_queue_ns;
                 return Some(t);
             }
@@ -1041,7 +1115,7 @@ impl Sim {
             self.mailbox_take(w)
         };
         if r.is_some() {
-            self.c.inbox_pulls += 1;
+            self.k().inbox_pulls += 1;
         }
         r
     }
@@ -1061,7 +1135,7 @@ impl Sim {
                 l.queued = (i64::from(l.queued) + queued) as u32;
                 self.acc += self.cfg.cost.line(tier);
             }
-            self.c.load_publishes += self.ancestors[w].len() as u64;
+            self.k().load_publishes += self.ancestors[w].len() as u64;
         }
     }
 
@@ -1109,7 +1183,7 @@ impl Sim {
             penalty = self.cfg.cost.warmth_ns[tier.index()];
         }
         task.last_worker = w;
-        self.c.polls += 1;
+        self.k().polls += 1;
         let mut actions = std::mem::take(&mut self.workers[w].run_actions);
         let run = {
             let mut ctx = Ctx::new(start, &mut self.rng, &mut self.next_task, &mut actions);
@@ -1135,6 +1209,7 @@ impl Sim {
         let task = &mut self.tasks[t];
         if done {
             task.state = TState::Done;
+            self.stats[w].retired += 1;
             if self.now >= self.makespan {
                 self.makespan = self.now;
                 // Worker time as of the end (what idle workers spend after
@@ -1151,6 +1226,7 @@ impl Sim {
             // back of the local deque (tokio-like: the same).
             task.state = TState::Queued;
             task.ready_at = self.now;
+            self.k().wakes_by_task += 1;
             self.push_local(w, t);
         } else {
             task.state = TState::Blocked;
@@ -1176,7 +1252,7 @@ impl Sim {
         self.workers[w].queued_bit = false;
         if std::mem::replace(&mut self.queued[w], false) {
             if let Some(t) = self.mailbox_take(w) {
-                self.c.inbox_pulls += 1;
+                self.k().inbox_pulls += 1;
                 return Some(t);
             }
         }
@@ -1264,19 +1340,16 @@ impl Sim {
         if self.cfg.policy == Policy::TokioLike && !self.inject.is_empty() {
             return Some(INJECT);
         }
-        let mut spans: Vec<Range<usize>> = self
-            .cfg
-            .topology
-            .levels(me)
-            .iter()
-            .map(|l| l.span.clone())
+        let spans: Vec<Range<usize>> = near_spans(self.cfg.topology.levels(me), &self.all)
+            .cloned()
             .collect();
-        spans.push(0..self.n);
         for s in spans {
+            // The `queued` words read (one per 64 workers of the span).
+            self.k().recheck_words += s.len().div_ceil(64) as u64;
             self.acc += s.len().div_ceil(64) as u64 * self.line(me, s.start);
             for v in s {
                 if v != me && self.queued[v] {
-                    self.c.walk_touched += 1;
+                    self.k().walk_touched += 1;
                     self.acc += self.cfg.cost.steal_probe_lines * self.line(me, v);
                     if self.has_work(v) {
                         return Some(v);
@@ -1309,7 +1382,7 @@ impl Sim {
             &[false, true]
         };
         for &from_inbox in sources {
-            self.c.steals_attempted += 1;
+            self.k().steals_attempted += 1;
             let q = if victim == INJECT {
                 &mut self.inject
             } else if from_inbox {
@@ -1334,15 +1407,15 @@ impl Sim {
             self.workers[w].local.extend(taken);
             self.acc += (cost.steal_lines + k.div_ceil(8) as u64) * l;
             self.workers[w].last_victim = (victim != INJECT).then_some(victim);
-            self.c.steals_succeeded += 1;
-            self.c.tasks_stolen += k as u64;
+            self.k().steals_succeeded += 1;
+            self.k().tasks_stolen += k as u64;
             return Some(first);
         }
         None
     }
 
     /// Mirrors worker.rs `steal_from_level`: the busiest other group by the
-    /// (stale) load counters, the production `GroupClass`; else the
+    /// (stale) load counters, the production `busiest_group`; else the
     /// `queued` set; then the group's queued members from a random start.
     fn steal_from_level(
         &mut self,
@@ -1351,39 +1424,32 @@ impl Sim {
         searched: &Range<usize>,
     ) -> Option<TaskId> {
         let groups = self.cfg.topology.levels(w)[level].groups.clone();
-        let mut best: Option<(i64, Range<usize>)> = None;
         let start = self.rand(w, groups.len());
         let inside = |g: &Range<usize>| g.start <= searched.start && searched.end <= g.end;
-        for i in 0..groups.len() {
-            let g = &groups[(start + i) % groups.len()];
-            if inside(g) {
-                continue;
-            }
-            self.acc += self.line(w, g.start);
-            let load = self.load(g);
-            if load.queued == 0 {
-                continue;
-            }
-            let b = GroupClass::of(load, g.len()).busyness();
-            if best.as_ref().is_none_or(|(bb, _)| b > *bb) {
-                best = Some((b, g.clone()));
-            }
-        }
+        // The production choice; each group's counter read costs a line.
+        let mut read = 0;
+        let mut best = busiest_group(&groups, searched, start, |g| {
+            read += self.line(w, g.start);
+            self.load(g)
+        })
+        .cloned();
+        self.acc += read;
         if best.is_none() {
             for g in groups.iter().filter(|g| !inside(g)) {
+                self.k().recheck_words += g.len().div_ceil(64) as u64;
                 self.acc += g.len().div_ceil(64) as u64 * self.line(w, g.start);
                 if g.clone().any(|v| v != w && self.queued[v]) {
-                    best = Some((0, g.clone()));
+                    best = Some(g.clone());
                     break;
                 }
             }
         }
-        let (_, group) = best?;
+        let group = best?;
         let off = group.start + self.rand(w, group.len());
         for part in [off..group.end, group.start..off] {
             for v in part {
                 if v != w && self.queued[v] {
-                    self.c.walk_touched += 1;
+                    self.k().walk_touched += 1;
                     if let Some(t) = self.steal_from(w, v) {
                         return Some(t);
                     }
@@ -1398,11 +1464,11 @@ impl Sim {
     /// `BalanceState::walk_with` decides which levels are tried, against a
     /// clock that advances by the modelled cost of each level.
     fn walk(&mut self, w: usize, kicked_by: Option<usize>) -> Option<TaskId> {
-        self.c.walks += 1;
+        self.k().walks += 1;
         if let Some(k) = kicked_by {
-            self.c.woken_searching += 1;
+            self.k().woken_searching += 1;
             if k != w && k < self.n {
-                self.c.walk_touched += 1;
+                self.k().walk_touched += 1;
                 if let Some(t) = self.steal_from(w, k) {
                     return Some(t);
                 }
@@ -1411,7 +1477,7 @@ impl Sim {
         if let Some(v) = self.workers[w].last_victim.take() {
             self.acc += self.cfg.cost.steal_probe_lines * self.line(w, v);
             if v != w && self.has_work(v) {
-                self.c.walk_touched += 1;
+                self.k().walk_touched += 1;
                 if let Some(t) = self.steal_from(w, v) {
                     return Some(t);
                 }
@@ -1423,7 +1489,7 @@ impl Sim {
             for i in 0..n {
                 let v = (start + i) % n;
                 if v != w {
-                    self.c.walk_touched += 1;
+                    self.k().walk_touched += 1;
                     if let Some(t) = self.steal_from(w, v) {
                         return Some(t);
                     }
@@ -1437,13 +1503,15 @@ impl Sim {
         // The gate (rd->overload): the machine counter, then the queued set.
         self.acc += self.cfg.cost.line(Tier::Remote);
         if self.loads[self.machine].queued == 0 {
+            self.k().recheck_words += n.div_ceil(64) as u64;
             self.acc += n.div_ceil(64) as u64 * self.cfg.cost.line(Tier::Remote);
             if !(0..n).any(|v| v != w && self.queued[v]) {
-                self.c.walks_skipped += 1;
+                self.k().walks_skipped += 1;
                 return None;
             }
         }
         let clock = Cell::new(self.now + self.acc);
+        let stolen_before = self.k().tasks_stolen;
         let mut searched = w..w + 1;
         let mut balance = std::mem::replace(&mut self.workers[w].balance, BalanceState::new(0, 1));
         let clock_ns = self.cfg.cost.clock_ns;
@@ -1461,13 +1529,16 @@ impl Sim {
         );
         self.workers[w].balance = balance;
         for &i in &out.tried {
-            self.c.walk_tried[i.min(4)] += 1;
+            self.k().walk_tried[i.min(4)] += 1;
         }
         if let Some(i) = out.cut_at {
-            self.c.walk_cut[i.min(4)] += 1;
+            self.k().walk_cut[i.min(4)] += 1;
         }
         let (level, t) = out.found?;
-        self.c.walk_success[level.min(4)] += 1;
+        self.k().walk_success[level.min(4)] += 1;
+        // Only the successful steal moved tasks.
+        let moved = self.k().tasks_stolen - stolen_before;
+        self.k().walk_moved[level.min(4)] += moved;
         Some(t)
     }
 
@@ -1534,14 +1605,14 @@ impl Sim {
             self.mailbox_take(w)
         };
         if let Some(t) = r {
-            self.c.inbox_pulls += 1;
+            self.k().inbox_pulls += 1;
             return self.got_work(w, t);
         }
         if let Some(k) = self.workers[w].kick.take() {
             return self.handle_woken(w, Some(k), None);
         }
         if let IdleChoice::Spin { until_ns } = choice {
-            self.c.spins += 1;
+            self.k().spins += 1;
             self.set_phase(w, Phase::Spinning);
             let wk = &mut self.workers[w];
             wk.gen += 1;
@@ -1591,7 +1662,7 @@ impl Sim {
         }
         let none_left = self.searching == 0;
         if none_left {
-            self.c.park_rechecks += 1;
+            self.k().park_rechecks += 1;
             if let Some(v) = self.find_queued_work(w) {
                 // Not sleeping: leave_parked, then the Woken branch.
                 let kick = self.workers[w].kick.take();
@@ -1622,7 +1693,8 @@ impl Sim {
         let spun = self.now - self.workers[w].spin_start;
         self.workers[w].governor.record_spin(spun);
         self.time[w].spin += spun;
-        self.c.spin_gave_up += 1;
+        self.k().spin_gave_up += 1;
+        self.k().spin_ns += spun;
         self.before_sleep(w);
     }
 
@@ -1635,7 +1707,9 @@ impl Sim {
         let spun = self.now - wk.spin_start;
         wk.governor.record_spin(spun);
         self.time[w].spin += spun;
-        self.c.spin_hits += 1;
+        self.k().spin_hits += 1;
+        self.k().spin_ns += spun;
+        self.k().spin_hit_ns += spun;
         self.set_phase(w, Phase::Walking);
         let kick = self.workers[w].kick.take();
         self.handle_woken(w, kick, None);
@@ -1644,7 +1718,7 @@ impl Sim {
     /// A futex wake arrived: park.rs `wait_for` returns after the park.
     fn woken(&mut self, w: usize) {
         self.set_phase(w, Phase::Walking);
-        self.c.parks += 1;
+        self.k().parks += 1;
         self.workers[w].searching = self.leave_parked(w);
         self.workers[w].slept_any = true;
         let r = if self.cfg.policy == Policy::TokioLike {
@@ -1653,7 +1727,7 @@ impl Sim {
             self.mailbox_take(w)
         };
         if let Some(t) = r {
-            self.c.inbox_pulls += 1;
+            self.k().inbox_pulls += 1;
             return self.got_work(w, t);
         }
         let kick = self.workers[w].kick.take();
@@ -1664,7 +1738,7 @@ impl Sim {
     fn handle_woken(&mut self, w: usize, kick: Option<usize>, pending: Option<usize>) {
         self.workers[w].pending_kick = kick;
         if let Some(v) = pending {
-            self.c.walk_touched += 1;
+            self.k().walk_touched += 1;
             if let Some(t) = self.steal_from(w, v) {
                 if self.has_work(v) {
                     let near = if v == INJECT { w } else { v };

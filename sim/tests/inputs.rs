@@ -2,7 +2,7 @@
 
 use hwsched::topology::export_xml;
 use hwsched::{Topology, TopologySource};
-use hwsched_sim::workload::{Hackbench, Trace};
+use hwsched_sim::workload::{Burst, Hackbench, Trace};
 use hwsched_sim::{simulate, Config};
 
 #[test]
@@ -111,4 +111,29 @@ fn work_on_a_less_capable_worker_takes_longer() {
         "work {} between {p_only} and {e_only}",
         r.work_ns
     );
+}
+
+#[test]
+fn a_spawn_into_a_sleeping_hybrid_machine_wakes_a_big_core() {
+    // The production `wake_spans` (worker.rs, issue 16): the parked worker
+    // woken to search is taken from the most capable workers of the LLC
+    // first. One task at a time spawned from outside, every worker asleep
+    // in between: each is placed on a woken worker, so every poll is on a
+    // most capable one, wherever the round-robin start falls.
+    let t = real("raptorlake-hybrid");
+    let top = (0..t.workers()).map(|w| t.capacity(w)).max().unwrap();
+    assert!((0..t.workers()).any(|w| t.capacity(w) < top));
+    let r = simulate(
+        Config::new(t.clone()),
+        Box::new(Burst::new(40, 1, 20_000, 0, 1_000_000)),
+    );
+    assert_eq!((r.ops, r.unfinished), (40, 0));
+    // Each task but the first (placed on a worker still awake at the
+    // start) woke a parked worker.
+    assert!(r.counters.searcher_wakes + 1 >= r.ops, "{r}");
+    for (w, s) in r.stats.workers.iter().enumerate() {
+        if t.capacity(w) < top {
+            assert_eq!(s.polls, 0, "worker {w} (less capable) ran a task:\n{r}");
+        }
+    }
 }

@@ -270,3 +270,41 @@ fn clearing_the_queued_bit_before_sleeping_stops_walks_probing_sleepers() {
     );
     assert!(clean.sched_ns < stale.sched_ns);
 }
+
+#[test]
+fn the_report_prints_the_runtimes_own_stats_table() {
+    let t = topo(NUMA, None);
+    let r = simulate(Config::new(t.clone()), hackbench());
+    let out = r.to_string();
+    // The production `Display` of `hwsched::Stats`, not a copy of it.
+    assert!(out.contains(&r.stats.to_string()), "{out}");
+    for heading in [
+        "hwsched stats: ",
+        "idle balance: ",
+        "wake placement (select_idle_sibling)",
+        "load counters: ",
+        "idle governor: ",
+    ] {
+        assert!(out.contains(heading), "{heading:?} missing:\n{out}");
+    }
+    // One row per worker, one per level of worker 0 in the walk table.
+    assert_eq!(r.stats.workers.len(), t.workers());
+    let names: Vec<&str> = t.levels(0).iter().map(|l| l.kind.name()).collect();
+    assert_eq!(r.stats.level_names, names);
+    for n in names {
+        assert!(
+            out.lines().any(|l| l.split_whitespace().next() == Some(n)),
+            "no walk row for level {n}:\n{out}"
+        );
+    }
+    // The counters add up as the runtime's do.
+    assert_eq!(r.counters, r.stats.total());
+    assert_eq!(r.stats.spawned as usize, r.tasks);
+    assert_eq!(r.stats.retired as usize, r.tasks - r.unfinished);
+    assert_eq!(r.counters.polls, r.wakes_measured as u64, "a poll per run");
+    assert_eq!(r.stats.external.polls, 0, "only workers poll");
+    // Wakes from outside are counted on the outside threads' block.
+    let light = simulate(Config::new(t), Box::new(Light::new(64, 10_000, 2_000, 500)));
+    assert!(light.stats.external.wakes_foreign > 0, "{light}");
+    assert!(light.stats.workers.iter().all(|w| w.wakes_foreign == 0));
+}

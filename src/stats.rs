@@ -244,7 +244,8 @@ impl Stats {
     /// names of worker 0, smallest first (as [`Level::kind`]'s
     /// [`name`](crate::LevelKind::name)). `spawned` and `retired` are the
     /// sums of the blocks' counters; the gauges of the moment
-    /// (`park_cost`, `asleep`, `searching`, the blocking pool) are zero, and
+    /// (`park_cost`, `asleep`, `searching`, the blocking pool) are zero
+    /// (`io_driven` false), and
     /// the fields are public to set them.
     ///
     /// For code that keeps hwsched's counters itself and wants the same
@@ -281,6 +282,7 @@ impl Stats {
             searching: 0,
             blocking_threads: 0,
             blocking_idle: 0,
+            io_driven: false,
         }
     }
 

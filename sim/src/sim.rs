@@ -111,6 +111,16 @@ pub struct Config {
     /// worker leaves the `queued` set (re-checking its inbox) just before it
     /// sleeps, not only when it goes idle (SIMULATION.md, "Findings").
     pub park_clears_queued: bool,
+    /// The thread outside the runtime (the workload's `start` and timers:
+    /// the burst workload's spawner, the light workload's sender) is a
+    /// simulated thread on the timeline: it does one action at a time,
+    /// each costing it what the model charges (the placement, the futex
+    /// wakes it pays) plus `CostModel::spawn_ns` per spawn, so its next
+    /// action waits for the last one; at the end it awaits every task it
+    /// spawned (`CostModel::join_ns` each), and the run ends when it has.
+    /// Off (the default, and every policy table): outside actions take
+    /// effect at the instant asked, at no time on anyone's clock.
+    pub spawner_on_timeline: bool,
 }
 
 impl Config {
@@ -126,6 +136,7 @@ impl Config {
             time_limit_ns: 60_000_000_000,
             recheck_wakes_for_others: true,
             park_clears_queued: false,
+            spawner_on_timeline: false,
         }
     }
 }
@@ -213,6 +224,8 @@ enum Ev {
     SpinHit(usize, u64),
     Woken(usize),
     Timer(u64),
+    /// The outside thread's next action (`Config::spawner_on_timeline`).
+    Outside,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -274,6 +287,13 @@ pub struct Sim {
     machine: usize,
     burst_target: usize,
     spawn_rr: usize,
+    /// The outside thread on the timeline: actions not done yet, whether
+    /// an `Ev::Outside` is queued, when its last action ended, and the
+    /// tasks it spawned (to join).
+    outside_pending: VecDeque<Action>,
+    outside_busy: bool,
+    outside_free_at: u64,
+    outside_spawns: u64,
     inject: VecDeque<TaskId>,
     park_counter: u64,
     // Events and time.
@@ -443,6 +463,10 @@ impl Sim {
             machine,
             burst_target: 0,
             spawn_rr: 0,
+            outside_pending: VecDeque::new(),
+            outside_busy: false,
+            outside_free_at: 0,
+            outside_spawns: 0,
             inject: VecDeque::new(),
             park_counter: 0,
             events: BinaryHeap::new(),
@@ -514,8 +538,7 @@ impl Sim {
             let mut ctx = Ctx::new(0, &mut self.rng, &mut self.next_task, &mut actions);
             self.workload.start(&mut ctx);
         }
-        self.apply(None, actions);
-        self.external_ns += self.acc;
+        self.outside(actions);
         while let Some(Reverse(q)) = self.events.pop() {
             if q.at > self.cfg.time_limit_ns {
                 break;
@@ -533,7 +556,7 @@ impl Sim {
                 | Ev::SpinEnd(w, _)
                 | Ev::SpinHit(w, _)
                 | Ev::Woken(w) => w,
-                Ev::Timer(_) => self.n,
+                Ev::Timer(_) | Ev::Outside => self.n,
             };
             match q.ev {
                 Ev::Step(w) => self.step(w),
@@ -549,13 +572,68 @@ impl Sim {
                             Ctx::new(self.now, &mut self.rng, &mut self.next_task, &mut actions);
                         self.workload.timer(tag, &mut ctx);
                     }
-                    self.apply(None, actions);
-                    // What the outside thread spent in the runtime's code.
-                    self.external_ns += self.acc;
+                    self.outside(actions);
                 }
+                Ev::Outside => self.outside_step(),
             }
         }
+        if self.cfg.spawner_on_timeline {
+            // The outside thread awaits every task it spawned, in order:
+            // each costs `join_ns`, and the last cannot end before the last
+            // task did (a bound: exact when it waits only for the last).
+            let join = self.outside_spawns * self.cfg.cost.join_ns;
+            self.external_ns += join;
+            let end = (self.outside_free_at + join).max(self.makespan + self.cfg.cost.join_ns);
+            self.makespan = self.makespan.max(end);
+        }
         self.report()
+    }
+
+    /// What the outside world does now (the workload's `start` or a
+    /// timer): applied at once, or, with the spawner on the timeline,
+    /// queued for the outside thread (a timer request is only a future
+    /// event, and costs nothing).
+    fn outside(&mut self, actions: Vec<Action>) {
+        if !self.cfg.spawner_on_timeline {
+            self.apply(None, actions);
+            // What the outside thread spent in the runtime's code.
+            self.external_ns += self.acc;
+            return;
+        }
+        for a in actions {
+            match a {
+                Action::Timer { at_ns, tag } => self.at(at_ns, Ev::Timer(tag)),
+                a => self.outside_pending.push_back(a),
+            }
+        }
+        if !self.outside_busy && !self.outside_pending.is_empty() {
+            self.outside_busy = true;
+            let at = self.now.max(self.outside_free_at);
+            self.at(at, Ev::Outside);
+        }
+    }
+
+    /// The outside thread on the timeline does its next action: a spawn
+    /// costs it `spawn_ns` plus the placement the model charges; the next
+    /// action starts when this one ends.
+    fn outside_step(&mut self) {
+        let Some(a) = self.outside_pending.pop_front() else {
+            self.outside_busy = false;
+            return;
+        };
+        if let Action::Spawn(_) = a {
+            self.acc += self.cfg.cost.spawn_ns;
+            self.outside_spawns += 1;
+        }
+        self.apply(None, vec![a]);
+        self.external_ns += self.acc;
+        self.outside_free_at = self.now + self.acc;
+        if self.outside_pending.is_empty() {
+            self.outside_busy = false;
+        } else {
+            let at = self.outside_free_at;
+            self.at(at, Ev::Outside);
+        }
     }
 
     /// hwsched's `Stats` of the run: the counters per worker and outside,
@@ -1210,6 +1288,8 @@ impl Sim {
         if done {
             task.state = TState::Done;
             self.stats[w].retired += 1;
+            // Completion, output, deallocation (0 but on the `vm` costs).
+            self.acc += self.cfg.cost.task_ns;
             if self.now >= self.makespan {
                 self.makespan = self.now;
                 // Worker time as of the end (what idle workers spend after

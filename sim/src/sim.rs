@@ -45,9 +45,10 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use hwsched::policy::{
-    busiest_group, capable_runs, find_idlest_group, near_spans, prop_depth, scan_depth,
-    select_idle_sibling, wake_affine, wake_spans, BalanceState, Contribution, Governor, IdleChoice,
-    IdleView, Load, Outcome, PlacementView, Publish, Publisher, SisConfig, SCAN_COST_SAMPLE,
+    busiest_group, capable_runs, near_spans, place_external, prop_depth, scan_depth,
+    select_idle_sibling, wake_affine, wake_spans, BalanceState, Contribution, External,
+    ExternalView, Governor, IdleChoice, IdleView, Load, Outcome, PlacementView, Publish, Publisher,
+    SisConfig, SCAN_COST_SAMPLE,
 };
 use hwsched::{IdleMode, LevelKind, SisMode, Stats, StealWalk, Topology, Tunables, WorkerStats};
 
@@ -1054,8 +1055,10 @@ impl Sim {
         None
     }
 
-    /// Mirrors worker.rs `place_external` (hwsched) or a push to the global
-    /// queue (tokio-like).
+    /// worker.rs `place_external`: the production
+    /// [`place_external`](hwsched::policy::place_external) decides over
+    /// [`SimPlacement`], and the task is delivered as the runtime delivers
+    /// it (tokio-like: a push to the global queue).
     fn place_external(&mut self, t: TaskId) {
         if self.cfg.policy == Policy::TokioLike {
             self.push_inject(t);
@@ -1063,46 +1066,29 @@ impl Sim {
         }
         self.spawn_rr = self.spawn_rr.wrapping_add(1);
         let rr = self.spawn_rr;
-        let n = self.n;
-        // idle.rs `claim_awake_idle`: an idle worker that is not parked,
-        // scanning the idle words from the one holding worker `rr % n`.
-        let from = rr % n;
-        let llc = self.topo.llc_span(from);
-        let start = llc.start + (from - llc.start) / 64 * 64;
-        if let Some(w) = (0..n)
-            .map(|i| (start + i) % n)
-            .find(|&w| self.idle[w] && !self.parked[w])
-        {
-            self.idle[w] = false;
-            self.k().spawn_placed_idle += 1;
-            self.burst_target = w;
-            self.deliver(None, w, t);
-            return;
-        }
-        if self.searching == 0 && self.awake < n {
-            let near = rr % n;
-            if let Some(w) = self.take_parked_near(near, None) {
-                self.searching += 1;
-                self.parked[w] = false;
-                self.awake += 1;
+        let topo = Rc::clone(&self.topo);
+        let choice = place_external(
+            &topo,
+            &SimPlacement {
+                sim: RefCell::new(self),
+            },
+            rr,
+        );
+        match choice {
+            External::AwakeIdle(w) => {
+                self.k().spawn_placed_idle += 1;
+                self.deliver(None, w, t);
+            }
+            External::Woken(w) => {
                 self.k().spawn_placed_idle += 1;
                 self.k().searcher_wakes += 1;
-                self.burst_target = w;
                 self.deliver_to_woken(None, w, t);
-                return;
+            }
+            External::BurstTarget(to) | External::Idlest(to) => {
+                self.k().spawn_placed_loaded += 1;
+                self.deliver(None, to, t);
             }
         }
-        self.k().spawn_placed_loaded += 1;
-        let to = if self.awake < n {
-            self.burst_target.min(n - 1)
-        } else {
-            let topo = Rc::clone(&self.topo);
-            let view = SimPlacement {
-                sim: RefCell::new(self),
-            };
-            find_idlest_group(&topo, &view, rr).0
-        };
-        self.deliver(None, to, t);
     }
 
     // ---- worker.rs: the worker's own queues ---------------------------------
@@ -1948,6 +1934,51 @@ impl PlacementView for SimPlacement<'_> {
     fn backlog(&self, w: usize) -> usize {
         let s = self.sim.borrow();
         s.workers[w].inbox.len() + s.workers[w].local.len()
+    }
+}
+
+/// The simulated wake protocol (idle.rs `Sleepers`) as the production
+/// `place_external` reads and claims it.
+impl ExternalView for SimPlacement<'_> {
+    /// idle.rs `claim_awake_idle`: an idle worker that is not parked,
+    /// scanning the idle words from the one holding worker `from`.
+    fn claim_awake_idle(&self, from: usize) -> Option<usize> {
+        let mut s = self.sim.borrow_mut();
+        let n = s.n;
+        let llc = s.topo.llc_span(from);
+        let start = llc.start + (from - llc.start) / 64 * 64;
+        let w = (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&w| s.idle[w] && !s.parked[w])?;
+        s.idle[w] = false;
+        Some(w)
+    }
+    fn needs_wake(&self) -> bool {
+        let s = self.sim.borrow();
+        s.searching == 0 && s.awake < s.n
+    }
+    /// idle.rs `wake_one`: the claim (`searching += 1`), the `parked` bit
+    /// nearest to `near`, and `awake += 1`.
+    fn wake_one(&self, near: usize) -> Option<usize> {
+        let mut s = self.sim.borrow_mut();
+        if s.searching != 0 || s.awake >= s.n {
+            return None;
+        }
+        let w = s.take_parked_near(near, None)?;
+        s.searching += 1;
+        s.parked[w] = false;
+        s.awake += 1;
+        Some(w)
+    }
+    fn someone_asleep(&self) -> bool {
+        let s = self.sim.borrow();
+        s.awake < s.n
+    }
+    fn burst_target(&self) -> usize {
+        self.sim.borrow().burst_target
+    }
+    fn set_burst_target(&self, w: usize) {
+        self.sim.borrow_mut().burst_target = w;
     }
 }
 

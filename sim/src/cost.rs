@@ -197,7 +197,7 @@ impl CostModel {
     /// - `spawn_ns` 228: the spawning thread's CPU per spawn, 239 ns
     ///   (`spawn_cost --workers 2` and `--workers 1`, median of 10 runs of
     ///   7 rounds), less the model's own 11 ns per spawn (its futex wakes,
-    ///   `--spawner timeline`, 2 workers);
+    ///   `--spawner timeline`, 2 workers, with a first guess of 200 here);
     /// - `join_ns` 100: the spawner's CPU per `JoinHandle` awaited after
     ///   the spawns (same runs; the model charges nothing else for it);
     /// - `task_ns` 26: the workers' CPU per queued empty task, 98 ns

@@ -1,6 +1,9 @@
 //! Placement of a task spawned from outside the runtime:
-//! `find_idlest_group`, after the kernel's `find_idlest_group()` /
-//! `find_idlest_cpu()` used by `sched_balance_find_dst_cpu` for fork and exec.
+//! [`place_external`], the sequence (an awake idle worker, else one parked
+//! worker woken to search, else the burst's target while that wake is in
+//! flight, else the idlest group), and its last step `find_idlest_group`,
+//! after the kernel's `find_idlest_group()` / `find_idlest_cpu()` used by
+//! `sched_balance_find_dst_cpu` for fork and exec.
 //!
 //! Descend from the machine: at each level choose the child group with the
 //! most spare workers by its rate-limited load counter (ties: the lowest
@@ -36,6 +39,97 @@ pub trait PlacementView {
     /// lag them, and a worker stuck in a long poll does not publish at all).
     fn backlog(&self, _w: usize) -> usize {
         0
+    }
+}
+
+/// What [`place_external`] reads and claims besides the load counters: the
+/// wake protocol's state (idle.rs). The runtime implements it over its
+/// atomics (worker.rs), a simulator over its own state.
+pub trait ExternalView: PlacementView {
+    /// Claims an idle worker that is awake (walking or spinning, not
+    /// parked), scanning the idle set from worker `from`'s word: idle.rs
+    /// `Sleepers::claim_awake_idle`.
+    fn claim_awake_idle(&self, from: usize) -> Option<usize>;
+    /// The pusher's check: nobody searches and someone is parked
+    /// (idle.rs `Sleepers::needs_wake`).
+    fn needs_wake(&self) -> bool;
+    /// Claims the parked worker nearest to `near` (in [`wake_spans`]
+    /// order) as the one searcher in flight, counting it awake
+    /// (idle.rs `Sleepers::wake_one`); `None` if nobody needs waking.
+    ///
+    /// [`wake_spans`]: crate::policy::wake_spans
+    fn wake_one(&self, near: usize) -> Option<usize>;
+    /// Whether some worker is asleep or committed to sleeping (the wake
+    /// protocol's `awake` count is below the workers): after steps 1 and 2
+    /// failed, that means a wake is in flight.
+    fn someone_asleep(&self) -> bool;
+    /// The burst's target: the worker the last claim or wake chose.
+    fn burst_target(&self) -> usize;
+    /// Makes `w` the burst's target.
+    fn set_burst_target(&self, w: usize);
+}
+
+/// Where [`place_external`] puts a task, and how the caller delivers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum External {
+    /// An awake idle worker, claimed (and made the burst's target): a
+    /// plain delivery, no futex wake.
+    AwakeIdle(usize),
+    /// A parked worker, claimed to search as the one wake in flight (and
+    /// made the burst's target): delivered to it, then notified.
+    Woken(usize),
+    /// The burst's target, while the wake is in flight: no second wake.
+    BurstTarget(usize),
+    /// Every worker awake and busy: `find_idlest_group`'s choice.
+    Idlest(usize),
+}
+
+impl External {
+    /// The chosen worker.
+    pub fn worker(self) -> usize {
+        match self {
+            External::AwakeIdle(w)
+            | External::Woken(w)
+            | External::BurstTarget(w)
+            | External::Idlest(w) => w,
+        }
+    }
+}
+
+/// Placement of a task spawned from outside the runtime, cheapest first;
+/// `rr` is the spawning thread's round-robin ticket:
+///
+/// 1. an idle worker that is awake (walking or spinning): claimed, and the
+///    task delivered without a futex wake (the kernel's
+///    `find_idlest_group_cpu()` prefers the shallowest idle state);
+/// 2. else, if nobody searches and someone is parked: one parked worker
+///    near `rr` is woken to search and gets the task;
+/// 3. else, while a wake is in flight (someone is still asleep): the
+///    burst's target, the worker of the last claim or wake (no second
+///    wake: it fans out by waking the next worker once it holds more than
+///    it can run);
+/// 4. else (every worker awake and busy): [`find_idlest_group`] over the
+///    load counters.
+///
+/// The worker of 1 or 2 becomes the burst's target. So a burst of spawns
+/// costs O(workers) futex wakes, not one per spawn.
+#[inline]
+pub fn place_external(topo: &Topology, view: &impl ExternalView, rr: usize) -> External {
+    let n = topo.workers();
+    if let Some(w) = view.claim_awake_idle(rr % n) {
+        view.set_burst_target(w);
+        return External::AwakeIdle(w);
+    }
+    if view.needs_wake() {
+        if let Some(w) = view.wake_one(rr % n) {
+            view.set_burst_target(w);
+            return External::Woken(w);
+        }
+    }
+    if view.someone_asleep() {
+        External::BurstTarget(view.burst_target().min(n - 1))
+    } else {
+        External::Idlest(find_idlest_group(topo, view, rr).0)
     }
 }
 
@@ -241,5 +335,108 @@ mod tests {
             (0, true),
             "then the parked one"
         );
+    }
+
+    /// A scripted wake protocol: awake idle workers, parked ones, a
+    /// searcher, the burst target; every claim and wake recorded.
+    struct Protocol {
+        base: Scripted,
+        searching: RefCell<bool>,
+        target: RefCell<usize>,
+    }
+
+    impl PlacementView for Protocol {
+        fn load(&self, span: &Range<usize>) -> Load {
+            self.base.load(span)
+        }
+        fn claim_idle(&self, w: usize) -> bool {
+            self.base.claim_idle(w)
+        }
+        fn is_parked(&self, w: usize) -> bool {
+            self.base.parked[w]
+        }
+    }
+
+    impl ExternalView for Protocol {
+        fn claim_awake_idle(&self, from: usize) -> Option<usize> {
+            let n = self.base.parked.len();
+            let w = (0..n)
+                .map(|i| (from + i) % n)
+                .find(|&w| self.base.idle.borrow()[w] && !self.base.parked[w])?;
+            self.base.idle.borrow_mut()[w] = false;
+            Some(w)
+        }
+        fn needs_wake(&self) -> bool {
+            !*self.searching.borrow() && self.someone_asleep()
+        }
+        fn wake_one(&self, near: usize) -> Option<usize> {
+            let n = self.base.parked.len();
+            let w = (0..n)
+                .map(|i| (near + i) % n)
+                .find(|&w| self.base.parked[w] && self.base.idle.borrow()[w])?;
+            self.base.idle.borrow_mut()[w] = false;
+            *self.searching.borrow_mut() = true;
+            Some(w)
+        }
+        fn someone_asleep(&self) -> bool {
+            // Still idle and parked (a woken one left the idle set).
+            (0..self.base.parked.len()).any(|w| self.base.parked[w] && self.base.idle.borrow()[w])
+                || *self.searching.borrow()
+        }
+        fn burst_target(&self) -> usize {
+            *self.target.borrow()
+        }
+        fn set_burst_target(&self, w: usize) {
+            *self.target.borrow_mut() = w;
+        }
+    }
+
+    #[test]
+    fn an_external_spawn_takes_the_cheapest_worker_then_follows_the_burst() {
+        let topo = big();
+        // Worker 5 awake and idle, workers 9 and 10 parked, the rest busy.
+        let mut idle = vec![false; 32];
+        let mut parked = vec![false; 32];
+        idle[5] = true;
+        for w in [9, 10] {
+            idle[w] = true;
+            parked[w] = true;
+        }
+        let v = Protocol {
+            base: Scripted {
+                load: vec![busy(); 32],
+                idle: RefCell::new(idle),
+                parked,
+            },
+            searching: RefCell::new(false),
+            target: RefCell::new(0),
+        };
+        // 1. The awake idle worker, without a wake, even far from `rr`.
+        assert_eq!(place_external(&topo, &v, 20), External::AwakeIdle(5));
+        assert_eq!(v.burst_target(), 5);
+        // 2. Then one parked worker, woken to search, nearest to `rr`.
+        assert_eq!(place_external(&topo, &v, 10), External::Woken(10));
+        assert_eq!(v.burst_target(), 10);
+        // 3. While that wake is in flight: the burst's target, no second
+        //    wake (worker 9 stays parked).
+        for rr in 0..4 {
+            assert_eq!(place_external(&topo, &v, rr), External::BurstTarget(10));
+        }
+        assert!(v.base.idle.borrow()[9], "no second wake");
+        // 4. Every worker awake and busy: find_idlest_group's choice.
+        let v = Protocol {
+            base: Scripted {
+                load: vec![busy(); 32],
+                idle: RefCell::new(vec![false; 32]),
+                parked: vec![false; 32],
+            },
+            searching: RefCell::new(false),
+            target: RefCell::new(3),
+        };
+        for rr in 0..8 {
+            let want = find_idlest_group(&topo, &v, rr).0;
+            assert_eq!(place_external(&topo, &v, rr), External::Idlest(want));
+        }
+        assert_eq!(v.burst_target(), 3, "steps 3 and 4 leave the target");
     }
 }

@@ -8,8 +8,10 @@
 //!   `select_idle_sibling`: [`select_idle_sibling`] over an [`IdleView`],
 //!   with the scan depth of the [`SisMode`](crate::SisMode) ([`scan_depth`]:
 //!   `SIS_PROP`'s [`prop_depth`], `SIS_UTIL`'s [`util_depth`]);
-//! - placement of a task spawned from outside, the kernel's
-//!   `find_idlest_group`: [`find_idlest_group`] over a [`PlacementView`];
+//! - placement of a task spawned from outside: [`place_external`] over an
+//!   [`ExternalView`] (an awake idle worker, a parked one woken to search,
+//!   the burst's target, then the kernel's `find_idlest_group`:
+//!   [`find_idlest_group`] over a [`PlacementView`]);
 //! - the bounded idle walk, `newidle_balance` with `max_newidle_lb_cost` and
 //!   `avg_idle`: [`BalanceState`], [`LevelCost`], and the group it steals
 //!   from at each level, `find_busiest_group`: [`busiest_group`];
@@ -34,7 +36,7 @@
 pub use crate::balance::{busiest_group, BalanceState, LevelCost, WalkOutcome, DECAY_PERIOD_NS};
 pub use crate::governor::{Choice as IdleChoice, Governor, MIN_SPIN_NS, SPIN_WINDOW_NS};
 pub use crate::load::{Contribution, GroupClass, Load, Publish, Publisher};
-pub use crate::place::{find_idlest_group, PlacementView};
+pub use crate::place::{find_idlest_group, place_external, External, ExternalView, PlacementView};
 pub use crate::spans::{capable_runs, near_spans, wake_spans};
 pub use crate::wake::{
     prop_depth, scan_depth, select_idle_sibling, util_depth, wake_affine, Choice, IdleView,

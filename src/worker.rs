@@ -61,6 +61,7 @@ use crate::balance::BalanceState;
 use crate::governor::{Choice, Governor};
 use crate::load::{Contribution, Publish};
 use crate::park::{Mailbox, Notified, Wait};
+use crate::place::{External, ExternalView};
 use crate::queue::{Local, Steal};
 use crate::shared::Shared;
 use crate::stats::{WorkerCounters, MAX_LEVELS};
@@ -393,21 +394,12 @@ pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
     place_external(shared, r);
 }
 
-/// Placement of a task spawned from outside the runtime, cheapest first:
-///
-/// 1. an idle worker that is awake (walking or spinning): claimed, and the
-///    task delivered without a futex wake (the kernel's
-///    `find_idlest_group_cpu()` prefers the shallowest idle state);
-/// 2. else, if nobody searches and someone is parked: one parked worker is
-///    woken to search ([`Sleepers::wake_one`](crate::idle::Sleepers::wake_one))
-///    and gets the task; it becomes the target of the burst;
-/// 3. else, while a wake is in flight: the burst's target, the worker woken
-///    in 2 (no second wake: it fans out by waking the next worker once it
-///    holds more than it can run);
-/// 4. else (every worker awake and busy): `find_idlest_group` over the load
-///    counters.
-///
-/// So a burst of spawns costs O(workers) futex wakes, not one per spawn.
+/// Placement of a task spawned from outside the runtime: the policy's
+/// [`place_external`](crate::place::place_external) decides (an awake idle
+/// worker, else a parked one woken to search, else the burst's target
+/// while that wake is in flight, else `find_idlest_group`) over
+/// [`ExternalRuntimeView`], this delivers: without a futex wake to an
+/// awake worker, with the woken worker's notify to a woken one.
 fn place_external(shared: &Shared, r: Runnable) {
     let c = &shared.external;
     let rr = SPAWN_RR.with(|x| {
@@ -415,32 +407,72 @@ fn place_external(shared: &Shared, r: Runnable) {
         x.set(v);
         v
     });
-    let n = shared.workers.len();
-    let idle = &shared.idle;
-    if let Some(w) = idle.claim_awake_idle(rr % n) {
-        WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
-        shared.burst_target.store(w, Ordering::Relaxed);
-        return deliver(shared, None, w, r);
-    }
-    if idle.needs_wake() {
-        let near = rr % n;
-        let (w, _) = idle.wake_one(near, wake_spans(shared, near));
-        if let Some(w) = w {
+    match crate::place::place_external(&shared.topology, &ExternalRuntimeView(shared), rr) {
+        External::AwakeIdle(w) => {
+            WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
+            deliver(shared, None, w, r)
+        }
+        External::Woken(w) => {
             WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
             WorkerCounters::bump_shared(&c.searcher_wakes, 1);
-            shared.burst_target.store(w, Ordering::Relaxed);
-            return deliver_to_woken(shared, None, w, r);
+            deliver_to_woken(shared, None, w, r)
+        }
+        External::BurstTarget(to) | External::Idlest(to) => {
+            WorkerCounters::bump_shared(&c.spawn_placed_loaded, 1);
+            deliver(shared, None, to, r)
         }
     }
-    WorkerCounters::bump_shared(&c.spawn_placed_loaded, 1);
-    let to = if idle.counts().awake < n {
-        // A wake is in flight: the burst's target.
-        shared.burst_target.load(Ordering::Relaxed).min(n - 1)
-    } else {
-        crate::place::find_idlest_group(&shared.topology, &crate::schedule::RuntimeView(shared), rr)
-            .0
-    };
-    deliver(shared, None, to, r);
+}
+
+/// The runtime's [`ExternalView`]: the wake protocol's atomics (idle.rs)
+/// and the burst target; the load counters through
+/// [`RuntimeView`](crate::schedule::RuntimeView).
+struct ExternalRuntimeView<'a>(&'a Shared);
+
+impl crate::place::PlacementView for ExternalRuntimeView<'_> {
+    #[inline]
+    fn load(&self, span: &std::ops::Range<usize>) -> crate::load::Load {
+        crate::schedule::RuntimeView(self.0).load(span)
+    }
+    #[inline]
+    fn claim_idle(&self, w: usize) -> bool {
+        crate::schedule::RuntimeView(self.0).claim_idle(w)
+    }
+    #[inline]
+    fn is_parked(&self, w: usize) -> bool {
+        crate::schedule::RuntimeView(self.0).is_parked(w)
+    }
+    #[inline]
+    fn backlog(&self, w: usize) -> usize {
+        crate::schedule::RuntimeView(self.0).backlog(w)
+    }
+}
+
+impl ExternalView for ExternalRuntimeView<'_> {
+    #[inline]
+    fn claim_awake_idle(&self, from: usize) -> Option<usize> {
+        self.0.idle.claim_awake_idle(from)
+    }
+    #[inline]
+    fn needs_wake(&self) -> bool {
+        self.0.idle.needs_wake()
+    }
+    #[inline]
+    fn wake_one(&self, near: usize) -> Option<usize> {
+        self.0.idle.wake_one(near, wake_spans(self.0, near)).0
+    }
+    #[inline]
+    fn someone_asleep(&self) -> bool {
+        self.0.idle.counts().awake < self.0.workers.len()
+    }
+    #[inline]
+    fn burst_target(&self) -> usize {
+        self.0.burst_target.load(Ordering::Relaxed)
+    }
+    #[inline]
+    fn set_burst_target(&self, w: usize) {
+        self.0.burst_target.store(w, Ordering::Relaxed);
+    }
 }
 
 impl Core {

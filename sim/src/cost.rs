@@ -114,6 +114,22 @@ pub struct CostModel {
     pub park_cpu_ns: u64,
     /// One clock read (vDSO `clock_gettime`): ~20 ns (DESIGN.md section 4).
     pub clock_ns: u64,
+    /// CPU a thread outside the runtime spends per spawn besides what the
+    /// model charges for the placement (claims, lines, futex wakes): the
+    /// task's and its `JoinHandle`'s allocation and the spawn path's own
+    /// instructions. Charged only with the spawner on the timeline
+    /// ([`Config::spawner_on_timeline`](crate::Config::spawner_on_timeline)).
+    /// Measured on the VM only ([`vm`](Self::vm)); 0 in the other presets.
+    pub spawn_ns: u64,
+    /// CPU the outside thread spends awaiting one finished task's
+    /// `JoinHandle`, after its last spawn (spawner on the timeline only).
+    /// Measured on the VM only; 0 in the other presets.
+    pub join_ns: u64,
+    /// Worker CPU per finished task besides `poll_ns` and what the model
+    /// charges for queues and idling: the task's completion, its output
+    /// handed to the `JoinHandle`, the deallocation. Measured on the VM
+    /// only; 0 in the other presets.
+    pub task_ns: u64,
 }
 
 impl CostModel {
@@ -136,6 +152,9 @@ impl CostModel {
             wake_latency_ns: 5_000,
             park_cpu_ns: 1_500,
             clock_ns: 20,
+            spawn_ns: 0,
+            join_ns: 0,
+            task_ns: 0,
         }
     }
 
@@ -155,6 +174,9 @@ impl CostModel {
             wake_latency_ns: 5_000,
             park_cpu_ns: 1_500,
             clock_ns: 20,
+            spawn_ns: 0,
+            join_ns: 0,
+            task_ns: 0,
         }
     }
 
@@ -167,6 +189,22 @@ impl CostModel {
     /// split here as 7 us wake + 19 us park CPU, and 40 - 26 = 14 us of
     /// wake-up latency. Cache lines: the `xeon` figures (not measured).
     ///
+    ///
+    /// The per-spawn and per-task costs are measured on the VM with
+    /// `examples/spawn_cost.rs` (SIMULATION.md, "Calibration": the commands,
+    /// the runs and the medians), each less what the model already charges
+    /// for the same thing:
+    /// - `spawn_ns` 228: the spawning thread's CPU per spawn, 239 ns
+    ///   (`spawn_cost --workers 2` and `--workers 1`, median of 10 runs of
+    ///   7 rounds), less the model's own 11 ns per spawn (its futex wakes,
+    ///   `--spawner timeline`, 2 workers, with a first guess of 200 here);
+    /// - `join_ns` 100: the spawner's CPU per `JoinHandle` awaited after
+    ///   the spawns (same runs; the model charges nothing else for it);
+    /// - `task_ns` 26: the workers' CPU per queued empty task, 98 ns
+    ///   (`spawn_cost --backlog`, 1 and 2 workers, median of 5 runs each:
+    ///   no idling in between), less the model's own 72 ns (poll, queue
+    ///   and inbox costs: 1 worker, the whole burst queued at time 0).
+    ///
     /// [LL]: BENCHMARKS.md, "Light load", hwsched on 2 workers.
     pub fn vm() -> Self {
         CostModel {
@@ -174,6 +212,9 @@ impl CostModel {
             wake_cpu_ns: 7_000,
             wake_latency_ns: 14_000,
             park_cpu_ns: 19_000,
+            spawn_ns: 228,
+            join_ns: 100,
+            task_ns: 26,
             ..Self::xeon()
         }
     }
@@ -193,6 +234,9 @@ impl CostModel {
             wake_latency_ns: 0,
             park_cpu_ns: 0,
             clock_ns: 0,
+            spawn_ns: 0,
+            join_ns: 0,
+            task_ns: 0,
         }
     }
 
@@ -243,6 +287,9 @@ impl CostModel {
             "wake_latency_ns" => &mut self.wake_latency_ns,
             "park_cpu_ns" => &mut self.park_cpu_ns,
             "clock_ns" => &mut self.clock_ns,
+            "spawn_ns" => &mut self.spawn_ns,
+            "join_ns" => &mut self.join_ns,
+            "task_ns" => &mut self.task_ns,
             _ => return Err(format!("unknown cost parameter {key:?}")),
         };
         *f = value;

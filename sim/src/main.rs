@@ -40,6 +40,10 @@ policy:
   --load-interval-us N (1000)          --migration-cost-us N (500)
   --fix-recheck on|off (on)   the re-check fix the runtime adopted (SIMULATION.md, Findings)
   --fix-park-bit on|off (off) a proposed change: leave the queued set before sleeping
+  --spawner free|timeline (free) timeline: the outside thread (spawner, sender) is a
+                 simulated thread: one action at a time, each paying the placement and
+                 the cost model's spawn_ns, then join_ns per task spawned; free: its
+                 actions happen at the instant asked, at no cost to the timeline
 
 model:
   --costs epyc|xeon|vm|zero (epyc)  --cost KEY=NS (repeatable, e.g. line_ns.remote=300)
@@ -148,6 +152,11 @@ fn real_main() -> Result<(), String> {
     cfg.seed = a.num("seed", 1)?;
     cfg.recheck_wakes_for_others = on_off(a.get("fix-recheck"), true)?;
     cfg.park_clears_queued = on_off(a.get("fix-park-bit"), false)?;
+    cfg.spawner_on_timeline = match a.get("spawner").unwrap_or("free") {
+        "free" => false,
+        "timeline" => true,
+        s => return Err(format!("unknown --spawner {s:?}")),
+    };
     cfg.policy = match a.get("policy").unwrap_or("hwsched") {
         "hwsched" => Policy::Hwsched,
         "tokio" => Policy::TokioLike,

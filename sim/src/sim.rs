@@ -45,9 +45,10 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use hwsched::policy::{
-    busiest_group, capable_runs, find_idlest_group, near_spans, prop_depth, scan_depth,
-    select_idle_sibling, wake_affine, wake_spans, BalanceState, Contribution, Governor, IdleChoice,
-    IdleView, Load, Outcome, PlacementView, Publish, Publisher, SisConfig, SCAN_COST_SAMPLE,
+    busiest_group, capable_runs, near_spans, place_external, prop_depth, scan_depth,
+    select_idle_sibling, wake_affine, wake_spans, BalanceState, Contribution, External,
+    ExternalView, Governor, IdleChoice, IdleView, Load, Outcome, PlacementView, Publish, Publisher,
+    SisConfig, SCAN_COST_SAMPLE,
 };
 use hwsched::{IdleMode, LevelKind, SisMode, Stats, StealWalk, Topology, Tunables, WorkerStats};
 
@@ -111,6 +112,16 @@ pub struct Config {
     /// worker leaves the `queued` set (re-checking its inbox) just before it
     /// sleeps, not only when it goes idle (SIMULATION.md, "Findings").
     pub park_clears_queued: bool,
+    /// The thread outside the runtime (the workload's `start` and timers:
+    /// the burst workload's spawner, the light workload's sender) is a
+    /// simulated thread on the timeline: it does one action at a time,
+    /// each costing it what the model charges (the placement, the futex
+    /// wakes it pays) plus `CostModel::spawn_ns` per spawn, so its next
+    /// action waits for the last one; at the end it awaits every task it
+    /// spawned (`CostModel::join_ns` each), and the run ends when it has.
+    /// Off (the default, and every policy table): outside actions take
+    /// effect at the instant asked, at no time on anyone's clock.
+    pub spawner_on_timeline: bool,
 }
 
 impl Config {
@@ -126,6 +137,7 @@ impl Config {
             time_limit_ns: 60_000_000_000,
             recheck_wakes_for_others: true,
             park_clears_queued: false,
+            spawner_on_timeline: false,
         }
     }
 }
@@ -213,6 +225,8 @@ enum Ev {
     SpinHit(usize, u64),
     Woken(usize),
     Timer(u64),
+    /// The outside thread's next action (`Config::spawner_on_timeline`).
+    Outside,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -274,6 +288,13 @@ pub struct Sim {
     machine: usize,
     burst_target: usize,
     spawn_rr: usize,
+    /// The outside thread on the timeline: actions not done yet, whether
+    /// an `Ev::Outside` is queued, when its last action ended, and the
+    /// tasks it spawned (to join).
+    outside_pending: VecDeque<Action>,
+    outside_busy: bool,
+    outside_free_at: u64,
+    outside_spawns: u64,
     inject: VecDeque<TaskId>,
     park_counter: u64,
     // Events and time.
@@ -443,6 +464,10 @@ impl Sim {
             machine,
             burst_target: 0,
             spawn_rr: 0,
+            outside_pending: VecDeque::new(),
+            outside_busy: false,
+            outside_free_at: 0,
+            outside_spawns: 0,
             inject: VecDeque::new(),
             park_counter: 0,
             events: BinaryHeap::new(),
@@ -514,8 +539,7 @@ impl Sim {
             let mut ctx = Ctx::new(0, &mut self.rng, &mut self.next_task, &mut actions);
             self.workload.start(&mut ctx);
         }
-        self.apply(None, actions);
-        self.external_ns += self.acc;
+        self.outside(actions);
         while let Some(Reverse(q)) = self.events.pop() {
             if q.at > self.cfg.time_limit_ns {
                 break;
@@ -533,7 +557,7 @@ impl Sim {
                 | Ev::SpinEnd(w, _)
                 | Ev::SpinHit(w, _)
                 | Ev::Woken(w) => w,
-                Ev::Timer(_) => self.n,
+                Ev::Timer(_) | Ev::Outside => self.n,
             };
             match q.ev {
                 Ev::Step(w) => self.step(w),
@@ -549,13 +573,68 @@ impl Sim {
                             Ctx::new(self.now, &mut self.rng, &mut self.next_task, &mut actions);
                         self.workload.timer(tag, &mut ctx);
                     }
-                    self.apply(None, actions);
-                    // What the outside thread spent in the runtime's code.
-                    self.external_ns += self.acc;
+                    self.outside(actions);
                 }
+                Ev::Outside => self.outside_step(),
             }
         }
+        if self.cfg.spawner_on_timeline {
+            // The outside thread awaits every task it spawned, in order:
+            // each costs `join_ns`, and the last cannot end before the last
+            // task did (a bound: exact when it waits only for the last).
+            let join = self.outside_spawns * self.cfg.cost.join_ns;
+            self.external_ns += join;
+            let end = (self.outside_free_at + join).max(self.makespan + self.cfg.cost.join_ns);
+            self.makespan = self.makespan.max(end);
+        }
         self.report()
+    }
+
+    /// What the outside world does now (the workload's `start` or a
+    /// timer): applied at once, or, with the spawner on the timeline,
+    /// queued for the outside thread (a timer request is only a future
+    /// event, and costs nothing).
+    fn outside(&mut self, actions: Vec<Action>) {
+        if !self.cfg.spawner_on_timeline {
+            self.apply(None, actions);
+            // What the outside thread spent in the runtime's code.
+            self.external_ns += self.acc;
+            return;
+        }
+        for a in actions {
+            match a {
+                Action::Timer { at_ns, tag } => self.at(at_ns, Ev::Timer(tag)),
+                a => self.outside_pending.push_back(a),
+            }
+        }
+        if !self.outside_busy && !self.outside_pending.is_empty() {
+            self.outside_busy = true;
+            let at = self.now.max(self.outside_free_at);
+            self.at(at, Ev::Outside);
+        }
+    }
+
+    /// The outside thread on the timeline does its next action: a spawn
+    /// costs it `spawn_ns` plus the placement the model charges; the next
+    /// action starts when this one ends.
+    fn outside_step(&mut self) {
+        let Some(a) = self.outside_pending.pop_front() else {
+            self.outside_busy = false;
+            return;
+        };
+        if let Action::Spawn(_) = a {
+            self.acc += self.cfg.cost.spawn_ns;
+            self.outside_spawns += 1;
+        }
+        self.apply(None, vec![a]);
+        self.external_ns += self.acc;
+        self.outside_free_at = self.now + self.acc;
+        if self.outside_pending.is_empty() {
+            self.outside_busy = false;
+        } else {
+            let at = self.outside_free_at;
+            self.at(at, Ev::Outside);
+        }
     }
 
     /// hwsched's `Stats` of the run: the counters per worker and outside,
@@ -976,8 +1055,10 @@ impl Sim {
         None
     }
 
-    /// Mirrors worker.rs `place_external` (hwsched) or a push to the global
-    /// queue (tokio-like).
+    /// worker.rs `place_external`: the production
+    /// [`place_external`](hwsched::policy::place_external) decides over
+    /// [`SimPlacement`], and the task is delivered as the runtime delivers
+    /// it (tokio-like: a push to the global queue).
     fn place_external(&mut self, t: TaskId) {
         if self.cfg.policy == Policy::TokioLike {
             self.push_inject(t);
@@ -985,46 +1066,29 @@ impl Sim {
         }
         self.spawn_rr = self.spawn_rr.wrapping_add(1);
         let rr = self.spawn_rr;
-        let n = self.n;
-        // idle.rs `claim_awake_idle`: an idle worker that is not parked,
-        // scanning the idle words from the one holding worker `rr % n`.
-        let from = rr % n;
-        let llc = self.topo.llc_span(from);
-        let start = llc.start + (from - llc.start) / 64 * 64;
-        if let Some(w) = (0..n)
-            .map(|i| (start + i) % n)
-            .find(|&w| self.idle[w] && !self.parked[w])
-        {
-            self.idle[w] = false;
-            self.k().spawn_placed_idle += 1;
-            self.burst_target = w;
-            self.deliver(None, w, t);
-            return;
-        }
-        if self.searching == 0 && self.awake < n {
-            let near = rr % n;
-            if let Some(w) = self.take_parked_near(near, None) {
-                self.searching += 1;
-                self.parked[w] = false;
-                self.awake += 1;
+        let topo = Rc::clone(&self.topo);
+        let choice = place_external(
+            &topo,
+            &SimPlacement {
+                sim: RefCell::new(self),
+            },
+            rr,
+        );
+        match choice {
+            External::AwakeIdle(w) => {
+                self.k().spawn_placed_idle += 1;
+                self.deliver(None, w, t);
+            }
+            External::Woken(w) => {
                 self.k().spawn_placed_idle += 1;
                 self.k().searcher_wakes += 1;
-                self.burst_target = w;
                 self.deliver_to_woken(None, w, t);
-                return;
+            }
+            External::BurstTarget(to) | External::Idlest(to) => {
+                self.k().spawn_placed_loaded += 1;
+                self.deliver(None, to, t);
             }
         }
-        self.k().spawn_placed_loaded += 1;
-        let to = if self.awake < n {
-            self.burst_target.min(n - 1)
-        } else {
-            let topo = Rc::clone(&self.topo);
-            let view = SimPlacement {
-                sim: RefCell::new(self),
-            };
-            find_idlest_group(&topo, &view, rr).0
-        };
-        self.deliver(None, to, t);
     }
 
     // ---- worker.rs: the worker's own queues ---------------------------------
@@ -1210,6 +1274,8 @@ impl Sim {
         if done {
             task.state = TState::Done;
             self.stats[w].retired += 1;
+            // Completion, output, deallocation (0 but on the `vm` costs).
+            self.acc += self.cfg.cost.task_ns;
             if self.now >= self.makespan {
                 self.makespan = self.now;
                 // Worker time as of the end (what idle workers spend after
@@ -1868,6 +1934,51 @@ impl PlacementView for SimPlacement<'_> {
     fn backlog(&self, w: usize) -> usize {
         let s = self.sim.borrow();
         s.workers[w].inbox.len() + s.workers[w].local.len()
+    }
+}
+
+/// The simulated wake protocol (idle.rs `Sleepers`) as the production
+/// `place_external` reads and claims it.
+impl ExternalView for SimPlacement<'_> {
+    /// idle.rs `claim_awake_idle`: an idle worker that is not parked,
+    /// scanning the idle words from the one holding worker `from`.
+    fn claim_awake_idle(&self, from: usize) -> Option<usize> {
+        let mut s = self.sim.borrow_mut();
+        let n = s.n;
+        let llc = s.topo.llc_span(from);
+        let start = llc.start + (from - llc.start) / 64 * 64;
+        let w = (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&w| s.idle[w] && !s.parked[w])?;
+        s.idle[w] = false;
+        Some(w)
+    }
+    fn needs_wake(&self) -> bool {
+        let s = self.sim.borrow();
+        s.searching == 0 && s.awake < s.n
+    }
+    /// idle.rs `wake_one`: the claim (`searching += 1`), the `parked` bit
+    /// nearest to `near`, and `awake += 1`.
+    fn wake_one(&self, near: usize) -> Option<usize> {
+        let mut s = self.sim.borrow_mut();
+        if s.searching != 0 || s.awake >= s.n {
+            return None;
+        }
+        let w = s.take_parked_near(near, None)?;
+        s.searching += 1;
+        s.parked[w] = false;
+        s.awake += 1;
+        Some(w)
+    }
+    fn someone_asleep(&self) -> bool {
+        let s = self.sim.borrow();
+        s.awake < s.n
+    }
+    fn burst_target(&self) -> usize {
+        self.sim.borrow().burst_target
+    }
+    fn set_burst_target(&self, w: usize) {
+        self.sim.borrow_mut().burst_target = w;
     }
 }
 

@@ -308,3 +308,38 @@ fn the_report_prints_the_runtimes_own_stats_table() {
     assert!(light.stats.external.wakes_foreign > 0, "{light}");
     assert!(light.stats.workers.iter().all(|w| w.wakes_foreign == 0));
 }
+
+#[test]
+fn a_spawner_on_the_timeline_is_paid_for_and_bounds_the_burst() {
+    // 2 workers, free scheduling except the spawner's own cost per spawn
+    // and per join: the burst cannot end before the spawner has spawned
+    // and joined every task, and the workers, faster than the spawner,
+    // run dry between spawns (they sleep, and are woken).
+    let (tasks, spawn_ns, join_ns, work_ns) = (2_000u64, 1_000u64, 100u64, 300u64);
+    let mut cfg = Config::new(topo("pack:1 l3:1 core:2 pu:1", None));
+    cfg.cost = CostModel::zero();
+    cfg.cost.spawn_ns = spawn_ns;
+    cfg.cost.join_ns = join_ns;
+    cfg.spawner_on_timeline = true;
+    let burst = || Box::new(Burst::new(1, tasks, work_ns, 0, 0));
+    let r = simulate(cfg.clone(), burst());
+    assert_eq!(r.ops, tasks);
+    let spawner = tasks * (spawn_ns + join_ns);
+    assert!(r.makespan_ns >= spawner, "{} < {spawner}", r.makespan_ns);
+    assert_eq!(r.external_ns, spawner, "the spawner's CPU is what it paid");
+    assert!(
+        r.counters.parks > 0,
+        "workers faster than the spawner sleep"
+    );
+    assert!(r.counters.unparks > 0, "and the spawner wakes them");
+    // Free (the default): every spawn at time 0, at no cost.
+    cfg.spawner_on_timeline = false;
+    let free = simulate(cfg.clone(), burst());
+    assert_eq!(free.external_ns, 0);
+    assert!(free.makespan_ns < r.makespan_ns / 2);
+    // A slower spawner takes proportionally longer.
+    cfg.spawner_on_timeline = true;
+    cfg.cost.spawn_ns = 2 * spawn_ns;
+    let slow = simulate(cfg, burst());
+    assert!(slow.makespan_ns > r.makespan_ns + tasks * spawn_ns / 2);
+}

@@ -74,16 +74,23 @@ pub struct Tunables {
     /// expected idle time: the kernel's `sysctl_sched_migration_cost`
     /// (500 us there). Must be in 1 us ..= 100 ms.
     pub migration_cost: Duration,
-    /// Bounded (default) or unbounded idle walk.
+    /// Bounded (default) or unbounded idle walk. The default is the one
+    /// the simulator supports on large machines: at 25% light load the
+    /// unbounded walk spends 1.4-2x the scheduling CPU on four real
+    /// topologies (SIMULATION.md, finding 5).
     pub walk: StealWalk,
-    /// LLC scan depth for wakeup placement.
+    /// LLC scan depth for wakeup placement. Default `Prop`: the simulator
+    /// does not separate the modes beyond seed noise (SIMULATION.md,
+    /// finding 4), so the kernel's default stays.
     pub sis: SisMode,
     /// Check the task's recently used worker on wakeup (seed 001 patch 3).
     pub sis_recent_used: bool,
     /// Search for a whole idle core when the LLC's `has_idle_cores` hint is
     /// set (the kernel's `select_idle_core`, seed 001 patch 4).
     pub sis_idle_core: bool,
-    /// Idle state choice: spin or park.
+    /// Idle state choice: spin or park. (In the simulator the governor
+    /// almost never spins at a microsecond-scale park cost: SIMULATION.md,
+    /// finding 6.)
     pub idle: IdleMode,
     /// Override the measured park/unpark round-trip cost used by
     /// [`IdleMode::Governed`]. At most 10 ms.

@@ -49,13 +49,20 @@
 //! | `wake_specific` claims while another wake is in flight | not a safety bug (two wakes in flight); caught only by the case check, "no execution reached [\"a wake was in flight: queued on the waker\"]" |
 //!
 //! An earlier `wake_one` counted the woken worker awake in the same CAS
-//! that claimed it, before taking its bit; against a worker clearing its
-//! own bit this model found the waker spinning forever on a bit that was
-//! gone ("Model exceeded maximum number of branches"), and `awake` could
-//! exceed the workers, which made pushers skip their wake: the one failure
-//! `tests/conservation.rs` had shown under the CPU hog (a task woken onto a
-//! blocked worker started 992 ms late). Now whoever clears a bit counts its
-//! worker awake.
+//! that claimed it, before taking its bit, while a worker waking by itself
+//! cleared its bit and then counted itself awake too, with nothing taken
+//! back; against such a worker this model found the waker spinning forever
+//! on a bit that was gone ("Model exceeded maximum number of branches"),
+//! and `awake` could exceed the workers, which made pushers skip their
+//! wake: the one failure `tests/conservation.rs` had shown under the CPU
+//! hog (a task woken onto a blocked worker started 992 ms late). The next
+//! version had whoever cleared a bit count its worker awake, after the
+//! clear; at `LOOM_MAX_PREEMPTIONS=4` `a_non_searcher_parks_as_the_last_searcher_leaves`
+//! then showed pushers spinning while a worker sat between its clear and
+//! its count. Now the claim counts the worker awake and undoes the count
+//! when it finds no bit, and `leave_parked` counts itself awake before it
+//! clears its bit and takes the count back when a claim cleared it first
+//! (`src/idle.rs`, "Why no wake is lost").
 
 #![cfg(loom)]
 

@@ -78,9 +78,9 @@ park-wait-loop-load @@ src/park.rs @@ @@ while self.state.load(Ordering::Acquire
 park-final-swap @@ src/park.rs @@ 1 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
 park-poll-park-early-swap @@ src/park.rs @@ 2 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
 park-poll-park-final-swap @@ src/park.rs @@ 3 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
-worker-deliver-queued @@ src/worker.rs @@ @@ queued.insert_rmw(to, Ordering::AcqRel) @@ queued.insert_rmw(to, Ordering::Relaxed) @@ worker.rs is not driven by any model (conserve.rs replays worker::deliver's calls); restructuring it is for the owner of worker.rs.
-worker-deliver-to-woken-queued @@ src/worker.rs @@ @@ queued.insert_rmw(w, Ordering::AcqRel) @@ queued.insert_rmw(w, Ordering::Relaxed) @@ As worker-deliver-queued.
-worker-take-queued @@ src/worker.rs @@ @@ queued.remove(self.index, Ordering::AcqRel) @@ queued.remove(self.index, Ordering::Relaxed) @@ As worker-deliver-queued.
+handoff-deliver-queued @@ src/handoff.rs @@ @@ rt.sleepers().queued.insert_rmw(to, Ordering::AcqRel) @@ rt.sleepers().queued.insert_rmw(to, Ordering::Relaxed) @@
+handoff-deliver-to-woken-queued @@ src/handoff.rs @@ @@ rt.sleepers().queued.insert_rmw(w, Ordering::AcqRel) @@ rt.sleepers().queued.insert_rmw(w, Ordering::Relaxed) @@
+worker-take-queued @@ src/worker.rs @@ @@ queued.remove(self.index, Ordering::AcqRel) @@ queued.remove(self.index, Ordering::Relaxed) @@ The owner's clear of its `queued` bit (`Core::clear_queued`, the other end of handoff-deliver-queued) is not driven by any model: the models' busy worker never goes idle.
 blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ The blocking pool has no loom model.
 blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ The blocking pool has no loom model.
 block-on-woken-release @@ src/block_on.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ block_on has no loom model.

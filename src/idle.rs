@@ -45,7 +45,8 @@
 //!
 //! A **pusher** (any thread that makes a task stealable: a push onto a
 //! deque, a delivery into a busy worker's inbox, a steal that leaves a batch
-//! in the thief's deque):
+//! in the thief's deque; [`handoff`](crate::handoff) writes these steps
+//! once, for the runtime and the loom models):
 //! 1. pushes, then sets the owner's `queued` bit if it is clear;
 //! 2. [`Sleepers::needs_wake`]: `fence(SeqCst)`, then loads `state`; if no
 //!    worker is searching and some worker is parked, then

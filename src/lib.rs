@@ -66,6 +66,10 @@ mod worker;
 // The protocol types the loom models in `loom-tests/` drive: private, but
 // public under `cfg(loom)` so the models check the production code.
 #[cfg(loom)]
+pub mod handoff;
+#[cfg(not(loom))]
+mod handoff;
+#[cfg(loom)]
 pub mod idle;
 #[cfg(not(loom))]
 mod idle;

@@ -42,7 +42,6 @@
 #![warn(missing_docs)]
 
 mod balance;
-mod block_on;
 mod blocking;
 mod error;
 mod governor;
@@ -65,6 +64,10 @@ mod worker;
 
 // The protocol types the loom models in `loom-tests/` drive: private, but
 // public under `cfg(loom)` so the models check the production code.
+#[cfg(loom)]
+pub mod block_on;
+#[cfg(not(loom))]
+mod block_on;
 #[cfg(loom)]
 pub mod handoff;
 #[cfg(not(loom))]

@@ -489,7 +489,7 @@ impl Core {
     /// Called after a wake made by the reactor while this worker sleeps in
     /// it: if the task landed on this worker (its LIFO slot or deque), the
     /// worker leaves the `parked` set now, as a waker that claims a parked
-    /// worker does (idle.rs: whoever clears the bit counts it awake), and
+    /// worker does (`Sleepers::leave_parked`: counted awake, then its bit), and
     /// notifies its own parker, which ends its sleep when the reactor
     /// returns (no futex wake: the notify finds the reactor's own thread).
     /// Out of the parked set and the idle mask, it is not chosen for the

@@ -105,6 +105,33 @@ pub fn after_push<T>(
     notify_parked(rt, me)
 }
 
+/// Work was found by idle worker `me` (Go's `resetspinning` -> `wakep`):
+/// stops searching (`searching` is the worker's record), and makes sure the
+/// work left behind gets a worker. When the worker holds more than it runs
+/// (`holds_more`, asked after it left searching: a stolen or pulled batch),
+/// the pusher's steps run for it ([`after_push`]); otherwise the last
+/// searcher re-checks (`recheck`, called after `leave_searching`'s fence:
+/// a worker whose queue holds work), because pushers that saw it searching
+/// counted on it, and wakes a parked worker for what it finds.
+#[inline]
+pub fn found_work<T>(
+    rt: &impl Workers<T>,
+    me: usize,
+    searching: &mut bool,
+    holds_more: impl FnOnce() -> bool,
+    queued_bit: &mut bool,
+    recheck: impl FnOnce() -> Option<usize>,
+) -> Option<(usize, Notified)> {
+    let last = std::mem::take(searching) && rt.sleepers().leave_searching();
+    if holds_more() {
+        after_push(rt, me, queued_bit)
+    } else if last {
+        recheck().and_then(|v| notify_parked(rt, v))
+    } else {
+        None
+    }
+}
+
 /// Delivers `t` to worker `to`'s inbox from anywhere.
 ///
 /// If `to` was parked the delivery's notify woke it (an unpark), and it

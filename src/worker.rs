@@ -623,17 +623,20 @@ impl Core {
     /// work left behind gets a worker (Go's `resetspinning` -> `wakep`).
     /// When this worker holds more than it runs (a stolen or pulled batch),
     /// the pusher's check runs for it; the last searcher also looks at the
-    /// `queued` set, because pushers that saw it searching counted on it.
+    /// `queued` set, because pushers that saw it searching counted on it:
+    /// [`handoff::found_work`], counted.
     fn found_work(&mut self, shared: &Shared) {
-        let last = std::mem::take(&mut self.searching) && shared.idle.leave_searching();
-        if !self.local.is_empty() {
-            let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
-            count_wake(shared, Some(self.index), woke);
-        } else if last {
-            if let Some(v) = find_queued_work(shared, self.index) {
-                notify_parked(shared, v, Some(self.index));
-            }
-        }
+        let me = self.index;
+        let local = &self.local;
+        let woke = handoff::found_work(
+            shared,
+            me,
+            &mut self.searching,
+            || !local.is_empty(),
+            &mut self.queued_bit,
+            || find_queued_work(shared, me),
+        );
+        count_wake(shared, Some(me), woke);
     }
 }
 

@@ -30,8 +30,11 @@
 //!
 //! The pusher's side is production code throughout (`handoff.rs`, over the
 //! model's `Workers` view: its sleepers and mailboxes, one span of every
-//! worker); worker 1's idle path below is the model's own sequence of
-//! production calls.
+//! worker), and so is what an idle worker does when it finds work
+//! (`handoff::found_work`: leaving searching, the last searcher's re-check
+//! and its wake); the rest of worker 1's idle path below is the model's own
+//! sequence of production calls (`worker::idle`'s is interleaved with its
+//! governor, counters and reactor).
 //!
 //! Checked in every interleaving: worker 1 runs the item (if the protocol
 //! lost the wake, worker 1 sleeps forever and loom reports a deadlock), the
@@ -169,6 +172,14 @@ fn note_wake(woke: Option<(usize, Notified)>, cases: &Cases) {
     }
 }
 
+/// Records what `handoff::found_work` did.
+fn note_found(woke: Option<(usize, Notified)>, cases: &Cases) {
+    if let Some((w, _)) = woke {
+        assert_ne!(w, 0, "worker 0 is busy, never parked");
+        cases.hit("the worker that found work woke a parked one for what is left");
+    }
+}
+
 /// Records what `handoff::deliver` did.
 fn note_delivery(d: Delivery, cases: &Cases) {
     match d {
@@ -185,14 +196,24 @@ fn idle_worker(rt: &Rt, me: usize, n: usize, victim: &Victim, cases: &Cases) {
     let shutdown = AtomicBool::new(false);
     let all = 0..n;
     let mut searching = s.to_searching();
+    let mut queued_bit = false;
+    // `Core::found_work`: the last searcher's re-check looks at worker 0.
+    let found = |searching: &mut bool, queued_bit: &mut bool| {
+        let woke = handoff::found_work(
+            rt,
+            me,
+            searching,
+            || !local.is_empty(),
+            queued_bit,
+            || s.find_queued(&all, me, |v| v == 0 && victim.has_work()).0,
+        );
+        note_found(woke, cases);
+    };
     let mut note = None;
     loop {
         if searching || note.take().is_some() {
             if let Some(t) = victim.steal(&local) {
-                // `Core::found_work`.
-                if std::mem::take(&mut searching) {
-                    s.leave_searching();
-                }
+                found(&mut searching, &mut queued_bit);
                 cases.hit("the walk found the item");
                 t.run();
                 return;
@@ -223,9 +244,7 @@ fn idle_worker(rt: &Rt, me: usize, n: usize, victim: &Victim, cases: &Cases) {
         match res {
             Wait::Work { item, .. } => {
                 // Delivered into its own inbox (wake placement).
-                if std::mem::take(&mut searching) {
-                    s.leave_searching();
-                }
+                found(&mut searching, &mut queued_bit);
                 cases.hit("worker 1 took the item from its inbox");
                 item.run();
                 return;
@@ -238,9 +257,7 @@ fn idle_worker(rt: &Rt, me: usize, n: usize, victim: &Victim, cases: &Cases) {
                     let t = victim
                         .steal(&local)
                         .expect("the re-check saw work that only worker 1 takes");
-                    if std::mem::take(&mut searching) {
-                        s.leave_searching();
-                    }
+                    found(&mut searching, &mut queued_bit);
                     cases.hit("the last searcher's re-check found the item");
                     t.run();
                     return;
@@ -387,6 +404,7 @@ fn a_non_searcher_parks_as_the_last_searcher_leaves() {
         "worker 2 could not search",
         "the walk found the item",
         "the last searcher's re-check found the item",
+        "the worker that found work woke a parked one for what is left",
     ]);
     model({
         let cases = cases.clone();
@@ -405,17 +423,22 @@ fn a_non_searcher_parks_as_the_last_searcher_leaves() {
                 let (rt, cases, victim) = (rt.clone(), cases.clone(), victim());
                 thread::spawn(move || {
                     for me in [1, 3] {
-                        // `found_work` for work of its own: the last
-                        // searcher leaving looks at the queued set.
-                        if rt.s.leave_searching()
-                            && rt
-                                .s
-                                .find_queued(&(0..4), me, |v| v == 0 && victim.has_work())
-                                .0
-                                .is_some()
-                        {
-                            note_wake(handoff::notify_parked(&*rt, 0), &cases);
-                        }
+                        // `found_work` for work of its own (none left
+                        // behind): the last searcher leaving looks at the
+                        // queued set.
+                        let (mut searching, mut queued_bit) = (true, false);
+                        let woke = handoff::found_work(
+                            &*rt,
+                            me,
+                            &mut searching,
+                            || false,
+                            &mut queued_bit,
+                            || {
+                                rt.s.find_queued(&(0..4), me, |v| v == 0 && victim.has_work())
+                                    .0
+                            },
+                        );
+                        note_found(woke, &cases);
                     }
                 })
             };

@@ -78,8 +78,8 @@ park-wait-loop-load @@ src/park.rs @@ @@ while self.state.load(Ordering::Acquire
 park-final-swap @@ src/park.rs @@ 1 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
 park-poll-park-early-swap @@ src/park.rs @@ 2 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
 park-poll-park-final-swap @@ src/park.rs @@ 3 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
-handoff-deliver-queued @@ src/handoff.rs @@ @@ rt.sleepers().queued.insert_rmw(to, Ordering::AcqRel) @@ rt.sleepers().queued.insert_rmw(to, Ordering::Relaxed) @@
-handoff-deliver-to-woken-queued @@ src/handoff.rs @@ @@ rt.sleepers().queued.insert_rmw(w, Ordering::AcqRel) @@ rt.sleepers().queued.insert_rmw(w, Ordering::Relaxed) @@
+handoff-deliver-queued @@ src/handoff.rs @@ @@ rt.sleepers().queued.insert_rmw(to, Ordering::AcqRel) @@ rt.sleepers().queued.insert_rmw(to, Ordering::Relaxed) @@ **Open**: pairs with the owner's clear of its bit (`Core::clear_queued`: an RMW that reads this one, then looks at the inbox), which no model drives (worker-take-queued). The re-checks do not need it: they read the bit and the queues after their `SeqCst` fence (idle-find-queued-scan).
+handoff-deliver-to-woken-queued @@ src/handoff.rs @@ @@ rt.sleepers().queued.insert_rmw(w, Ordering::AcqRel) @@ rt.sleepers().queued.insert_rmw(w, Ordering::Relaxed) @@ **Open**, as handoff-deliver-queued.
 worker-take-queued @@ src/worker.rs @@ @@ queued.remove(self.index, Ordering::AcqRel) @@ queued.remove(self.index, Ordering::Relaxed) @@ The owner's clear of its `queued` bit (`Core::clear_queued`, the other end of handoff-deliver-queued) is not driven by any model: the models' busy worker never goes idle.
 blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ Test code: the waker of blocking.rs's test helper `tests::block_on`, not the pool (the pool hands tasks to its threads under a `std` mutex and condvar, with no atomic ordering to check). Needed there as in block-on-woken-release; not modelled.
 blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ Test code, as blocking-woken-release.
@@ -116,11 +116,14 @@ open(path, "w").write(s[:at] + rep + s[at + len(pat):])
 PY
 }
 
-# The scratch copy: tracked and untracked-not-ignored files of the working tree.
+# The scratch copy: tracked and untracked-not-ignored files of the working
+# tree, with new mtimes (`tar -m`): a file kept with its old mtime looks
+# older than the scratch's last build to cargo, which would then test a
+# stale build of it.
 sync_scratch() {
     mkdir -p "$SCRATCH"
     (cd "$ROOT" && git ls-files -co --exclude-standard -z) |
-        (cd "$ROOT" && tar --null -cf - -T -) | tar -xf - -C "$SCRATCH"
+        (cd "$ROOT" && tar --null -cf - -T -) | tar -xmf - -C "$SCRATCH"
 }
 
 trim() { sed 's/^ *//; s/ *$//'; }

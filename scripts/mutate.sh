@@ -43,29 +43,28 @@ task-no-recheck @@ src/task.rs @@ @@ if unsafe { this.meta.as_ref() }.recheck_ab
 shared-bury-fence @@ src/shared.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
 shared-close-fence @@ src/shared.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
 shared-bury-no-reap @@ src/shared.rs @@ @@ if self.reaper_done.load(Ordering::Relaxed) { @@ if false && self.reaper_done.load(Ordering::Relaxed) { @@
-idle-to-searching-seqcst @@ src/idle.rs @@ @@ fetch_add(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_add(SEARCHING_ONE, Ordering::Relaxed) @@
-idle-leave-searching-seqcst @@ src/idle.rs @@ 1 @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@
+idle-to-searching-seqcst @@ src/idle.rs @@ @@ fetch_add(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_add(SEARCHING_ONE, Ordering::Relaxed) @@ Not needed (proof at the site): the increment publishes and acquires nothing; the fence of the last searcher leaving carries the store-buffering (idle.rs, "Orderings"). Kept: one `lock xadd` on x86 either way.
+idle-leave-searching-seqcst @@ src/idle.rs @@ @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@ Not needed (proof at the site): the fence after it carries the store-buffering, and coherence keeps the count from going below zero.
 idle-leave-searching-fence @@ src/idle.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
 idle-needs-wake-fence @@ src/idle.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
 idle-needs-wake-load @@ src/idle.rs @@ 1 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@ Not needed: a relaxed load after the SeqCst fence carries the store-buffering argument (comment at the site). A plain load on x86 either way.
 idle-wake-one-load @@ src/idle.rs @@ 2 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@ Not needed: callers have just made needs_wake's fenced load on this thread (read-read coherence), and a stale value only fails the CAS (comment at the site).
-idle-wake-one-cas @@ src/idle.rs @@ 1 @@ Ordering::SeqCst,\n                Ordering::SeqCst, @@ Ordering::Relaxed,\n                Ordering::Relaxed, @@
-idle-wake-one-take @@ src/idle.rs @@ @@ self.parked.take(span, near, Ordering::SeqCst) @@ self.parked.take(span, near, Ordering::Relaxed) @@
-idle-wake-one-count-awake @@ src/idle.rs @@ 1 @@ self.state.fetch_add(1, Ordering::SeqCst) @@ self.state.fetch_add(1, Ordering::Relaxed) @@
-idle-wake-one-undo @@ src/idle.rs @@ 2 @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@
-idle-wake-one-undo-fence @@ src/idle.rs @@ 3 @@ fence(Ordering::SeqCst); @@  @@
-idle-wake-one-reload @@ src/idle.rs @@ 3 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@ Not needed: a load after the undo's SeqCst fence, as in needs_wake (comment at the site).
+idle-wake-one-cas @@ src/idle.rs @@ 1 @@ Ordering::SeqCst,\n                Ordering::SeqCst, @@ Ordering::Relaxed,\n                Ordering::Relaxed, @@ Not needed for correctness (proof at the site): its acquire lets the first take find the bit (chain 1); without it the fence after the undo acquires the decrement the CAS read, and the next lap finds the bit. Kept: one `lock cmpxchg` on x86 either way.
+idle-wake-one-take @@ src/idle.rs @@ @@ self.parked.take(span, near, Ordering::SeqCst) @@ self.parked.take(span, near, Ordering::Relaxed) @@ Needed in C11 for its release (chain 2: the woken worker's `leave_parked` acquires the claim through this clear, so the worker's decrements of `state` follow the claim's increments). Loom cannot show it: every write to `state` and to the bitmaps is an RMW, and loom orders the RMWs on one word in the order they run, so the worker's decrements already follow the claim.
+idle-wake-one-undo @@ src/idle.rs @@ 1 @@ fetch_sub(SEARCHING_ONE + 1, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE + 1, Ordering::Relaxed) @@ Not needed (proof at the site): the load after it reads it or a later value by coherence, and it publishes nothing.
+idle-wake-one-undo-fence @@ src/idle.rs @@ 3 @@ fence(Ordering::SeqCst); @@  @@ Needed in C11 for its acquire (chain 3), for progress only: without it the load after the undo may not yet show a worker that cleared its own bit as awake, and the waker claims again until it does; no wake is lost (the store-buffering is not this fence's). Loom cannot show it: it orders the RMWs on `state` in the order they run, so the undo already follows that worker's count.
+idle-wake-one-reload @@ src/idle.rs @@ 3 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@ Not needed: a load after the undo's fence, which reads the undo or later (comment at the site).
 idle-wake-specific-load @@ src/idle.rs @@ 4 @@ self.state.load(Ordering::SeqCst) @@ self.state.load(Ordering::Relaxed) @@ Not needed: a stale searcher sends the caller to the pusher's check, a stale no-searcher fails the CAS (comment at the site).
-idle-wake-specific-cas @@ src/idle.rs @@ 2 @@ Ordering::SeqCst,\n                Ordering::SeqCst, @@ Ordering::Relaxed,\n                Ordering::Relaxed, @@
-idle-wake-specific-take @@ src/idle.rs @@ 1 @@ self.parked.remove_rmw(w, Ordering::SeqCst) @@ self.parked.remove_rmw(w, Ordering::Relaxed) @@
-idle-wake-specific-count-awake @@ src/idle.rs @@ 2 @@ self.state.fetch_add(1, Ordering::SeqCst) @@ self.state.fetch_add(1, Ordering::Relaxed) @@
-idle-wake-specific-undo @@ src/idle.rs @@ 3 @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@
-idle-to-parked-bit @@ src/idle.rs @@ @@ self.parked.insert_rmw(w, Ordering::SeqCst) @@ self.parked.insert_rmw(w, Ordering::Relaxed) @@
-idle-to-parked-count @@ src/idle.rs @@ @@ self.state.fetch_sub(d, Ordering::SeqCst) @@ self.state.fetch_sub(d, Ordering::Relaxed) @@
+idle-wake-specific-cas @@ src/idle.rs @@ 2 @@ Ordering::SeqCst,\n                Ordering::SeqCst, @@ Ordering::Relaxed,\n                Ordering::Relaxed, @@ Not needed (proof at the site): the bit is then taken by an RMW, which reads the latest value of the word whatever the orderings, and that clear releases the claim (chain 2).
+idle-wake-specific-take @@ src/idle.rs @@ 1 @@ self.parked.remove_rmw(w, Ordering::SeqCst) @@ self.parked.remove_rmw(w, Ordering::Relaxed) @@ As idle-wake-one-take (chain 2).
+idle-wake-specific-undo @@ src/idle.rs @@ 2 @@ fetch_sub(SEARCHING_ONE + 1, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE + 1, Ordering::Relaxed) @@ Not needed (proof at the site): the caller's pusher check (its fence, then a load that reads this undo or later) orders it.
+idle-to-parked-bit @@ src/idle.rs @@ @@ self.parked.insert_rmw(w, Ordering::SeqCst) @@ self.parked.insert_rmw(w, Ordering::Relaxed) @@ Not needed (proof at the site): the decrement after it releases the bit (chain 1), and there is nothing to acquire.
+idle-to-parked-count @@ src/idle.rs @@ @@ self.state.fetch_sub(d, Ordering::SeqCst) @@ self.state.fetch_sub(d, Ordering::Relaxed) @@ Needed in C11 for its release (chain 1), for progress: a claim that does not see the bit undoes and claims again until it does. Loom cannot show it in these models: the waker acquires the bit through the worker's fence (a last searcher) or its own earlier acquire of `state`.
 idle-to-parked-fence @@ src/idle.rs @@ 4 @@ fence(Ordering::SeqCst); @@  @@
-idle-leave-parked-bit @@ src/idle.rs @@ 2 @@ self.parked.remove_rmw(w, Ordering::SeqCst) @@ self.parked.remove_rmw(w, Ordering::Relaxed) @@
-idle-leave-parked-count @@ src/idle.rs @@ 3 @@ self.state.fetch_add(1, Ordering::SeqCst) @@ self.state.fetch_add(1, Ordering::Relaxed) @@
-idle-find-queued-scan @@ src/idle.rs @@ @@ .scan(span.clone(), Ordering::SeqCst, Some(skip), f) @@ .scan(span.clone(), Ordering::Relaxed, Some(skip), f) @@
+idle-leave-parked-count @@ src/idle.rs @@ @@ self.state.fetch_add(1, Ordering::SeqCst) @@ self.state.fetch_add(1, Ordering::Relaxed) @@ Not needed (proof at the site): the clear after it releases it (chain 3).
+idle-leave-parked-bit @@ src/idle.rs @@ 2 @@ self.parked.remove_rmw(w, Ordering::SeqCst) @@ self.parked.remove_rmw(w, Ordering::Relaxed) @@ Needed in C11 both ways (chains 2 and 3, proof at the site). Loom cannot show either: it orders the RMWs on one word in the order they run, so the worker's decrements already follow the claim, and a waker's undo already follows the worker's count.
+idle-leave-parked-undo @@ src/idle.rs @@ @@ self.state.fetch_sub(1, Ordering::SeqCst) @@ self.state.fetch_sub(1, Ordering::Relaxed) @@ Not needed (proof at the site): it follows the claim by chain 2, and publishes nothing.
+idle-find-queued-scan @@ src/idle.rs @@ @@ .scan(span.clone(), Ordering::SeqCst, Some(skip), f) @@ .scan(span.clone(), Ordering::Relaxed, Some(skip), f) @@ Not needed (proof at the site): loads after the re-checker's SeqCst fence see every store made before a pusher's fence that precedes it in the fences' order, relaxed or not. A plain load on x86 either way.
 park-notify-acqrel-release @@ src/park.rs @@ @@ fetch_or(NOTIFIED, Ordering::AcqRel) @@ fetch_or(NOTIFIED, Ordering::Release) @@
 park-notify-acqrel-acquire @@ src/park.rs @@ @@ fetch_or(NOTIFIED, Ordering::AcqRel) @@ fetch_or(NOTIFIED, Ordering::Acquire) @@
 park-prepare-fetch-and @@ src/park.rs @@ @@ fetch_and(!NOTIFIED, Ordering::AcqRel) @@ fetch_and(!NOTIFIED, Ordering::Relaxed) @@
@@ -79,13 +78,13 @@ park-wait-loop-load @@ src/park.rs @@ @@ while self.state.load(Ordering::Acquire
 park-final-swap @@ src/park.rs @@ 1 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
 park-poll-park-early-swap @@ src/park.rs @@ 2 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
 park-poll-park-final-swap @@ src/park.rs @@ 3 @@ self.state.swap(0, Ordering::AcqRel) @@ self.state.swap(0, Ordering::Relaxed) @@
-worker-deliver-queued @@ src/worker.rs @@ @@ queued.insert_rmw(to, Ordering::AcqRel) @@ queued.insert_rmw(to, Ordering::Relaxed) @@ worker.rs is not driven by any model (conserve.rs replays worker::deliver's calls); restructuring it is for the owner of worker.rs.
-worker-deliver-to-woken-queued @@ src/worker.rs @@ @@ queued.insert_rmw(w, Ordering::AcqRel) @@ queued.insert_rmw(w, Ordering::Relaxed) @@ As worker-deliver-queued.
-worker-take-queued @@ src/worker.rs @@ @@ queued.remove(self.index, Ordering::AcqRel) @@ queued.remove(self.index, Ordering::Relaxed) @@ As worker-deliver-queued.
-blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ The blocking pool has no loom model.
-blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ The blocking pool has no loom model.
-block-on-woken-release @@ src/block_on.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ block_on has no loom model.
-block-on-woken-acquire @@ src/block_on.rs @@ @@ call.woken.swap(false, Ordering::Acquire) @@ call.woken.swap(false, Ordering::Relaxed) @@ As block-on-woken-release.
+handoff-deliver-queued @@ src/handoff.rs @@ @@ rt.sleepers().queued.insert_rmw(to, Ordering::AcqRel) @@ rt.sleepers().queued.insert_rmw(to, Ordering::Relaxed) @@ **Open**: pairs with the owner's clear of its bit (`Core::clear_queued`: an RMW that reads this one, then looks at the inbox), which no model drives (worker-take-queued). The re-checks do not need it: they read the bit and the queues after their `SeqCst` fence (idle-find-queued-scan).
+handoff-deliver-to-woken-queued @@ src/handoff.rs @@ @@ rt.sleepers().queued.insert_rmw(w, Ordering::AcqRel) @@ rt.sleepers().queued.insert_rmw(w, Ordering::Relaxed) @@ **Open**, as handoff-deliver-queued.
+worker-take-queued @@ src/worker.rs @@ @@ queued.remove(self.index, Ordering::AcqRel) @@ queued.remove(self.index, Ordering::Relaxed) @@ The owner's clear of its `queued` bit (`Core::clear_queued`, the other end of handoff-deliver-queued) is not driven by any model: the models' busy worker never goes idle.
+blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering::Release) @@ self.woken.store(true, Ordering::Relaxed) @@ Test code: the waker of blocking.rs's test helper `tests::block_on`, not the pool (the pool hands tasks to its threads under a `std` mutex and condvar, with no atomic ordering to check). Needed there as in block-on-woken-release; not modelled.
+blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ Test code, as blocking-woken-release.
+block-on-woken-release @@ src/block_on.rs @@ @@ let _ = self.0.swap(true, Ordering::Release); @@ let _ = self.0.swap(true, Ordering::Relaxed); @@
+block-on-woken-acquire @@ src/block_on.rs @@ @@ while !self.0.swap(false, Ordering::Acquire) @@ while !self.0.swap(false, Ordering::Relaxed) @@
 EOF
 )
 
@@ -117,11 +116,14 @@ open(path, "w").write(s[:at] + rep + s[at + len(pat):])
 PY
 }
 
-# The scratch copy: tracked and untracked-not-ignored files of the working tree.
+# The scratch copy: tracked and untracked-not-ignored files of the working
+# tree, with new mtimes (`tar -m`): a file kept with its old mtime looks
+# older than the scratch's last build to cargo, which would then test a
+# stale build of it.
 sync_scratch() {
     mkdir -p "$SCRATCH"
     (cd "$ROOT" && git ls-files -co --exclude-standard -z) |
-        (cd "$ROOT" && tar --null -cf - -T -) | tar -xf - -C "$SCRATCH"
+        (cd "$ROOT" && tar --null -cf - -T -) | tar -xmf - -C "$SCRATCH"
 }
 
 trim() { sed 's/^ *//; s/ *$//'; }

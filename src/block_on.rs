@@ -11,16 +11,55 @@
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::shared::Shared;
+use crate::sync::{AtomicBool, Ordering};
 use crate::worker::{on_worker_thread, BLOCK_ON};
+
+/// The wake flag of one `block_on` call: the waker sets it, then unparks
+/// the thread; the loop consumes it, parking until it is set. The loom
+/// model `loom-tests/tests/block_on.rs` drives it.
+#[derive(Debug, Default)]
+pub struct WakeFlag(AtomicBool);
+
+impl WakeFlag {
+    /// A flag not set.
+    pub fn new() -> Self {
+        WakeFlag(AtomicBool::new(false))
+    }
+
+    /// The waker's side; the caller then unparks the polling thread.
+    #[inline]
+    pub fn set(&self) {
+        // ORDERING: Release, paired with `wait`'s Acquire swap: whatever
+        // the waker did before the wake happens before the next poll (the
+        // waker contract). The unpark does not carry it when the loop finds
+        // the flag set without parking.
+        //
+        // A swap, where a store would do in C11: loom 0.7.2 keeps a partial
+        // modification order, in which a plain store not ordered with the
+        // loop's earlier swap may be read past by the loop's next swap (the
+        // model `loom-tests/tests/block_on.rs` deadlocked on it), and two
+        // RMWs are always ordered. Its cost is lost in the unpark that
+        // follows (an atomic RMW at least, a futex wake when parked).
+        let _ = self.0.swap(true, Ordering::Release);
+    }
+
+    /// The loop's side: consumes the flag, calling `park` until it is set.
+    #[inline]
+    pub fn wait(&self, mut park: impl FnMut()) {
+        // ORDERING: Acquire, paired with `set`'s Release store.
+        while !self.0.swap(false, Ordering::Acquire) {
+            park();
+        }
+    }
+}
 
 /// The waker of one `block_on` call: its flag and its thread.
 struct CallWaker {
-    woken: AtomicBool,
+    woken: WakeFlag,
     thread: std::thread::Thread,
 }
 
@@ -29,9 +68,7 @@ impl Wake for CallWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        // Release: pairs with the loop's Acquire swap, so whatever the waker
-        // published before waking is visible to the next poll.
-        self.woken.store(true, Ordering::Release);
+        self.woken.set();
         self.thread.unpark();
     }
 }
@@ -62,7 +99,7 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output 
     }
     let _restore = enter(shared.clone());
     let call = Arc::new(CallWaker {
-        woken: AtomicBool::new(false),
+        woken: WakeFlag::new(),
         thread: std::thread::current(),
     });
     let waker = Waker::from(call.clone());
@@ -72,9 +109,6 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output 
         if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
             return v;
         }
-        // Acquire: pairs with the waker's Release store.
-        while !call.woken.swap(false, Ordering::Acquire) {
-            std::thread::park();
-        }
+        call.woken.wait(std::thread::park);
     }
 }

@@ -45,15 +45,16 @@
 //!
 //! A **pusher** (any thread that makes a task stealable: a push onto a
 //! deque, a delivery into a busy worker's inbox, a steal that leaves a batch
-//! in the thief's deque):
+//! in the thief's deque; [`handoff`](crate::handoff) writes these steps
+//! once, for the runtime and the loom models):
 //! 1. pushes, then sets the owner's `queued` bit if it is clear;
 //! 2. [`Sleepers::needs_wake`]: `fence(SeqCst)`, then loads `state`; if no
 //!    worker is searching and some worker is parked, then
-//! 3. [`Sleepers::wake_one`]: a CAS makes `searching += 1` (only while
-//!    `searching == 0` and someone is parked: one wake in flight), then
-//!    clears the `parked` bit of the parked worker nearest to the work,
-//!    counts it awake, and notifies its parker. The woken worker starts
-//!    out searching.
+//! 3. [`Sleepers::wake_one`]: a CAS makes `searching += 1` and
+//!    `awake += 1` (the claim: only while `searching == 0` and someone is
+//!    parked, so one wake is in flight), then clears the `parked` bit of
+//!    the parked worker nearest to the work and notifies its parker. The
+//!    woken worker starts out searching.
 //!
 //! A **waker whose placement chose a parked worker** (wake placement
 //! picked an idle worker, and that one sleeps: `schedule.rs`) wakes it only
@@ -82,13 +83,18 @@
 //!    read the `queued` bitmap; a worker found with work is stolen from at
 //!    once instead of sleeping;
 //! 4. parks on its [`Parker`](crate::park::Parker) (no lost wakeups: park.rs);
-//! 5. on waking, for whatever reason, [`Sleepers::leave_parked`]: clears
-//!    its own `parked` bit and counts itself awake. If the bit was gone, a
-//!    waker claimed it and counts it awake and searching: it searches.
+//! 5. on waking, for whatever reason, [`Sleepers::leave_parked`]: counts
+//!    itself awake, then clears its own `parked` bit. If the bit was gone,
+//!    a waker claimed it, and the claim counted it awake and searching: it
+//!    takes its own count back, and searches.
 //!
-//! Whoever clears a `parked` bit (the worker itself, or one waker) counts
-//! that worker awake; so `awake` never exceeds the workers, and a worker
-//! is counted parked from its announcement until its bit is cleared.
+//! A worker's bit is set before it is counted parked (step 3), and it is
+//! counted awake before its bit is cleared, by whoever clears it (a waker
+//! in its claim, the worker itself in `leave_parked`): **a worker counted
+//! parked always has its `parked` bit set.** The count may show one worker
+//! too many awake (claimed, and counted again by itself until it takes its
+//! count back), but only while that worker is counted searching, when no
+//! decision reads `awake` (every one tests `searching == 0` first).
 //!
 //! # Why no wake is lost
 //!
@@ -108,14 +114,50 @@
 //! a worker refused by the searcher cap parked after the searchers had
 //! left, while a push that had seen everyone awake sent no wake.
 //!
-//! A waker whose CAS succeeded may find no `parked` bit: the workers counted
-//! parked may all be between clearing their own bit and counting
-//! themselves awake. It then undoes its `searching += 1` and checks again,
-//! because while its claim stood, pushers skipped their wake and a worker
-//! going to sleep may have skipped searching: the undo is handled like the
-//! last searcher leaving. A worker sets its bit before it decrements
-//! `awake`, and the CAS reads that decrement (a release sequence of RMWs on
-//! `state`), so a bit that exists is visible to the waker.
+//! A waker whose claim succeeded finds a `parked` bit, except when the
+//! worker it counted parked has counted itself awake and cleared its bit
+//! since (it woke by itself). It then undoes its claim and looks at
+//! `state` again: while the claim stood, pushers skipped their wake and a
+//! worker going to sleep may have skipped its re-check. The load after the
+//! undo reads the undo or a later value (coherence), so it sees every
+//! worker that announced sleep while the claim stood, and wakes one; it
+//! also sees the worker that cleared its own bit counted awake (the fence
+//! after the undo acquires that clear, which was released after the
+//! count). So the waker goes round again only if another worker parked
+//! meanwhile: each lap is another worker's progress, and no waker spins
+//! waiting for a worker that was descheduled in `leave_parked` (an
+//! earlier `leave_parked` cleared the bit first and counted itself awake
+//! second; wakers then spun through that window, which loom showed at
+//! `LOOM_MAX_PREEMPTIONS=4`).
+//!
+//! # Orderings
+//!
+//! The `SeqCst` fences carry every store-buffering argument above, not the
+//! orderings of the RMWs on `state`: if a re-checker's RMW on `state` comes
+//! after the value a pusher loaded (in the modification order of `state`)
+//! and a `SeqCst` fence follows it, that fence comes after the pusher's in
+//! the fences' total order (or the pusher would have read that RMW or a
+//! later value), so the re-checker's loads after its fence see the push.
+//! What the RMWs' orderings carry is three release/acquire chains:
+//!
+//! 1. **A parked bit is visible to the claim that counts it parked**:
+//!    [`to_parked`](Sleepers::to_parked) sets the bit, then decrements
+//!    `state` with release; a claim's CAS acquires it (every later
+//!    modification of `state` is an RMW, so the release sequence of the
+//!    decrement reaches every later claim), so the take finds the bit.
+//! 2. **A claimed worker's count changes come after the claim**: the
+//!    waker's clear of the bit releases its claim, and `leave_parked`'s
+//!    clear acquires it, so the worker's own decrements of `state` (taking
+//!    its count back, leaving searching) follow the claim's increments in
+//!    the modification order, and no count goes below zero.
+//! 3. **A failed take sees the worker awake**: `leave_parked` counts itself
+//!    awake, then clears its bit with release; a waker whose take read that
+//!    clear acquires it with the fence after its undo, so its next load of
+//!    `state` shows the worker awake (this bounds the retry loop).
+//!
+//! Every other ordering here would be `Relaxed`; the RMWs keep `SeqCst`
+//! (the same instruction as `Relaxed` on x86; each site says what it
+//! carries), and `loom-tests/README.md`'s mutation table lists each one.
 //!
 //! `loom-tests/tests/conserve.rs` checks this: a push racing the last
 //! searcher going to sleep, a push onto a busy worker while another is
@@ -406,8 +448,12 @@ impl Sleepers {
         if 2 * c.searching >= self.workers.max(2) {
             return false;
         }
-        // SeqCst: part of the one total order of RMWs on `state` that
-        // `needs_wake`'s fence and load read from (see module docs).
+        // ORDERING: SeqCst, but Relaxed would do. The increment publishes
+        // nothing and acquires nothing: a pusher that reads it defers its
+        // wake to this searcher, and what makes that safe is the fence this
+        // worker makes when it stops searching as the last searcher
+        // (`leave_searching`, `to_parked`: module docs, "Orderings"). The
+        // release sequences of chain 1 run through RMWs of any ordering.
         self.state.fetch_add(SEARCHING_ONE, Ordering::SeqCst);
         true
     }
@@ -417,13 +463,20 @@ impl Sleepers {
     /// queued anywhere ([`Sleepers::needs_wake`] then `wake_one`), because
     /// pushers may have counted on it.
     pub fn leave_searching(&self) -> bool {
-        // SeqCst: pairs with the pusher's fence (store-buffering): either
-        // the pusher sees this decrement and wakes someone, or the caller's
-        // fence-then-read of the queues that follows sees the push.
+        // ORDERING: SeqCst, but Relaxed would do: the store-buffering with
+        // the pushers' fences is carried by the fence below (module docs,
+        // "Orderings": this RMW comes after the value any pusher that
+        // counted on this searcher loaded, so the fence after it comes
+        // after the pusher's). The decrement follows this worker's own
+        // increment in the modification order (program order, or chain 2
+        // when a claim made it a searcher), so the count cannot underflow.
         let prev = Counts::of(self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst));
         debug_assert!(prev.searching > 0, "leave_searching without a searcher");
         let last = prev.searching == 1;
         if last {
+            // Pairs with the pushers' fences in `needs_wake`
+            // (store-buffering): the caller's re-check of the queues after
+            // it sees every push whose check saw this searcher.
             fence(Ordering::SeqCst);
         }
         last
@@ -442,18 +495,19 @@ impl Sleepers {
         c.searching == 0 && c.awake < self.workers
     }
 
-    /// Claims one parked worker to search: `searching += 1` (only while
-    /// nobody searches and somebody is parked: at most one wake in flight),
-    /// then takes the `parked` bit nearest to the work, trying `near` spans
-    /// in order (the caller passes the topology's levels around the busy
-    /// worker, nearest first, the last one covering every worker), then
-    /// `awake += 1` on the woken worker's behalf. Returns the worker to
-    /// notify, and the bitmap words read; `None` when nobody needs waking.
+    /// Claims one parked worker to search: `searching += 1` and
+    /// `awake += 1` in one CAS (only while nobody searches and somebody is
+    /// parked: at most one wake in flight), then takes the `parked` bit
+    /// nearest to the work, trying `near` spans in order (the caller passes
+    /// the topology's levels around the busy worker, nearest first, the
+    /// last one covering every worker). Returns the worker to notify, and
+    /// the bitmap words read; `None` when nobody needs waking.
     ///
-    /// If no bit is found (every worker counted as parked is between
-    /// clearing its own bit and counting itself awake), the claim is undone,
-    /// and because pushers may have skipped their wake while it stood, the
-    /// check is made again: the undo is a last searcher leaving.
+    /// If no bit is found (the worker counted parked counted itself awake
+    /// and cleared its bit since the claim), the claim is undone, and
+    /// because pushers may have skipped their wake while it stood, the
+    /// check is made again; it goes round again only if another worker
+    /// parked meanwhile (module docs).
     pub fn wake_one<'a>(
         &self,
         near: usize,
@@ -472,11 +526,18 @@ impl Sleepers {
             if c.searching != 0 || c.awake >= self.workers {
                 return (None, words);
             }
-            // SeqCst: see the module docs; acquires the decrement of the
-            // worker whose bit it will take, so the bit is visible.
+            // ORDERING: acquire needed (chain 1 of the module docs): it
+            // reads a value at or after the decrement of every worker it
+            // counts parked, each released after that worker set its bit,
+            // so the take below finds the bit. (Without it the fence after
+            // the undo would acquire the decrement, and the next lap find
+            // the bit.) Release is not needed: the take's clear releases
+            // the claim to the woken worker (chain 2). Failure: Relaxed
+            // would do (the loop only retries with the value read). SeqCst
+            // kept: one `lock cmpxchg` on x86 either way.
             if let Err(v) = self.state.compare_exchange_weak(
                 cur,
-                cur + SEARCHING_ONE,
+                cur + SEARCHING_ONE + 1,
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             ) {
@@ -484,31 +545,44 @@ impl Sleepers {
                 continue;
             }
             for span in spans.clone() {
+                // ORDERING: the clear needs release (chain 2: the woken
+                // worker's `leave_parked` acquires the claim through it);
+                // its acquire is not needed. The scan's loads are Relaxed:
+                // the CAS acquired the bits (chain 1).
                 let (w, n) = self.parked.take(span, near, Ordering::SeqCst);
                 words += n;
                 if let Some(w) = w {
-                    // Whoever clears a bit counts its worker awake.
-                    self.state.fetch_add(1, Ordering::SeqCst);
                     return (Some(w), words);
                 }
             }
-            // Nobody to take: undo, then check again (a worker that set its
-            // bit after our scan may have skipped searching because of our
-            // claim).
-            self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst);
+            // Nobody to take: undo the claim, then check again (a worker
+            // that announced sleep while the claim stood skipped its
+            // re-check because of it). ORDERING: SeqCst, but Relaxed would
+            // do: the load below reads this undo or a later value by
+            // coherence, whatever the orderings, and the undo publishes
+            // nothing.
+            self.state.fetch_sub(SEARCHING_ONE + 1, Ordering::SeqCst);
+            // Acquire needed (chain 3): the take read the clear of the bit
+            // of a worker that woke by itself; that clear was released
+            // after the worker counted itself awake, and this fence
+            // acquires it, so the load below shows the worker awake and
+            // the loop does not go round for it. The store-buffering with
+            // the pushers is not this fence's (module docs, "Orderings");
+            // SeqCst kept: this path is rare (a claim that lost its worker).
             fence(Ordering::SeqCst);
             spin_loop();
-            // SeqCst, but Relaxed would do: after the fence, as in
-            // `needs_wake`.
+            // SeqCst, but Relaxed would do: after the fence, and it reads
+            // the undo or later (coherence).
             cur = self.state.load(Ordering::SeqCst);
         }
     }
 
     /// Wakes parked worker `w` (chosen by wake placement) as the one wake
     /// in flight: like [`wake_one`](Self::wake_one), but for this worker.
-    /// `searching += 1` only while nobody searches; then `w`'s bit is
-    /// taken. If `w` woke by itself first, the claim is undone (and the
-    /// caller delivers to `w`, which is awake, with the pusher's check).
+    /// `searching += 1` and `awake += 1` only while nobody searches; then
+    /// `w`'s bit is taken. If `w` woke by itself first, the claim is undone
+    /// (and the caller delivers to `w`, which is awake, with the pusher's
+    /// check).
     pub fn wake_specific(&self, w: usize) -> WakeSpecific {
         // SeqCst, but Relaxed would do: a stale value that shows a searcher
         // returns `InFlight`, and the caller then queues the task with the
@@ -519,10 +593,14 @@ impl Sleepers {
             if Counts::of(cur).searching != 0 {
                 return WakeSpecific::InFlight;
             }
-            // SeqCst: as wake_one's CAS.
+            // ORDERING: SeqCst, but Relaxed would do: unlike `wake_one`'s,
+            // this claim needs no acquire, because the bit is then taken by
+            // an RMW, which reads the latest value of the bitmap word
+            // whatever the orderings; and the clear releases the claim
+            // (chain 2).
             match self.state.compare_exchange_weak(
                 cur,
-                cur + SEARCHING_ONE,
+                cur + SEARCHING_ONE + 1,
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             ) {
@@ -530,15 +608,20 @@ impl Sleepers {
                 Err(v) => cur = v,
             }
         }
+        // ORDERING: release needed (chain 2: `w`'s `leave_parked` acquires
+        // the claim through this clear). Acquire not needed: when `w`
+        // cleared its bit first, the caller's pusher check (fence, load)
+        // decides afresh, and a stale view of `w` as parked costs at most a
+        // claim that `wake_one` undoes.
         if self.parked.remove_rmw(w, Ordering::SeqCst) {
-            // Whoever clears a bit counts its worker awake.
-            self.state.fetch_add(1, Ordering::SeqCst);
             WakeSpecific::Woken
         } else {
             // `w` is awake: undo. Pushers that skipped their wake while the
             // claim stood are covered by the caller's delivery to `w`,
-            // which runs the pusher's check after this decrement.
-            self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst);
+            // which runs the pusher's check (its fence, then a load that
+            // reads this undo or later). ORDERING: SeqCst, but Relaxed
+            // would do: that check's fence, not this RMW, orders it.
+            self.state.fetch_sub(SEARCHING_ONE + 1, Ordering::SeqCst);
             WakeSpecific::Awake
         }
     }
@@ -551,11 +634,15 @@ impl Sleepers {
     /// not because of the cap, the searchers have left since, and a pusher
     /// that saw them (or saw this worker still awake) sent no wake.
     pub fn to_parked(&self, w: usize, searching: bool) -> bool {
-        // SeqCst: the bit must be visible to whoever reads the decrement
-        // below (wake_one's CAS).
+        // ORDERING: SeqCst, but Relaxed would do: the decrement below
+        // releases the bit (chain 1), and this worker's bit is clear here
+        // (its own `leave_parked`, or a waker's clear that its
+        // `leave_parked` acquired), so there is nothing to acquire.
         self.parked.insert_rmw(w, Ordering::SeqCst);
         let d = 1 + if searching { SEARCHING_ONE } else { 0 };
-        // SeqCst: as leave_searching.
+        // ORDERING: release needed (chain 1: the bit set above is visible
+        // to a claim that reads this decrement or later). Acquire not
+        // needed. The store-buffering with the pushers is the fence's.
         let prev = Counts::of(self.state.fetch_sub(d, Ordering::SeqCst));
         debug_assert!(prev.awake > 0, "to_parked: no worker was awake");
         debug_assert!(
@@ -564,23 +651,48 @@ impl Sleepers {
         );
         let none_left = prev.searching == usize::from(searching);
         if none_left {
+            // Pairs with the pushers' fences in `needs_wake`
+            // (store-buffering): the caller's re-check of `queued` after it
+            // sees every push whose check saw this worker awake or a
+            // searcher that has left since.
             fence(Ordering::SeqCst);
         }
         none_left
     }
 
     /// Worker `w` is awake again (woken, or it decided not to sleep).
-    /// Returns whether a waker had claimed it: the waker then counted it
+    /// Returns whether a waker had claimed it: the claim then counted it
     /// awake and searching.
+    ///
+    /// It counts itself awake *before* it clears its bit, so that it is
+    /// never counted parked without its bit (a claim made then would find
+    /// no bit, and its waker would spin until the count came); if a waker
+    /// cleared the bit first, the count is taken back.
     pub fn leave_parked(&self, w: usize) -> bool {
-        // SeqCst: the bit is the one truth of who wakes this worker; an RMW,
-        // so exactly one of us and a claimer clears it.
+        // ORDERING: SeqCst, but Relaxed would do: released by the clear
+        // below (chain 3).
+        let prev = Counts::of(self.state.fetch_add(1, Ordering::SeqCst));
+        debug_assert!(
+            prev.awake < self.workers || prev.searching > 0,
+            "leave_parked: every worker counted awake, and no claim"
+        );
+        // ORDERING: acquire and release needed. Release (chain 3): a waker
+        // whose take reads this clear sees the count above. Acquire (chain
+        // 2): when a waker cleared the bit first, this reads its clear and
+        // acquires its claim, so the decrements below and this worker's
+        // leaving searching come after the claim's increments. An RMW: of
+        // this worker and one claimer, exactly one clears the bit.
         if self.parked.remove_rmw(w, Ordering::SeqCst) {
-            // Not claimed: count ourselves awake (whoever clears the bit
-            // does).
-            self.state.fetch_add(1, Ordering::SeqCst);
             false
         } else {
+            // Claimed: the claim counted this worker awake; take our count
+            // back. ORDERING: SeqCst, but Relaxed would do: it follows the
+            // claim (chain 2), and it publishes nothing.
+            let prev = Counts::of(self.state.fetch_sub(1, Ordering::SeqCst));
+            debug_assert!(
+                prev.awake > 0 && prev.searching > 0,
+                "leave_parked: claimed, but the claim is not counted"
+            );
             true
         }
     }
@@ -616,6 +728,17 @@ impl Sleepers {
     /// Calls `f` on each member of `queued` in `span` other than `skip`,
     /// reading words with `SeqCst` (after the caller's fence), until `f`
     /// returns `true`; returns that member and the words read.
+    ///
+    /// ORDERING: `SeqCst`, but `Relaxed` would do. A re-check
+    /// (`leave_searching`, `to_parked`) calls this after its `SeqCst`
+    /// fence, and a pusher sets its `queued` bit before its own fence
+    /// (`needs_wake`): when the pusher's fence comes first in the fences'
+    /// total order, every load after the re-checker's fence, relaxed or
+    /// not, reads the bit or a later value of the word (and `f`'s look at
+    /// the queue sees the push the same way); when it comes second, the
+    /// pusher's check sees the re-checker's decrement. The walk's scans
+    /// (balance.rs) are hints that nothing counts on. A plain load on x86
+    /// either way.
     pub fn find_queued(
         &self,
         span: &Range<usize>,

@@ -42,7 +42,6 @@
 #![warn(missing_docs)]
 
 mod balance;
-mod block_on;
 mod blocking;
 mod error;
 mod governor;
@@ -66,6 +65,14 @@ mod worker;
 
 // The protocol types the loom models in `loom-tests/` drive: private, but
 // public under `cfg(loom)` so the models check the production code.
+#[cfg(loom)]
+pub mod block_on;
+#[cfg(not(loom))]
+mod block_on;
+#[cfg(loom)]
+pub mod handoff;
+#[cfg(not(loom))]
+mod handoff;
 #[cfg(loom)]
 pub mod idle;
 #[cfg(not(loom))]

@@ -618,13 +618,7 @@ impl Runtime {
         // graveyard.
         crate::shared::final_drain(
             &shared.graveyard,
-            || {
-                shared
-                    .workers
-                    .iter()
-                    .map(|w| worker::drain_inbox(&w.mailbox))
-                    .sum()
-            },
+            || crate::shared::drain_inboxes(shared.workers.iter().map(|w| &*w.mailbox), drop_task),
             || shared.registry.close_and_wake_all(),
             drop_task,
         );

@@ -7,9 +7,9 @@
 
 use std::ops::Range;
 
-use crate::idle::WakeSpecific;
+use crate::handoff::{self, Placed};
 use crate::load::Load;
-use crate::park::NO_WORKER;
+use crate::park::{Notified, NO_WORKER};
 use crate::place::PlacementView;
 use crate::shared::Shared;
 use crate::stats::WorkerCounters;
@@ -56,11 +56,11 @@ fn queue_loaded(shared: &Shared, w: usize) -> bool {
 
 /// The schedule function of every task: runs when a task is woken.
 pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleInfo) {
-    if shared.is_shutdown() {
-        // Not dropped here: we are inside a waker call (see Shared::bury).
-        shared.bury(r);
+    // After shutdown: buried, not dropped here (we are inside a waker
+    // call, see Shared::bury).
+    let Some(r) = handoff::admit(shared, r) else {
         return;
-    }
+    };
     worker::with_core(shared, |cur| {
         let Some((me, core)) = cur else {
             // Woken from outside the runtime: the target is prev.
@@ -181,17 +181,19 @@ fn place_from_worker(
         // an IPI). Wake it only as the one wake in flight (idle.rs);
         // while another wake is in flight, queue the task here, where
         // the searcher finds it.
-        match shared.idle.wake_specific(c) {
-            WakeSpecific::Woken => {
+        let placed = handoff::wake_placed(shared, c, r, |r| {
+            WorkerCounters::bump(&stats.wake_deferred, 1);
+            core.push_local(shared, r);
+        });
+        match placed {
+            Placed::Woken(n) => {
                 WorkerCounters::bump(&stats.searcher_wakes, 1);
-                worker::deliver_to_woken(shared, Some(me), c, r);
+                if n == Notified::Unparked {
+                    WorkerCounters::bump(&stats.unparks, 1);
+                }
             }
-            WakeSpecific::InFlight => {
-                shared.idle.idle.insert(c, Ordering::Relaxed);
-                WorkerCounters::bump(&stats.wake_deferred, 1);
-                core.push_local(shared, r);
-            }
-            WakeSpecific::Awake => worker::deliver(shared, Some(me), c, r),
+            Placed::Deferred => {}
+            Placed::Delivered(d) => worker::count_delivery(shared, Some(me), d),
         }
         return;
     }

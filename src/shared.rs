@@ -268,6 +268,19 @@ pub fn drain_queue<T>(q: &Inbox<T>, mut f: impl FnMut(T)) -> usize {
     }
 }
 
+/// Drops everything in the inboxes `mailboxes` with `drop` (never call
+/// this inside a wake: see [`Shared::bury`]); returns how many tasks it
+/// dropped.
+pub fn drain_inboxes<'a, T: 'a>(
+    mailboxes: impl IntoIterator<Item = &'a Mailbox<T>>,
+    mut drop: impl FnMut(T),
+) -> usize {
+    mailboxes
+        .into_iter()
+        .map(|m| drain_queue(&m.inbox, &mut drop))
+        .sum()
+}
+
 /// The start of the shutdown sequence (`Runtime::shutdown`): sets the
 /// shutdown flag, then notifies every worker's parker so that each wakes,
 /// sees the flag and leaves its loop.

@@ -59,6 +59,7 @@ use std::ptr;
 
 use crate::balance::BalanceState;
 use crate::governor::{Choice, Governor};
+use crate::handoff::{self, Delivery, Workers};
 use crate::load::{Contribution, Publish};
 use crate::park::{Mailbox, Notified, Wait};
 use crate::place::{External, ExternalView};
@@ -276,12 +277,6 @@ where
     handle
 }
 
-/// Drops everything in an inbox (never call this inside a wake: see
-/// [`Shared::bury`]); returns how many tasks it dropped.
-pub(crate) fn drain_inbox(m: &Mailbox<Runnable>) -> usize {
-    crate::shared::drain_queue(&m.inbox, drop_task)
-}
-
 /// The spans around worker `w`, nearest first (its levels), ending with
 /// every worker: the policy's [`near_spans`](crate::spans::near_spans).
 #[inline]
@@ -307,6 +302,30 @@ pub(crate) fn wake_spans(
     )
 }
 
+/// The runtime as the pusher's steps see it ([`handoff`]).
+impl Workers<Runnable> for Shared {
+    #[inline]
+    fn sleepers(&self) -> &crate::idle::Sleepers {
+        &self.idle
+    }
+    #[inline]
+    fn mailbox(&self, w: usize) -> &Mailbox<Runnable> {
+        &self.workers[w].mailbox
+    }
+    #[inline]
+    fn wake_spans(&self, near: usize) -> impl Iterator<Item = &std::ops::Range<usize>> + Clone {
+        wake_spans(self, near)
+    }
+    #[inline]
+    fn shutdown(&self) -> &crate::sync::AtomicBool {
+        &self.shutdown
+    }
+    #[inline]
+    fn bury(&self, r: Runnable) {
+        Shared::bury(self, r);
+    }
+}
+
 fn bump_for(
     shared: &Shared,
     from: Option<usize>,
@@ -321,55 +340,46 @@ fn bump_for(
 /// The pusher's steps 2-3 of the wake protocol ([`idle`](crate::idle)):
 /// after work became stealable at worker `near`, wakes the parked worker
 /// nearest to it to search, unless a worker already searches (or nobody is
-/// parked). `from` is the caller's worker, for the counters.
+/// parked): [`handoff::notify_parked`], counted for the caller's worker
+/// `from`.
+#[inline]
 pub(crate) fn notify_parked(shared: &Shared, near: usize, from: Option<usize>) {
-    if shared.idle.needs_wake() {
-        wake_searcher(shared, near, from);
-    }
+    count_wake(shared, from, handoff::notify_parked(shared, near));
 }
 
-/// Claims a parked worker near `near` and wakes it as a searcher, with a
-/// note to look at `near` first (the kernel's nohz kick).
-fn wake_searcher(shared: &Shared, near: usize, from: Option<usize>) {
-    let (w, _) = shared.idle.wake_one(near, wake_spans(shared, near));
-    let Some(w) = w else { return };
+/// Counts a wake made by the pusher's check ([`handoff::notify_parked`]'s
+/// result) for the caller's worker `from`.
+#[inline]
+pub(crate) fn count_wake(shared: &Shared, from: Option<usize>, woke: Option<(usize, Notified)>) {
+    let Some((_, n)) = woke else { return };
     bump_for(shared, from, |s| &s.searcher_wakes);
-    if shared.workers[w].mailbox.kick(near) == Notified::Unparked {
+    if n == Notified::Unparked {
         bump_for(shared, from, |s| &s.unparks);
     }
 }
 
 /// Delivers `r` to worker `to`'s inbox from anywhere (`from`: the caller's
-/// worker, if any).
-///
-/// If `to` was parked the delivery's notify woke it (an unpark), and it
-/// takes the task itself. Otherwise `to` is awake: running (perhaps stuck in
-/// a long poll) or idle. Either way the task is stealable work behind a
-/// worker that may not get to it soon, so `to`'s `queued` bit is set (an
-/// RMW: see idle.rs on why the owner's clear cannot lose it) and the
-/// pusher's check runs: work conservation.
+/// worker, if any): [`handoff::deliver`], counted.
+#[inline]
 pub(crate) fn deliver(shared: &Shared, from: Option<usize>, to: usize, r: Runnable) {
-    let m = &shared.workers[to].mailbox;
-    if m.deliver_or_drain(r, &shared.shutdown, |r| shared.bury(r)) == Notified::Unparked {
-        bump_for(shared, from, |s| &s.unparks);
-        return;
+    count_delivery(shared, from, handoff::deliver(shared, to, r));
+}
+
+/// Counts what a [`handoff::deliver`] did, for the caller's worker `from`.
+#[inline]
+pub(crate) fn count_delivery(shared: &Shared, from: Option<usize>, d: Delivery) {
+    match d {
+        Delivery::Unparked => bump_for(shared, from, |s| &s.unparks),
+        Delivery::Queued(woke) => count_wake(shared, from, woke),
     }
-    // AcqRel: release publishes the inbox push to the owner's clear of the
-    // bit (an RMW that reads this one, then re-checks the inbox).
-    shared.idle.queued.insert_rmw(to, Ordering::AcqRel);
-    notify_parked(shared, to, from);
 }
 
 /// Delivers `r` to worker `w`, just claimed from the parked set as the one
-/// wake in flight (it searches), and notifies it. The task is stealable
-/// work behind a worker that may find other work first: marked in the
-/// `queued` set, as in [`deliver`]; the claim covers the pusher's check.
+/// wake in flight: [`handoff::deliver_to_woken`], counted.
 pub(crate) fn deliver_to_woken(shared: &Shared, from: Option<usize>, w: usize, r: Runnable) {
-    let m = &shared.workers[w].mailbox;
-    if m.deliver_or_drain(r, &shared.shutdown, |r| shared.bury(r)) == Notified::Unparked {
+    if handoff::deliver_to_woken(shared, w, r) == Notified::Unparked {
         bump_for(shared, from, |s| &s.unparks);
     }
-    shared.idle.queued.insert_rmw(w, Ordering::AcqRel);
 }
 
 /// Places a newly spawned task: on the spawning worker's own deque, or (from
@@ -508,7 +518,7 @@ impl Core {
     /// Called after a wake made by the reactor while this worker sleeps in
     /// it: if the task landed on this worker (its LIFO slot or deque), the
     /// worker leaves the `parked` set now, as a waker that claims a parked
-    /// worker does (idle.rs: whoever clears the bit counts it awake), and
+    /// worker does (`Sleepers::leave_parked`: counted awake, then its bit), and
     /// notifies its own parker, which ends its sleep when the reactor
     /// returns (no futex wake: the notify finds the reactor's own thread).
     /// Out of the parked set and the idle mask, it is not chosen for the
@@ -608,13 +618,8 @@ impl Core {
     pub(crate) fn push_local(&mut self, shared: &Shared, r: Runnable) {
         self.local.push(r);
         self.maybe_publish(shared);
-        if !self.queued_bit {
-            self.queued_bit = true;
-            // Relaxed: ordered before the check's load by its fence, and
-            // only this worker pushes onto its deque.
-            shared.idle.queued.insert(self.index, Ordering::Relaxed);
-        }
-        notify_parked(shared, self.index, Some(self.index));
+        let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
+        count_wake(shared, Some(self.index), woke);
     }
 
     /// Puts a woken task in the LIFO slot; the previous occupant moves to
@@ -647,20 +652,20 @@ impl Core {
     /// work left behind gets a worker (Go's `resetspinning` -> `wakep`).
     /// When this worker holds more than it runs (a stolen or pulled batch),
     /// the pusher's check runs for it; the last searcher also looks at the
-    /// `queued` set, because pushers that saw it searching counted on it.
+    /// `queued` set, because pushers that saw it searching counted on it:
+    /// [`handoff::found_work`], counted.
     fn found_work(&mut self, shared: &Shared) {
-        let last = std::mem::take(&mut self.searching) && shared.idle.leave_searching();
-        if !self.local.is_empty() {
-            if !self.queued_bit {
-                self.queued_bit = true;
-                shared.idle.queued.insert(self.index, Ordering::Relaxed);
-            }
-            notify_parked(shared, self.index, Some(self.index));
-        } else if last {
-            if let Some(v) = find_queued_work(shared, self.index) {
-                notify_parked(shared, v, Some(self.index));
-            }
-        }
+        let me = self.index;
+        let local = &self.local;
+        let woke = handoff::found_work(
+            shared,
+            me,
+            &mut self.searching,
+            || !local.is_empty(),
+            &mut self.queued_bit,
+            || find_queued_work(shared, me),
+        );
+        count_wake(shared, Some(me), woke);
     }
 }
 

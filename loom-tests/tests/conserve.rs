@@ -14,17 +14,27 @@
 //! `Sleepers::leave_parked`. The item is pushed by:
 //!
 //! - `push_races_the_last_searcher_going_to_sleep`: worker 0 itself, onto
-//!   its deque (`Core::push_local`: push, `queued` bit, the pusher's check
-//!   `Sleepers::needs_wake`, then `wake_one` and `Mailbox::kick`);
+//!   its deque (`Core::push_local`: the push, then `handoff::after_push`:
+//!   the `queued` bit and the pusher's check `handoff::notify_parked`,
+//!   that is `Sleepers::needs_wake`, `wake_one` and `Mailbox::kick`);
 //! - `delivery_to_a_busy_worker_while_another_parks`: a thread outside the
-//!   runtime, into worker 0's inbox (`worker::deliver`:
-//!   `Mailbox::deliver_or_drain`, the `queued` bit's `insert_rmw`, the
-//!   pusher's check);
+//!   runtime, into worker 0's inbox (`handoff::deliver`, what
+//!   `worker::deliver` counts: `Mailbox::deliver_or_drain`, the `queued`
+//!   bit's `insert_rmw`, the pusher's check);
 //! - `wake_placed_on_a_parked_worker_races_its_sleep`: worker 0 wakes a
-//!   task whose placement chose worker 1, as `wake::schedule` does when
-//!   the chosen idle worker may be parked: `Sleepers::wake_specific`, then
-//!   a delivery to the woken worker, or (another wake in flight) a push
-//!   onto worker 0's deque, or (worker 1 awake) a plain delivery.
+//!   task whose placement chose worker 1, as `schedule.rs` does when the
+//!   chosen idle worker may be parked: `handoff::wake_placed`
+//!   (`Sleepers::wake_specific`, then `handoff::deliver_to_woken`, or,
+//!   another wake in flight, a push onto worker 0's deque, or, worker 1
+//!   awake, `handoff::deliver`).
+//!
+//! The pusher's side is production code throughout (`handoff.rs`, over the
+//! model's `Workers` view: its sleepers and mailboxes, one span of every
+//! worker), and so is what an idle worker does when it finds work
+//! (`handoff::found_work`: leaving searching, the last searcher's re-check
+//! and its wake); the rest of worker 1's idle path below is the model's own
+//! sequence of production calls (`worker::idle`'s is interleaved with its
+//! governor, counters and reactor).
 //!
 //! Checked in every interleaving: worker 1 runs the item (if the protocol
 //! lost the wake, worker 1 sleeps forever and loom reports a deadlock), the
@@ -49,37 +59,84 @@
 //! | `wake_specific` claims while another wake is in flight | not a safety bug (two wakes in flight); caught only by the case check, "no execution reached [\"a wake was in flight: queued on the waker\"]" |
 //!
 //! An earlier `wake_one` counted the woken worker awake in the same CAS
-//! that claimed it, before taking its bit; against a worker clearing its
-//! own bit this model found the waker spinning forever on a bit that was
-//! gone ("Model exceeded maximum number of branches"), and `awake` could
-//! exceed the workers, which made pushers skip their wake: the one failure
-//! `tests/conservation.rs` had shown under the CPU hog (a task woken onto a
-//! blocked worker started 992 ms late). Now whoever clears a bit counts its
-//! worker awake.
+//! that claimed it, before taking its bit, while a worker waking by itself
+//! cleared its bit and then counted itself awake too, with nothing taken
+//! back; against such a worker this model found the waker spinning forever
+//! on a bit that was gone ("Model exceeded maximum number of branches"),
+//! and `awake` could exceed the workers, which made pushers skip their
+//! wake: the one failure `tests/conservation.rs` had shown under the CPU
+//! hog (a task woken onto a blocked worker started 992 ms late). The next
+//! version had whoever cleared a bit count its worker awake, after the
+//! clear; at `LOOM_MAX_PREEMPTIONS=4` `a_non_searcher_parks_as_the_last_searcher_leaves`
+//! then showed pushers spinning while a worker sat between its clear and
+//! its count. Now the claim counts the worker awake and undoes the count
+//! when it finds no bit, and `leave_parked` counts itself awake before it
+//! clears its bit and takes the count back when a claim cleared it first
+//! (`src/idle.rs`, "Why no wake is lost").
 
 #![cfg(loom)]
 
 use std::ops::Range;
 
-use hwsched::idle::{Sleepers, WakeSpecific};
+use hwsched::handoff::{self, Delivery, Placed, Workers};
+use hwsched::idle::Sleepers;
 use hwsched::park::{Mailbox, Notified, Wait};
 use hwsched::queue::{Local, Steal, Stealer};
-use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Task};
 
-const ALL: Range<usize> = 0..2;
+/// The runtime as the pusher's steps see it: `n` workers in one span.
+struct Rt {
+    s: Sleepers,
+    mailboxes: Vec<Mailbox<Task>>,
+    all: Range<usize>,
+    shutdown: AtomicBool,
+}
+
+impl Rt {
+    fn new(n: usize) -> Arc<Rt> {
+        Arc::new(Rt {
+            s: Sleepers::new(n, &[0..n]),
+            mailboxes: (0..n).map(|_| Mailbox::new()).collect(),
+            all: 0..n,
+            shutdown: AtomicBool::new(false),
+        })
+    }
+}
+
+impl Workers<Task> for Rt {
+    fn sleepers(&self) -> &Sleepers {
+        &self.s
+    }
+    fn mailbox(&self, w: usize) -> &Mailbox<Task> {
+        &self.mailboxes[w]
+    }
+    fn wake_spans(&self, _near: usize) -> impl Iterator<Item = &Range<usize>> + Clone {
+        std::iter::once(&self.all)
+    }
+    fn shutdown(&self) -> &AtomicBool {
+        &self.shutdown
+    }
+    fn bury(&self, _t: Task) {
+        panic!("no shutdown in this model");
+    }
+}
 
 /// What worker 1 sees of worker 0.
 struct Victim {
     stealer: Stealer<Task>,
-    mailbox: Arc<Mailbox<Task>>,
+    rt: Arc<Rt>,
 }
 
 impl Victim {
+    fn mailbox(&self) -> &Mailbox<Task> {
+        &self.rt.mailboxes[0]
+    }
+
     fn has_work(&self) -> bool {
-        !self.stealer.is_empty() || !self.mailbox.inbox.is_empty()
+        !self.stealer.is_empty() || !self.mailbox().inbox.is_empty()
     }
 
     /// `worker::steal_from`: the deque, then the inbox.
@@ -87,7 +144,7 @@ impl Victim {
         for from_inbox in [false, true] {
             loop {
                 let s = if from_inbox {
-                    self.mailbox.inbox.steal_batch_and_pop(local)
+                    self.mailbox().inbox.steal_batch_and_pop(local)
                 } else {
                     self.stealer.steal_batch_and_pop(local)
                 };
@@ -102,43 +159,61 @@ impl Victim {
     }
 }
 
-/// The pusher's steps 2-3 (`worker::notify_parked` / `wake_searcher`).
-fn notify_parked(s: &Sleepers, mailboxes: &[Arc<Mailbox<Task>>], near: usize, cases: &Cases) {
-    if !s.needs_wake() {
-        cases.hit("the pusher saw a searcher (or nobody parked): no wake");
-        return;
-    }
-    let all = 0..mailboxes.len();
-    if let (Some(w), _) = s.wake_one(near, std::iter::once(&all)) {
-        assert_ne!(w, 0, "worker 0 is busy, never parked");
-        if mailboxes[w].kick(near) == Notified::Unparked {
-            cases.hit("the pusher woke a parked worker");
+/// Records what the pusher's check (`handoff::notify_parked`) did.
+fn note_wake(woke: Option<(usize, Notified)>, cases: &Cases) {
+    match woke {
+        None => cases.hit("the pusher's check sent no wake (a searcher, or nobody parked)"),
+        Some((w, n)) => {
+            assert_ne!(w, 0, "worker 0 is busy, never parked");
+            if n == Notified::Unparked {
+                cases.hit("the pusher woke a parked worker");
+            }
         }
+    }
+}
+
+/// Records what `handoff::found_work` did.
+fn note_found(woke: Option<(usize, Notified)>, cases: &Cases) {
+    if let Some((w, _)) = woke {
+        assert_ne!(w, 0, "worker 0 is busy, never parked");
+        cases.hit("the worker that found work woke a parked one for what is left");
+    }
+}
+
+/// Records what `handoff::deliver` did.
+fn note_delivery(d: Delivery, cases: &Cases) {
+    match d {
+        Delivery::Unparked => cases.hit("the delivery unparked its worker"),
+        Delivery::Queued(woke) => note_wake(woke, cases),
     }
 }
 
 /// Worker `me`'s idle path (`worker::idle`), until it has run one item;
 /// `n` workers in all, and only worker 0 (`victim`) can hold work.
-fn idle_worker(
-    s: &Sleepers,
-    me: usize,
-    n: usize,
-    mb: &Mailbox<Task>,
-    victim: &Victim,
-    cases: &Cases,
-) {
+fn idle_worker(rt: &Rt, me: usize, n: usize, victim: &Victim, cases: &Cases) {
+    let (s, mb) = (&rt.s, &rt.mailboxes[me]);
     let local = Local::new();
     let shutdown = AtomicBool::new(false);
     let all = 0..n;
     let mut searching = s.to_searching();
+    let mut queued_bit = false;
+    // `Core::found_work`: the last searcher's re-check looks at worker 0.
+    let found = |searching: &mut bool, queued_bit: &mut bool| {
+        let woke = handoff::found_work(
+            rt,
+            me,
+            searching,
+            || !local.is_empty(),
+            queued_bit,
+            || s.find_queued(&all, me, |v| v == 0 && victim.has_work()).0,
+        );
+        note_found(woke, cases);
+    };
     let mut note = None;
     loop {
         if searching || note.take().is_some() {
             if let Some(t) = victim.steal(&local) {
-                // `Core::found_work`.
-                if std::mem::take(&mut searching) {
-                    s.leave_searching();
-                }
+                found(&mut searching, &mut queued_bit);
                 cases.hit("the walk found the item");
                 t.run();
                 return;
@@ -169,9 +244,7 @@ fn idle_worker(
         match res {
             Wait::Work { item, .. } => {
                 // Delivered into its own inbox (wake placement).
-                if std::mem::take(&mut searching) {
-                    s.leave_searching();
-                }
+                found(&mut searching, &mut queued_bit);
                 cases.hit("worker 1 took the item from its inbox");
                 item.run();
                 return;
@@ -184,9 +257,7 @@ fn idle_worker(
                     let t = victim
                         .steal(&local)
                         .expect("the re-check saw work that only worker 1 takes");
-                    if std::mem::take(&mut searching) {
-                        s.leave_searching();
-                    }
+                    found(&mut searching, &mut queued_bit);
                     cases.hit("the last searcher's re-check found the item");
                     t.run();
                     return;
@@ -213,64 +284,58 @@ enum Push {
 
 fn conserve(how: Push, cases: &std::sync::Arc<Cases>) {
     let ledger = Ledger::new(1);
-    let s = Arc::new(Sleepers::new(2, &[ALL]));
-    let mailboxes = [Arc::new(Mailbox::new()), Arc::new(Mailbox::new())];
+    let rt = Rt::new(2);
     let local0 = Local::new();
     let w1 = {
-        let (s, mb, cases) = (s.clone(), mailboxes[1].clone(), cases.clone());
+        let (rt, cases) = (rt.clone(), cases.clone());
         let victim = Victim {
             stealer: local0.stealer(),
-            mailbox: mailboxes[0].clone(),
+            rt: rt.clone(),
         };
-        thread::spawn(move || idle_worker(&s, 1, 2, &mb, &victim, &cases))
+        thread::spawn(move || idle_worker(&rt, 1, 2, &victim, &cases))
     };
     let item = ledger.task(0);
-    let shutdown = AtomicBool::new(false);
+    // Worker 0's record of its `queued` bit (`Core::queued_bit`).
+    let mut queued_bit = false;
     if let Push::PlacedOnParked = how {
-        // `wake::schedule` after select_idle_sibling chose worker 1.
-        match s.wake_specific(1) {
-            WakeSpecific::Woken => {
-                // `worker::deliver_to_woken`.
-                cases.hit("placement woke the parked worker");
-                let _ = mailboxes[1].deliver_or_drain(item, &shutdown, Task::cancel);
-                s.queued.insert_rmw(1, Ordering::AcqRel);
-            }
-            WakeSpecific::InFlight => {
-                // Queued on the waker's deque (`Core::push_local`).
+        // `schedule.rs` after select_idle_sibling chose worker 1; another
+        // wake in flight defers the task to worker 0's deque
+        // (`Core::push_local`).
+        let mut deferred_wake = None;
+        let placed = handoff::wake_placed(&*rt, 1, item, |t| {
+            local0.push(t);
+            deferred_wake = Some(handoff::after_push(&*rt, 0, &mut queued_bit));
+        });
+        match placed {
+            Placed::Woken(_) => cases.hit("placement woke the parked worker"),
+            Placed::Deferred => {
                 cases.hit("a wake was in flight: queued on the waker");
-                local0.push(item);
-                s.queued.insert(0, Ordering::Relaxed);
-                notify_parked(&s, &mailboxes, 0, cases);
+                note_wake(deferred_wake.expect("deferred"), cases);
             }
-            WakeSpecific::Awake => {
-                // `worker::deliver` to the awake worker 1.
+            Placed::Delivered(d) => {
                 cases.hit("worker 1 was awake: plain delivery");
-                let _ = mailboxes[1].deliver_or_drain(item, &shutdown, Task::cancel);
-                s.queued.insert_rmw(1, Ordering::AcqRel);
-                notify_parked(&s, &mailboxes, 1, cases);
+                note_delivery(d, cases);
             }
         }
     } else if let Push::Outside = how {
         // `worker::deliver` into busy worker 0's inbox, from a foreign thread.
         let p = {
-            let (s, mailboxes, cases) = (s.clone(), mailboxes.clone(), cases.clone());
+            let (rt, cases) = (rt.clone(), cases.clone());
             thread::spawn(move || {
-                let n = mailboxes[0].deliver_or_drain(item, &shutdown, Task::cancel);
-                assert_eq!(n, Notified::NoUnparkNeeded, "worker 0 is busy");
-                s.queued.insert_rmw(0, Ordering::AcqRel);
-                notify_parked(&s, &mailboxes, 0, &cases);
+                let d = handoff::deliver(&*rt, 0, item);
+                assert_ne!(d, Delivery::Unparked, "worker 0 is busy");
+                note_delivery(d, &cases);
             })
         };
         p.join().unwrap();
     } else {
         // `Core::push_local` on busy worker 0.
         local0.push(item);
-        s.queued.insert(0, Ordering::Relaxed);
-        notify_parked(&s, &mailboxes, 0, cases);
+        note_wake(handoff::after_push(&*rt, 0, &mut queued_bit), cases);
     }
     w1.join().unwrap();
     ledger.assert_each_once();
-    let c = s.counts();
+    let c = rt.s.counts();
     assert_eq!(
         (c.searching, c.awake),
         (0, 2),
@@ -284,7 +349,7 @@ fn push_races_the_last_searcher_going_to_sleep() {
         "the walk found the item",
         "the pusher woke a parked worker",
         "the last searcher's re-check found the item",
-        "the pusher saw a searcher (or nobody parked): no wake",
+        "the pusher's check sent no wake (a searcher, or nobody parked)",
     ]);
     model({
         let cases = cases.clone();
@@ -299,7 +364,7 @@ fn delivery_to_a_busy_worker_while_another_parks() {
         "the walk found the item",
         "the pusher woke a parked worker",
         "the last searcher's re-check found the item",
-        "the pusher saw a searcher (or nobody parked): no wake",
+        "the pusher's check sent no wake (a searcher, or nobody parked)",
     ]);
     model({
         let cases = cases.clone();
@@ -339,52 +404,57 @@ fn a_non_searcher_parks_as_the_last_searcher_leaves() {
         "worker 2 could not search",
         "the walk found the item",
         "the last searcher's re-check found the item",
+        "the worker that found work woke a parked one for what is left",
     ]);
     model({
         let cases = cases.clone();
         move || {
             let ledger = Ledger::new(1);
-            let s = Arc::new(Sleepers::new(4, &[0..4]));
-            let mailboxes: Vec<Arc<Mailbox<Task>>> =
-                (0..4).map(|_| Arc::new(Mailbox::new())).collect();
+            let rt = Rt::new(4);
+            let s = &rt.s;
             let local0 = Local::new();
             // Workers 1 and 3 search before the race (the cap: half of 4).
             assert!(s.to_searching() && s.to_searching());
             let victim = || Victim {
                 stealer: local0.stealer(),
-                mailbox: mailboxes[0].clone(),
+                rt: rt.clone(),
             };
             let w13 = {
-                let (s, mailboxes, cases, victim) =
-                    (s.clone(), mailboxes.clone(), cases.clone(), victim());
+                let (rt, cases, victim) = (rt.clone(), cases.clone(), victim());
                 thread::spawn(move || {
                     for me in [1, 3] {
-                        // `found_work` for work of its own: the last
-                        // searcher leaving looks at the queued set.
-                        if s.leave_searching()
-                            && s.find_queued(&(0..4), me, |v| v == 0 && victim.has_work())
-                                .0
-                                .is_some()
-                        {
-                            notify_parked(&s, &mailboxes, 0, &cases);
-                        }
+                        // `found_work` for work of its own (none left
+                        // behind): the last searcher leaving looks at the
+                        // queued set.
+                        let (mut searching, mut queued_bit) = (true, false);
+                        let woke = handoff::found_work(
+                            &*rt,
+                            me,
+                            &mut searching,
+                            || false,
+                            &mut queued_bit,
+                            || {
+                                rt.s.find_queued(&(0..4), me, |v| v == 0 && victim.has_work())
+                                    .0
+                            },
+                        );
+                        note_found(woke, &cases);
                     }
                 })
             };
             let w2 = {
-                let (s, mb, cases, victim) =
-                    (s.clone(), mailboxes[2].clone(), cases.clone(), victim());
+                let (rt, cases, victim) = (rt.clone(), cases.clone(), victim());
                 thread::spawn(move || {
-                    if s.counts().searching >= 2 {
+                    if rt.s.counts().searching >= 2 {
                         cases.hit("worker 2 could not search");
                     }
-                    idle_worker(&s, 2, 4, &mb, &victim, &cases)
+                    idle_worker(&rt, 2, 4, &victim, &cases)
                 })
             };
             // Worker 0: `Core::push_local`.
             local0.push(ledger.task(0));
-            s.queued.insert(0, Ordering::Relaxed);
-            notify_parked(&s, &mailboxes, 0, &cases);
+            let mut queued_bit = false;
+            note_wake(handoff::after_push(&*rt, 0, &mut queued_bit), &cases);
             w13.join().unwrap();
             w2.join().unwrap();
             ledger.assert_each_once();

@@ -7,11 +7,15 @@
 //! `shared::announce_shutdown` (flag, then every parker's `notify`), joins
 //! the worker as `Runtime::shutdown` does, then calls `shared::final_drain`
 //! (inbox drain, the registry's wake-up, reap and drain until both are
-//! empty, `Graveyard::close`). Burials are `Graveyard::bury`, the body of
-//! `Shared::bury`. What is still the model's own:
-//! - the schedule path of a task woken from outside the runtime
-//!   (`schedule::schedule` and `worker::deliver`, in files this model does
-//!   not own): `if shutdown { bury } else { deliver_or_drain(.., bury) }`;
+//! empty, `Graveyard::close`; the inboxes through `shared::drain_inboxes`,
+//! as `Runtime::shutdown`). Burials are `Graveyard::bury`, the body of
+//! `Shared::bury`. The schedule path of a task woken from outside the
+//! runtime is the production one too: `handoff::admit` (the shutdown
+//! check at the start of `schedule::schedule`), then `handoff::deliver`
+//! (what `worker::deliver` counts: `Mailbox::deliver_or_drain` into
+//! `Workers::bury`, the `queued` bit, the pusher's check); only the
+//! placement before it (which worker) is left out. What is still the
+//! model's own:
 //! - the worker's loop around `Mailbox::wait`;
 //! - the registry's wake-up, a no-op here: the tasks it wakes take the
 //!   schedule path above, and `abort.rs`'s
@@ -29,21 +33,61 @@
 
 use std::cell::Cell;
 
+use std::ops::Range;
+
+use hwsched::handoff::{self, Workers};
+use hwsched::idle::Sleepers;
 use hwsched::park::{Mailbox, Wait};
 use hwsched::queue::Local;
-use hwsched::shared::{announce_shutdown, drain_queue, final_drain, Graveyard};
-use loom::sync::atomic::{AtomicBool, Ordering};
+use hwsched::shared::{announce_shutdown, drain_inboxes, final_drain, Graveyard};
+use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Task};
 
 /// The shutdown state of `Shared`: its flag, the graveyard, one worker's
-/// mailbox.
+/// mailbox and idle state.
 struct Shared {
     shutdown: AtomicBool,
     graveyard: Graveyard<Task>,
     mb: Mailbox<Task>,
+    idle: Sleepers,
+    all: Range<usize>,
+    /// The model's bookkeeping (not a loom atomic: it adds no
+    /// interleavings): whether the waker's task passed `admit`, so that a
+    /// burial after it is the delivery's re-check.
+    admitted: std::sync::atomic::AtomicBool,
     cases: std::sync::Arc<Cases>,
+}
+
+impl Workers<Task> for Shared {
+    fn sleepers(&self) -> &Sleepers {
+        &self.idle
+    }
+    fn mailbox(&self, w: usize) -> &Mailbox<Task> {
+        assert_eq!(w, 0, "one worker");
+        &self.mb
+    }
+    fn wake_spans(&self, _near: usize) -> impl Iterator<Item = &Range<usize>> + Clone {
+        std::iter::once(&self.all)
+    }
+    fn shutdown(&self) -> &AtomicBool {
+        &self.shutdown
+    }
+    /// `Shared::bury`: `Graveyard::bury` with `drop_task`.
+    fn bury(&self, t: Task) {
+        self.cases.hit(
+            if self.admitted.load(std::sync::atomic::Ordering::Relaxed) {
+                "buried by the waker's re-check"
+            } else {
+                "buried by schedule's early check"
+            },
+        );
+        self.graveyard.bury(t, |t| {
+            self.cases.hit("reaped by the burier itself");
+            t.cancel();
+        });
+    }
 }
 
 impl Shared {
@@ -52,16 +96,11 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             graveyard: Graveyard::new(),
             mb: Mailbox::new(),
+            idle: Sleepers::new(1, &[0..1]),
+            all: 0..1,
+            admitted: std::sync::atomic::AtomicBool::new(false),
             cases: cases.clone(),
         })
-    }
-
-    /// `Shared::bury`: `Graveyard::bury` with `drop_task`.
-    fn bury(&self, t: Task) {
-        self.graveyard.bury(t, |t| {
-            self.cases.hit("reaped by the burier itself");
-            t.cancel();
-        });
     }
 
     /// `Runtime::shutdown` after the workers are joined:
@@ -76,7 +115,7 @@ impl Shared {
             &self.graveyard,
             || {
                 drains.set(drains.get() + 1);
-                drain_queue(&self.mb.inbox, |t| {
+                drain_inboxes([&self.mb], |t| {
                     self.cases.hit("dropped by the shutdown's inbox drain");
                     t.cancel();
                 })
@@ -134,18 +173,12 @@ fn worker(s: &Shared) {
     }
 }
 
-/// `schedule::schedule` for a task woken from outside the runtime, with
-/// `worker::deliver`'s `Mailbox::deliver_or_drain` (the model's own copy:
-/// see the module docs).
+/// `schedule::schedule` for a task woken from outside the runtime, placed
+/// on the one worker: `handoff::admit`, then `handoff::deliver`.
 fn schedule(s: &Shared, t: Task) {
-    if s.shutdown.load(Ordering::Relaxed) {
-        s.cases.hit("buried by schedule's early check");
-        s.bury(t);
-    } else {
-        let _ = s.mb.deliver_or_drain(t, &s.shutdown, |t| {
-            s.cases.hit("buried by the waker's re-check");
-            s.bury(t);
-        });
+    if let Some(t) = handoff::admit(s, t) {
+        s.admitted.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = handoff::deliver(s, 0, t);
     }
 }
 
@@ -192,6 +225,7 @@ fn burial_races_the_final_drain() {
     // Either the drain's reap (its loop, or `close`'s after the fence)
     // takes it, or the burier sees `reaper_done` and reaps it itself.
     let cases = Cases::new(&[
+        "buried by schedule's early check",
         "reaped by the shutdown's loop",
         "reaped by the last reap (close)",
         "reaped by the burier itself",
@@ -204,7 +238,8 @@ fn burial_races_the_final_drain() {
             announce_shutdown(&s.shutdown, [&s.mb.parker]);
             let burier = {
                 let (s, t) = (s.clone(), ledger.task(0));
-                thread::spawn(move || s.bury(t))
+                // `schedule::schedule` after the flag: `admit` buries it.
+                thread::spawn(move || assert!(handoff::admit(&*s, t).is_none()))
             };
             s.final_drain();
             burier.join().unwrap();
@@ -220,7 +255,10 @@ fn burial_after_the_reaper_finished() {
     // A task buried after the final drain returned (a waker firing late,
     // e.g. from a thread the runtime does not own) is dropped by its
     // burier: nobody else will reap it.
-    let cases = Cases::new(&["reaped by the burier itself"]);
+    let cases = Cases::new(&[
+        "buried by schedule's early check",
+        "reaped by the burier itself",
+    ]);
     model({
         let cases = cases.clone();
         move || {
@@ -230,7 +268,8 @@ fn burial_after_the_reaper_finished() {
             s.final_drain();
             let burier = {
                 let (s, t) = (s.clone(), ledger.task(0));
-                thread::spawn(move || s.bury(t))
+                // `schedule::schedule` after the flag: `admit` buries it.
+                thread::spawn(move || assert!(handoff::admit(&*s, t).is_none()))
             };
             burier.join().unwrap();
             s.assert_empty();

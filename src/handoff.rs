@@ -1,0 +1,188 @@
+//! Handing work to workers: the pusher's steps of the wake protocol
+//! ([`idle`](crate::idle), "The steps") and the start of every task's
+//! schedule path, written once over a small view of the runtime
+//! ([`Workers`]) so that the runtime (`worker.rs`, `schedule.rs`) and the
+//! loom models (`loom-tests/tests/conserve.rs`, `shutdown.rs`) run the same
+//! code. The callers keep what is theirs: placement, counters, and what a
+//! worker's core holds.
+
+use std::ops::Range;
+
+use crate::idle::{Sleepers, WakeSpecific};
+use crate::park::{Mailbox, Notified};
+use crate::sync::{AtomicBool, Ordering};
+
+/// What the pusher's steps need of a runtime: its idle state, each
+/// worker's mailbox, where to look for a parked worker to wake, and its
+/// shutdown flag with the burial of tasks found after it.
+pub trait Workers<T> {
+    /// The wake protocol's shared state.
+    fn sleepers(&self) -> &Sleepers;
+    /// Worker `w`'s mailbox.
+    fn mailbox(&self, w: usize) -> &Mailbox<T>;
+    /// The spans in which a wake for work at worker `near` looks for a
+    /// parked worker, nearest first, the last covering every worker
+    /// ([`Sleepers::wake_one`]).
+    fn wake_spans(&self, near: usize) -> impl Iterator<Item = &Range<usize>> + Clone;
+    /// The shutdown flag.
+    fn shutdown(&self) -> &AtomicBool;
+    /// Disposes of a task found after shutdown, possibly inside a waker
+    /// call (the runtime's `Shared::bury`: not dropped there).
+    fn bury(&self, t: T);
+}
+
+/// What a delivery to an inbox did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The worker was parked, and the delivery's notify woke it: it takes
+    /// the task itself.
+    Unparked,
+    /// The worker is awake: the task is marked in `queued`, and the pusher's
+    /// check ran ([`notify_parked`]'s result).
+    Queued(Option<(usize, Notified)>),
+}
+
+/// What [`wake_placed`] did with a task whose placement chose a parked
+/// worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// The worker was claimed as the one wake in flight and the task
+    /// delivered to it ([`deliver_to_woken`]'s result).
+    Woken(Notified),
+    /// Another wake was in flight: the task went to `defer` (the waker's
+    /// own deque).
+    Deferred,
+    /// The worker had woken by itself: a plain [`deliver`].
+    Delivered(Delivery),
+}
+
+/// The start of every task's schedule path: after shutdown the task is
+/// buried (not dropped: this may run inside a waker call); otherwise it is
+/// returned to be placed. `Relaxed`, as the runtime's `is_shutdown`: the
+/// flag is published by the parker RMW that follows its store, and a
+/// delivery re-checks it after its own RMW (park.rs, "shutdown";
+/// [`Mailbox::deliver_or_drain`]).
+#[inline]
+pub fn admit<T>(rt: &impl Workers<T>, t: T) -> Option<T> {
+    if rt.shutdown().load(Ordering::Relaxed) {
+        rt.bury(t);
+        return None;
+    }
+    Some(t)
+}
+
+/// The pusher's steps 2-3 ([`idle`](crate::idle)): after work became
+/// stealable at worker `near`, wakes the parked worker nearest to it to
+/// search, unless a worker already searches (or nobody is parked), with a
+/// note to look at `near` first ([`Mailbox::kick`]). Returns the worker
+/// woken and what its notify did.
+#[inline]
+pub fn notify_parked<T>(rt: &impl Workers<T>, near: usize) -> Option<(usize, Notified)> {
+    let idle = rt.sleepers();
+    if !idle.needs_wake() {
+        return None;
+    }
+    let (w, _) = idle.wake_one(near, rt.wake_spans(near));
+    let w = w?;
+    Some((w, rt.mailbox(w).kick(near)))
+}
+
+/// The pusher's steps 1-3 after the owner `me` pushed onto its own deque:
+/// marks `me` in the `queued` set once per busy period (`queued_bit` is
+/// the owner's record of its bit), then the pusher's check.
+#[inline]
+pub fn after_push<T>(
+    rt: &impl Workers<T>,
+    me: usize,
+    queued_bit: &mut bool,
+) -> Option<(usize, Notified)> {
+    if !*queued_bit {
+        *queued_bit = true;
+        // Relaxed: ordered before the check's load by its fence, and only
+        // this worker pushes onto its deque.
+        rt.sleepers().queued.insert(me, Ordering::Relaxed);
+    }
+    notify_parked(rt, me)
+}
+
+/// Work was found by idle worker `me` (Go's `resetspinning` -> `wakep`):
+/// stops searching (`searching` is the worker's record), and makes sure the
+/// work left behind gets a worker. When the worker holds more than it runs
+/// (`holds_more`, asked after it left searching: a stolen or pulled batch),
+/// the pusher's steps run for it ([`after_push`]); otherwise the last
+/// searcher re-checks (`recheck`, called after `leave_searching`'s fence:
+/// a worker whose queue holds work), because pushers that saw it searching
+/// counted on it, and wakes a parked worker for what it finds.
+#[inline]
+pub fn found_work<T>(
+    rt: &impl Workers<T>,
+    me: usize,
+    searching: &mut bool,
+    holds_more: impl FnOnce() -> bool,
+    queued_bit: &mut bool,
+    recheck: impl FnOnce() -> Option<usize>,
+) -> Option<(usize, Notified)> {
+    let last = std::mem::take(searching) && rt.sleepers().leave_searching();
+    if holds_more() {
+        after_push(rt, me, queued_bit)
+    } else if last {
+        recheck().and_then(|v| notify_parked(rt, v))
+    } else {
+        None
+    }
+}
+
+/// Delivers `t` to worker `to`'s inbox from anywhere.
+///
+/// If `to` was parked the delivery's notify woke it (an unpark), and it
+/// takes the task itself. Otherwise `to` is awake: running (perhaps stuck
+/// in a long poll) or idle. Either way the task is stealable work behind a
+/// worker that may not get to it soon, so `to`'s `queued` bit is set (an
+/// RMW: see idle.rs on why the owner's clear cannot lose it) and the
+/// pusher's check runs: work conservation. After shutdown the inbox is
+/// drained into [`Workers::bury`] ([`Mailbox::deliver_or_drain`]).
+#[inline]
+pub fn deliver<T>(rt: &impl Workers<T>, to: usize, t: T) -> Delivery {
+    let m = rt.mailbox(to);
+    if m.deliver_or_drain(t, rt.shutdown(), |t| rt.bury(t)) == Notified::Unparked {
+        return Delivery::Unparked;
+    }
+    // AcqRel: release publishes the inbox push to the owner's clear of the
+    // bit (an RMW that reads this one, then re-checks the inbox).
+    rt.sleepers().queued.insert_rmw(to, Ordering::AcqRel);
+    Delivery::Queued(notify_parked(rt, to))
+}
+
+/// Delivers `t` to worker `w`, just claimed from the parked set as the one
+/// wake in flight (it searches), and notifies it. The task is stealable
+/// work behind a worker that may find other work first: marked in the
+/// `queued` set, as in [`deliver`]; the claim covers the pusher's check.
+#[inline]
+pub fn deliver_to_woken<T>(rt: &impl Workers<T>, w: usize, t: T) -> Notified {
+    let n = rt
+        .mailbox(w)
+        .deliver_or_drain(t, rt.shutdown(), |t| rt.bury(t));
+    // AcqRel: as in `deliver`.
+    rt.sleepers().queued.insert_rmw(w, Ordering::AcqRel);
+    n
+}
+
+/// A task whose wake placement chose idle worker `c`, which is parked:
+/// wakes `c` only as the one wake in flight ([`Sleepers::wake_specific`])
+/// and delivers the task to it; while another wake is in flight, marks `c`
+/// idle again (the placement claimed its idle bit) and hands the task to
+/// `defer` (the waker's own deque, where the searcher finds it); if `c`
+/// woke by itself, delivers to it as to any awake worker.
+#[inline]
+pub fn wake_placed<T>(rt: &impl Workers<T>, c: usize, t: T, defer: impl FnOnce(T)) -> Placed {
+    match rt.sleepers().wake_specific(c) {
+        WakeSpecific::Woken => Placed::Woken(deliver_to_woken(rt, c, t)),
+        WakeSpecific::InFlight => {
+            // Relaxed: a placement hint (idle.rs).
+            rt.sleepers().idle.insert(c, Ordering::Relaxed);
+            defer(t);
+            Placed::Deferred
+        }
+        WakeSpecific::Awake => Placed::Delivered(deliver(rt, c, t)),
+    }
+}

@@ -1,15 +1,17 @@
 //! Handing work to workers: the pusher's steps of the wake protocol
-//! ([`idle`](crate::idle), "The steps") and the start of every task's
-//! schedule path, written once over a small view of the runtime
+//! ([`idle`](crate::idle), "The steps"), the start of every task's
+//! schedule path, and the owner's clear of its `queued` bit
+//! ([`clear_queued`]), written once over a small view of the runtime
 //! ([`Workers`]) so that the runtime (`worker.rs`, `schedule.rs`) and the
-//! loom models (`loom-tests/tests/conserve.rs`, `shutdown.rs`) run the same
-//! code. The callers keep what is theirs: placement, counters, and what a
+//! loom models (`loom-tests/tests/conserve.rs`, `queued.rs`, `shutdown.rs`)
+//! run the same code. The callers keep what is theirs: placement, counters, and what a
 //! worker's core holds.
 
 use std::ops::Range;
 
 use crate::idle::{Sleepers, WakeSpecific};
 use crate::park::{Mailbox, Notified};
+use crate::queue::Local;
 use crate::sync::{AtomicBool, Ordering};
 
 /// What the pusher's steps need of a runtime: its idle state, each
@@ -132,6 +134,34 @@ pub fn found_work<T>(
     }
 }
 
+/// The owner `me`'s clear of its `queued` bit when it goes idle with its
+/// deque empty (only the owner pushes onto it; `local` is that deque, where
+/// an inbox batch lands): returns a task if the inbox got one meanwhile.
+/// `Core::clear_queued` and the loom model `queued.rs` call this.
+///
+/// ORDERING: AcqRel; its acquire is needed (loom: `queued.rs`, mutation
+/// `worker-take-queued`). A deliverer pushes into the inbox, then sets the
+/// bit with a release RMW ([`deliver`], [`deliver_to_woken`]). When this
+/// clear reads that RMW (it comes later in the word's modification order),
+/// its acquire makes the push visible to the inbox check below, which
+/// takes the task; without it the check may read the inbox as it was
+/// before the push (the bit and the inbox slots are different locations:
+/// coherence does not help), and the bit, just cleared, no longer shows the
+/// task to anyone who reads the `queued` set. When this clear comes first,
+/// the deliverer's RMW sets the bit again after it, and the re-checks find
+/// it. The release half publishes nothing (the owner's deque is empty and
+/// readers of a clear bit look at nothing behind it), and a deliverer's
+/// acquire half acquires nothing it needs (its pusher's check has its own
+/// fence): with `Release` on the deliverers' RMWs and `Acquire` here the
+/// models pass. Kept `AcqRel`: the same `lock and`/`lock or` on x86.
+#[inline]
+pub fn clear_queued<T>(rt: &impl Workers<T>, me: usize, local: &Local<T>) -> Option<T> {
+    if rt.sleepers().queued.remove(me, Ordering::AcqRel) {
+        return rt.mailbox(me).take(local);
+    }
+    None
+}
+
 /// Delivers `t` to worker `to`'s inbox from anywhere.
 ///
 /// If `to` was parked the delivery's notify woke it (an unpark), and it
@@ -147,8 +177,10 @@ pub fn deliver<T>(rt: &impl Workers<T>, to: usize, t: T) -> Delivery {
     if m.deliver_or_drain(t, rt.shutdown(), |t| rt.bury(t)) == Notified::Unparked {
         return Delivery::Unparked;
     }
-    // AcqRel: release publishes the inbox push to the owner's clear of the
-    // bit (an RMW that reads this one, then re-checks the inbox).
+    // AcqRel; the release is needed: it publishes the inbox push to the
+    // owner's clear of the bit ([`clear_queued`]: an RMW that reads this
+    // one, then re-checks the inbox; loom: `queued.rs`). The acquire half
+    // is not (see there).
     rt.sleepers().queued.insert_rmw(to, Ordering::AcqRel);
     Delivery::Queued(notify_parked(rt, to))
 }
@@ -162,7 +194,10 @@ pub fn deliver_to_woken<T>(rt: &impl Workers<T>, w: usize, t: T) -> Notified {
     let n = rt
         .mailbox(w)
         .deliver_or_drain(t, rt.shutdown(), |t| rt.bury(t));
-    // AcqRel: as in `deliver`.
+    // AcqRel, as in `deliver`: the release is needed (loom: `queued.rs`,
+    // `a_placement_races_the_owner_clearing_its_bit`), by the woken
+    // worker's next clear of its bit, when the worker found other work
+    // first.
     rt.sleepers().queued.insert_rmw(w, Ordering::AcqRel);
     n
 }

@@ -36,7 +36,10 @@
 //! - `queued` ([`WorkerSet`]): one bit per worker whose deque or inbox may
 //!   hold work others could steal. Set by the owner when its deque goes from
 //!   empty to non-empty, and by a deliverer into a busy worker's inbox;
-//!   cleared by the owner when it finds both empty. A set bit may be stale
+//!   cleared by the owner when it finds both empty, with an RMW that
+//!   acquires the deliverers' and then a last look at its inbox
+//!   ([`handoff::clear_queued`](crate::handoff::clear_queued), checked by
+//!   `loom-tests/tests/queued.rs`). A set bit may be stale
 //!   (a thief emptied the queue); a clear bit is never stale for a queue
 //!   that holds work, except while its owner is awake and about to look at
 //!   it. It is the summary that re-check reads instead of every queue.

@@ -635,17 +635,11 @@ impl Core {
     /// that set the bit before the clear is seen by the clear's acquire.
     fn clear_queued(&mut self, shared: &Shared) -> Option<Runnable> {
         self.queued_bit = false;
-        let me = &shared.workers[self.index];
-        // AcqRel: acquires every deliverer's `insert_rmw` that precedes the
-        // clear, so the inbox check below sees their pushes; a deliverer
-        // after it sets the bit again.
-        if shared.idle.queued.remove(self.index, Ordering::AcqRel) {
-            if let Some(r) = me.mailbox.take(&self.local) {
-                WorkerCounters::bump(&me.stats.inbox_pulls, 1);
-                return Some(r);
-            }
-        }
-        None
+        // The clear and the inbox re-check: `handoff::clear_queued` (its
+        // orderings are argued there).
+        let r = handoff::clear_queued(shared, self.index, &self.local)?;
+        WorkerCounters::bump(&shared.workers[self.index].stats.inbox_pulls, 1);
+        Some(r)
     }
 
     /// Work was found by an idle worker: stop searching, and make sure the

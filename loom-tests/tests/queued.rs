@@ -1,0 +1,220 @@
+//! The owner's clear of its `queued` bit (`src/idle.rs`, "State": a clear
+//! bit is never stale for a queue that holds work) against a delivery into
+//! its inbox: the delivered task is never stranded. Either the owner's
+//! inbox re-check takes it, or the bit stays set and whoever reads the
+//! `queued` set finds it.
+//!
+//! The owner, worker 0, goes idle with its deque empty and runs
+//! `handoff::clear_queued` (`Core::clear_queued`'s body: the clear with an
+//! `AcqRel` RMW, then, if the bit was set, `Mailbox::take`). A task is
+//! delivered into its inbox at the same time:
+//!
+//! - `a_delivery_races_the_owner_clearing_its_bit`: by a thread outside the
+//!   runtime, with `handoff::deliver` (the inbox push, the bit's
+//!   `insert_rmw`, the pusher's check). Worker 0's bit is set at the start
+//!   (it pushed in its busy period), and worker 1 is parked, so the
+//!   pusher's check always wakes worker 1 (`notify_parked`: `wake_one`,
+//!   `Mailbox::kick`); woken (`Mailbox::wait`, `leave_parked`), worker 1
+//!   reads the `queued` set (`Sleepers::find_queued`) and steals from what
+//!   it finds: the third party.
+//! - `a_placement_races_the_owner_clearing_its_bit`: worker 1 wakes a task
+//!   whose placement chose worker 0, parked at the start, with
+//!   `handoff::wake_placed`, while worker 0 wakes by itself
+//!   (`leave_parked`) and, its idle period over, clears its bit. If the
+//!   claim comes first, the task goes in with `handoff::deliver_to_woken`;
+//!   if worker 0's own clear of its parked bit does, with `handoff::deliver`.
+//!   After both, worker 1 reads the `queued` set and steals from it (the
+//!   delivery's notify would also make worker 0's next wait look at its
+//!   inbox; the property here is the bit's).
+//!
+//! Checked in every interleaving: the task ran exactly once. Mutations
+//! (`loom-tests/README.md`, rows `handoff-deliver-queued`,
+//! `handoff-deliver-to-woken-queued`, `worker-take-queued`): the deliverer's
+//! `insert_rmw` or the owner's clear made `Relaxed` lets the owner's clear
+//! read the deliverer's bit while its inbox check reads the inbox from
+//! before the push; the bit is then gone and the task stranded.
+
+#![cfg(loom)]
+
+use std::ops::Range;
+
+use hwsched::handoff::{self, Delivery, Placed, Workers};
+use hwsched::idle::Sleepers;
+use hwsched::park::{Mailbox, Wait};
+use hwsched::queue::{Local, Steal};
+use loom::sync::atomic::AtomicBool;
+use loom::sync::Arc;
+use loom::thread;
+use loom_tests::{model, Cases, Ledger, Task};
+
+/// The runtime as the pusher's steps see it: two workers in one span.
+struct Rt {
+    s: Sleepers,
+    mailboxes: Vec<Mailbox<Task>>,
+    all: Range<usize>,
+    shutdown: AtomicBool,
+}
+
+impl Rt {
+    fn new(n: usize) -> Arc<Rt> {
+        Arc::new(Rt {
+            s: Sleepers::new(n, &[0..n]),
+            mailboxes: (0..n).map(|_| Mailbox::new()).collect(),
+            all: 0..n,
+            shutdown: AtomicBool::new(false),
+        })
+    }
+
+    /// A worker other than 0 reads the `queued` set (the re-check's
+    /// `find_queued`, then `worker::steal_from`'s inbox steal). Returns the
+    /// task if it got it.
+    fn steal_queued(&self, me: usize, local: &Local<Task>) -> Option<Task> {
+        let inbox = &self.mailboxes[0].inbox;
+        self.s
+            .find_queued(&self.all, me, |v| v == 0 && !inbox.is_empty())
+            .0?;
+        loop {
+            match inbox.steal_batch_and_pop(local) {
+                Steal::Success(t) => return Some(t),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+}
+
+impl Workers<Task> for Rt {
+    fn sleepers(&self) -> &Sleepers {
+        &self.s
+    }
+    fn mailbox(&self, w: usize) -> &Mailbox<Task> {
+        &self.mailboxes[w]
+    }
+    fn wake_spans(&self, _near: usize) -> impl Iterator<Item = &Range<usize>> + Clone {
+        std::iter::once(&self.all)
+    }
+    fn shutdown(&self) -> &AtomicBool {
+        &self.shutdown
+    }
+    fn bury(&self, _t: Task) {
+        panic!("no shutdown in this model");
+    }
+}
+
+/// Worker 0 goes idle: `Core::clear_queued` (its deque is empty).
+fn owner_clears(rt: &Rt, cases: &Cases) {
+    let local = Local::new();
+    if let Some(t) = handoff::clear_queued(rt, 0, &local) {
+        cases.hit("the owner's re-check took the task");
+        t.run();
+    }
+    assert!(local.is_empty(), "the loom inbox moves no batch");
+}
+
+#[test]
+fn a_delivery_races_the_owner_clearing_its_bit() {
+    let cases = Cases::new(&[
+        "the owner's re-check took the task",
+        "the woken worker found the task through the queued set",
+        "the woken worker found nothing",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(1);
+            let rt = Rt::new(2);
+            // Worker 0 pushed in its busy period (`after_push`), and its
+            // deque has been emptied since; worker 1 is parked.
+            rt.s.queued.insert(0, loom::sync::atomic::Ordering::Relaxed);
+            assert!(rt.s.to_parked(1, false), "worker 1 parks last");
+            let w1 = {
+                let (rt, cases) = (rt.clone(), cases.clone());
+                thread::spawn(move || {
+                    let local = Local::new();
+                    let never = AtomicBool::new(false);
+                    // Counted parked already: it sleeps until the kick.
+                    match rt.mailboxes[1].wait(&local, &never, || false, || true) {
+                        Wait::Woken { kicked_by, .. } => {
+                            assert_eq!(kicked_by, Some(0), "kicked for worker 0's inbox")
+                        }
+                        _ => panic!("worker 1 gets nothing but the kick"),
+                    }
+                    assert!(rt.s.leave_parked(1), "claimed by the pusher's check");
+                    match rt.steal_queued(1, &local) {
+                        Some(t) => {
+                            cases.hit("the woken worker found the task through the queued set");
+                            t.run();
+                        }
+                        None => cases.hit("the woken worker found nothing"),
+                    }
+                    let _ = rt.s.leave_searching();
+                })
+            };
+            let d = {
+                let (rt, ledger) = (rt.clone(), ledger.clone());
+                thread::spawn(move || {
+                    // `worker::deliver` from a foreign thread.
+                    match handoff::deliver(&*rt, 0, ledger.task(0)) {
+                        Delivery::Queued(Some((1, _))) => {}
+                        d => panic!("worker 0 is busy, worker 1 parked: {d:?}"),
+                    }
+                })
+            };
+            owner_clears(&rt, &cases);
+            d.join().unwrap();
+            w1.join().unwrap();
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+#[test]
+fn a_placement_races_the_owner_clearing_its_bit() {
+    let cases = Cases::new(&[
+        "placement woke the parked worker: deliver_to_woken",
+        "worker 0 was awake: plain delivery",
+        "the owner's re-check took the task",
+        "the queued set showed the task after both",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(1);
+            let rt = Rt::new(2);
+            assert!(rt.s.to_parked(0, false), "worker 0 parks last");
+            let w0 = {
+                let (rt, cases) = (rt.clone(), cases.clone());
+                thread::spawn(move || {
+                    // Worker 0 wakes by itself (another delivery, a spin,
+                    // a timeout); a claim may have taken its bit first, and
+                    // then it searches until it finds work.
+                    if rt.s.leave_parked(0) {
+                        let _ = rt.s.leave_searching();
+                    }
+                    // It ran what it found; idle again.
+                    owner_clears(&rt, &cases);
+                })
+            };
+            // Worker 1: `schedule.rs` after wake placement chose worker 0.
+            match handoff::wake_placed(&*rt, 0, ledger.task(0), |_| {
+                panic!("no other wake in flight")
+            }) {
+                Placed::Woken(_) => cases.hit("placement woke the parked worker: deliver_to_woken"),
+                Placed::Delivered(Delivery::Queued(woke)) => {
+                    assert_eq!(woke, None, "nobody else is parked");
+                    cases.hit("worker 0 was awake: plain delivery");
+                }
+                p => panic!("unexpected placement {p:?}"),
+            }
+            w0.join().unwrap();
+            let local = Local::new();
+            if let Some(t) = rt.steal_queued(1, &local) {
+                cases.hit("the queued set showed the task after both");
+                t.run();
+            }
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}

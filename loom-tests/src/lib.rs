@@ -28,8 +28,9 @@
 //! test file compiles to nothing, so `cargo test --workspace` stays fast.
 //!
 //! This crate's library holds only what the models share: [`model`] (the
-//! bounded checker), a drop-counting [`Task`] with its [`Ledger`], and
-//! [`Cases`], the interleavings each model must be seen to reach.
+//! bounded checker), a drop-counting [`Task`] with its [`Ledger`],
+//! [`Cases`], the interleavings each model must be seen to reach, and
+//! [`Rt`], the runtime view the pusher's steps (`hwsched::handoff`) take.
 
 // Models run in --release for speed, but some invariants they exercise are
 // `debug_assert!`s in hwsched (the counts of `idle::Sleepers`, the registry
@@ -242,6 +243,50 @@ mod imp {
     impl Drop for Task {
         fn drop(&mut self) {
             self.ledger.dropped[self.id].fetch_add(1, SeqCst);
+        }
+    }
+
+    /// The runtime as `hwsched::handoff`'s steps see it (its `Workers`
+    /// view): `n` workers in one span, their mailboxes, the shutdown flag.
+    /// Shared by the models that drive the pusher's steps.
+    pub struct Rt {
+        pub s: hwsched::idle::Sleepers,
+        pub mailboxes: Vec<hwsched::park::Mailbox<Task>>,
+        pub all: std::ops::Range<usize>,
+        pub shutdown: loom::sync::atomic::AtomicBool,
+    }
+
+    impl Rt {
+        // One span covering every worker: `&[0..n]` is the list of spans.
+        #[allow(clippy::single_range_in_vec_init)]
+        pub fn new(n: usize) -> loom::sync::Arc<Rt> {
+            loom::sync::Arc::new(Rt {
+                s: hwsched::idle::Sleepers::new(n, &[0..n]),
+                mailboxes: (0..n).map(|_| hwsched::park::Mailbox::new()).collect(),
+                all: 0..n,
+                shutdown: loom::sync::atomic::AtomicBool::new(false),
+            })
+        }
+    }
+
+    impl hwsched::handoff::Workers<Task> for Rt {
+        fn sleepers(&self) -> &hwsched::idle::Sleepers {
+            &self.s
+        }
+        fn mailbox(&self, w: usize) -> &hwsched::park::Mailbox<Task> {
+            &self.mailboxes[w]
+        }
+        fn wake_spans(
+            &self,
+            _near: usize,
+        ) -> impl Iterator<Item = &std::ops::Range<usize>> + Clone {
+            std::iter::once(&self.all)
+        }
+        fn shutdown(&self) -> &loom::sync::atomic::AtomicBool {
+            &self.shutdown
+        }
+        fn bury(&self, _t: Task) {
+            panic!("no shutdown in this model");
         }
     }
 }

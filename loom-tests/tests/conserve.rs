@@ -76,53 +76,13 @@
 
 #![cfg(loom)]
 
-use std::ops::Range;
-
-use hwsched::handoff::{self, Delivery, Placed, Workers};
-use hwsched::idle::Sleepers;
+use hwsched::handoff::{self, Delivery, Placed};
 use hwsched::park::{Mailbox, Notified, Wait};
 use hwsched::queue::{Local, Steal, Stealer};
 use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;
 use loom::thread;
-use loom_tests::{model, Cases, Ledger, Task};
-
-/// The runtime as the pusher's steps see it: `n` workers in one span.
-struct Rt {
-    s: Sleepers,
-    mailboxes: Vec<Mailbox<Task>>,
-    all: Range<usize>,
-    shutdown: AtomicBool,
-}
-
-impl Rt {
-    fn new(n: usize) -> Arc<Rt> {
-        Arc::new(Rt {
-            s: Sleepers::new(n, &[0..n]),
-            mailboxes: (0..n).map(|_| Mailbox::new()).collect(),
-            all: 0..n,
-            shutdown: AtomicBool::new(false),
-        })
-    }
-}
-
-impl Workers<Task> for Rt {
-    fn sleepers(&self) -> &Sleepers {
-        &self.s
-    }
-    fn mailbox(&self, w: usize) -> &Mailbox<Task> {
-        &self.mailboxes[w]
-    }
-    fn wake_spans(&self, _near: usize) -> impl Iterator<Item = &Range<usize>> + Clone {
-        std::iter::once(&self.all)
-    }
-    fn shutdown(&self) -> &AtomicBool {
-        &self.shutdown
-    }
-    fn bury(&self, _t: Task) {
-        panic!("no shutdown in this model");
-    }
-}
+use loom_tests::{model, Cases, Ledger, Rt, Task};
 
 /// What worker 1 sees of worker 0.
 struct Victim {

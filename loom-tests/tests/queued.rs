@@ -36,68 +36,26 @@
 
 #![cfg(loom)]
 
-use std::ops::Range;
-
-use hwsched::handoff::{self, Delivery, Placed, Workers};
-use hwsched::idle::Sleepers;
-use hwsched::park::{Mailbox, Wait};
+use hwsched::handoff::{self, Delivery, Placed};
+use hwsched::park::Wait;
 use hwsched::queue::{Local, Steal};
 use loom::sync::atomic::AtomicBool;
-use loom::sync::Arc;
 use loom::thread;
-use loom_tests::{model, Cases, Ledger, Task};
+use loom_tests::{model, Cases, Ledger, Rt, Task};
 
-/// The runtime as the pusher's steps see it: two workers in one span.
-struct Rt {
-    s: Sleepers,
-    mailboxes: Vec<Mailbox<Task>>,
-    all: Range<usize>,
-    shutdown: AtomicBool,
-}
-
-impl Rt {
-    fn new(n: usize) -> Arc<Rt> {
-        Arc::new(Rt {
-            s: Sleepers::new(n, &[0..n]),
-            mailboxes: (0..n).map(|_| Mailbox::new()).collect(),
-            all: 0..n,
-            shutdown: AtomicBool::new(false),
-        })
-    }
-
-    /// A worker other than 0 reads the `queued` set (the re-check's
-    /// `find_queued`, then `worker::steal_from`'s inbox steal). Returns the
-    /// task if it got it.
-    fn steal_queued(&self, me: usize, local: &Local<Task>) -> Option<Task> {
-        let inbox = &self.mailboxes[0].inbox;
-        self.s
-            .find_queued(&self.all, me, |v| v == 0 && !inbox.is_empty())
-            .0?;
-        loop {
-            match inbox.steal_batch_and_pop(local) {
-                Steal::Success(t) => return Some(t),
-                Steal::Empty => return None,
-                Steal::Retry => continue,
-            }
+/// A worker other than 0 reads the `queued` set (the re-check's
+/// `find_queued`, then `worker::steal_from`'s inbox steal). Returns the
+/// task if it got it.
+fn steal_queued(rt: &Rt, me: usize, local: &Local<Task>) -> Option<Task> {
+    let inbox = &rt.mailboxes[0].inbox;
+    rt.s.find_queued(&rt.all, me, |v| v == 0 && !inbox.is_empty())
+        .0?;
+    loop {
+        match inbox.steal_batch_and_pop(local) {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
         }
-    }
-}
-
-impl Workers<Task> for Rt {
-    fn sleepers(&self) -> &Sleepers {
-        &self.s
-    }
-    fn mailbox(&self, w: usize) -> &Mailbox<Task> {
-        &self.mailboxes[w]
-    }
-    fn wake_spans(&self, _near: usize) -> impl Iterator<Item = &Range<usize>> + Clone {
-        std::iter::once(&self.all)
-    }
-    fn shutdown(&self) -> &AtomicBool {
-        &self.shutdown
-    }
-    fn bury(&self, _t: Task) {
-        panic!("no shutdown in this model");
     }
 }
 
@@ -140,7 +98,7 @@ fn a_delivery_races_the_owner_clearing_its_bit() {
                         _ => panic!("worker 1 gets nothing but the kick"),
                     }
                     assert!(rt.s.leave_parked(1), "claimed by the pusher's check");
-                    match rt.steal_queued(1, &local) {
+                    match steal_queued(&rt, 1, &local) {
                         Some(t) => {
                             cases.hit("the woken worker found the task through the queued set");
                             t.run();
@@ -209,7 +167,7 @@ fn a_placement_races_the_owner_clearing_its_bit() {
             }
             w0.join().unwrap();
             let local = Local::new();
-            if let Some(t) = rt.steal_queued(1, &local) {
+            if let Some(t) = steal_queued(&rt, 1, &local) {
                 cases.hit("the queued set showed the task after both");
                 t.run();
             }

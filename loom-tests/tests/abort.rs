@@ -236,21 +236,27 @@ fn abort_races_completion() {
             worker.join().unwrap();
             aborter.join().unwrap();
             rt.run_queued();
-            match poll_handle(&mut h) {
-                Poll::Ready(Ok(v)) => {
-                    assert_eq!(v, 42);
-                    cases.hit("completed");
-                }
-                Poll::Ready(Err(e)) => {
-                    assert!(e.is_cancelled());
-                    cases.hit("cancelled");
-                }
-                Poll::Pending => panic!("the handle never resolves"),
-            }
+            resolves_completed_or_cancelled(&mut h, &cases);
             assert!(rt.inbox.is_empty(), "a task is left queued");
         }
     });
     cases.assert_all_reached();
+}
+
+/// The handle resolves: the task's output (42, "completed") or cancelled
+/// ("cancelled"); still pending fails the model.
+fn resolves_completed_or_cancelled(h: &mut JoinHandle<u32>, cases: &Cases) {
+    match poll_handle(h) {
+        Poll::Ready(Ok(v)) => {
+            assert_eq!(v, 42);
+            cases.hit("completed");
+        }
+        Poll::Ready(Err(e)) => {
+            assert!(e.is_cancelled());
+            cases.hit("cancelled");
+        }
+        Poll::Pending => panic!("the handle never resolves"),
+    }
 }
 
 #[test]
@@ -281,17 +287,7 @@ fn abort_while_the_task_is_woken() {
             opener.join().unwrap();
             aborter.join().unwrap();
             rt.run_queued();
-            match poll_handle(&mut h) {
-                Poll::Ready(Ok(v)) => {
-                    assert_eq!(v, 42);
-                    cases.hit("completed");
-                }
-                Poll::Ready(Err(e)) => {
-                    assert!(e.is_cancelled());
-                    cases.hit("cancelled");
-                }
-                Poll::Pending => panic!("the handle never resolves"),
-            }
+            resolves_completed_or_cancelled(&mut h, &cases);
             assert!(rt.inbox.is_empty(), "a task is left queued");
         }
     });

@@ -33,7 +33,7 @@ test-unit:
 	# The I/O reactor (the `io` feature): its own tests, and the guarantees'
 	# suites again with every worker inside async-io's block_on (the
 	# suites start the reactor first: tests/common, `drive_reactor`).
-	$(CARGO) test --features io --test io --test io_first_use --test reliability --test conservation --test edges
+	$(CARGO) test --features io --test io --test reliability --test conservation --test edges
 	$(CARGO) test --features io --doc
 
 # Each model in its own process (scripts/loom.sh), so that one failing model

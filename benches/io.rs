@@ -1,11 +1,12 @@
 //! I/O side by side: a TCP echo server and an HTTP/1.1 "hello" server
-//! (hyper 1.x) on hwsched with its workers driving async-io's reactor
-//! (`enable_io(true)`), on hwsched without (`enable_io(false)`: async-io's
-//! own thread drives it), on tokio (its own net driver) and on
+//! (hyper 1.x) on hwsched with its own driver (`hwsched::net`, hyper's I/O
+//! traits implemented directly), on hwsched running async-io sockets
+//! (`hwsched-asyncio`: woken from async-io's own thread, through smol-hyper's
+//! adapter), on tokio (its own net driver, hyper-util's `TokioIo`) and on
 //! async-executor (threads in `async_io::block_on(ex.run(..))`, smol's way).
 //!
 //! ```text
-//! cargo bench --features io --bench io -- [--runs 5] [--secs 3] [--workers 2] [--only echo|http]
+//! cargo bench --features hyper --bench io -- [--runs 5] [--secs 3] [--workers 2] [--only echo|http] [--conns 64]
 //! ```
 //!
 //! `HWSCHED_TUNE` sets hwsched's tunables for both hwsched rows (as in the
@@ -16,7 +17,7 @@
 //! - **echo**: a client process (this binary, one thread, 64 connections on
 //!   a local async-executor) makes 500 round trips of 64 B per connection;
 //!   round trips per second from the client's wall time;
-//! - **http**: `wrk -t1 -c64 -d<secs>s` (apt package `wrk`), requests per
+//! - **http**: `wrk -t1 -c<conns> -d<secs>s` (apt package `wrk`), requests per
 //!   second as wrk prints them.
 //!
 //! Beside each figure: the server process's CPU time (user + system, from
@@ -40,6 +41,9 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 mod rt;
 
 const CLIENTS: usize = 64;
+
+/// wrk's connection count (`--conns`, default 64).
+static WRK_CONNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(64);
 const ROUNDS: usize = 500;
 const MSG: usize = 64;
 
@@ -55,7 +59,7 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::HwIo => "hwsched",
-            Kind::HwNoIo => "hwsched-noio",
+            Kind::HwNoIo => "hwsched-asyncio",
             Kind::Tokio => "tokio",
             Kind::Ae => "async-executor",
         }
@@ -132,14 +136,50 @@ async fn serve_async_io(
     }
 }
 
+/// The accept loop on hwsched's own sockets.
+async fn serve_hwsched(listener: hwsched::net::TcpListener, bench: Bench) {
+    loop {
+        let Ok((s, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = s.set_nodelay(true);
+        match bench {
+            Bench::Echo => drop(hwsched::spawn(async move {
+                let (mut r, mut w) = s.into_split();
+                let _ = futures_lite::io::copy(&mut r, &mut w).await;
+            })),
+            Bench::Http => drop(hwsched::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(s, hyper::service::service_fn(hello))
+                    .await;
+            })),
+        }
+    }
+}
+
 fn start(kind: Kind, bench: Bench, workers: usize) -> Server {
     match kind {
-        Kind::HwIo | Kind::HwNoIo => {
+        Kind::HwIo => {
             // HWSCHED_TUNE applies (benches/common/rt.rs, `env_tunables`).
             let rt = hwsched::Runtime::builder()
                 .tunables(rt::env_tunables(Default::default()))
                 .worker_threads(workers)
-                .enable_io(kind == Kind::HwIo)
+                .build()
+                .expect("hwsched runtime");
+            let listener = rt
+                .block_on(hwsched::net::TcpListener::bind("127.0.0.1:0"))
+                .expect("bind");
+            let addr = listener.local_addr().unwrap();
+            drop(rt.spawn(serve_hwsched(listener, bench)));
+            Server {
+                addr,
+                rt: Rt::Hw(rt),
+            }
+        }
+        Kind::HwNoIo => {
+            let rt = hwsched::Runtime::builder()
+                .tunables(rt::env_tunables(Default::default()))
+                .worker_threads(workers)
                 .build()
                 .expect("hwsched runtime");
             let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).expect("bind");
@@ -295,7 +335,7 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
             let out = Command::new("wrk")
                 .args([
                     "-t1",
-                    "-c64",
+                    &format!("-c{}", WRK_CONNS.load(std::sync::atomic::Ordering::Relaxed)),
                     &format!("-d{secs}s"),
                     &format!("http://{}/", server.addr),
                 ])
@@ -323,8 +363,8 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
             let s1 = rt.stats();
             let (t0, t1) = (s0.total(), s1.total());
             Some((
-                t1.wakes_by_reactor - t0.wakes_by_reactor,
-                t1.reactor_wakes_local - t0.reactor_wakes_local,
+                t1.wakes_by_driver - t0.wakes_by_driver,
+                t1.batch_wakes - t0.batch_wakes,
                 t1.wakes_by_task - t0.wakes_by_task,
                 s1.external.wakes_foreign - s0.external.wakes_foreign,
             ))
@@ -364,6 +404,10 @@ fn main() {
     let runs: usize = val("--runs").map_or(5, |v| v.parse().expect("--runs N"));
     let secs: u64 = val("--secs").map_or(3, |v| v.parse().expect("--secs N"));
     let workers: usize = val("--workers").map_or(2, |v| v.parse().expect("--workers N"));
+    if let Some(c) = val("--conns") {
+        let c: usize = c.parse().expect("--conns N");
+        WRK_CONNS.store(c, std::sync::atomic::Ordering::Relaxed);
+    }
     let benches: Vec<Bench> = match val("--only").as_deref() {
         Some("echo") => vec![Bench::Echo],
         Some("http") => vec![Bench::Http],
@@ -402,7 +446,7 @@ fn main() {
                 let s = measure(kinds[k], bench, workers, secs);
                 let wakes = s.wakes.map_or(String::new(), |(r, rl, t, f)| {
                     format!(
-                        "  wakes: reactor-on-worker {r} ({rl} kept on the waker), task {t}, \
+                        "  wakes: driver-on-worker {r} (searchers woken after batches {rl}), task {t}, \
                          foreign {f}"
                     )
                 });
@@ -426,7 +470,7 @@ fn main() {
                 median(samples.iter().map(|s| s.csw_per_op).collect()),
             );
         }
-        // Per-round ratios of hwsched (reactor on) to the best peer.
+        // Per-round ratios of hwsched (its own driver) to the best peer.
         let (Some(h), Some(t), Some(a)) = (pos(Kind::HwIo), pos(Kind::Tokio), pos(Kind::Ae)) else {
             continue;
         };

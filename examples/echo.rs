@@ -1,50 +1,41 @@
-//! A TCP echo server on hwsched, through async-io sockets: each connection
-//! is a task that writes back what it reads. Idle workers drive async-io's
-//! reactor (`Builder::enable_io`), so a socket's readiness wakes its task
-//! from a worker, and the task runs next to where it was woken.
+//! A TCP echo server on hwsched's own sockets (`hwsched::net`): each
+//! connection is a task that writes back what it reads. A socket's
+//! readiness wakes its task on the worker that polled it, which runs it
+//! (a poller batch stays local).
 //!
 //! ```text
-//! cargo run --release --features io --example echo -- [--addr 127.0.0.1:7000] [--secs N] [--workers N] [--no-io]
+//! cargo run --release --features io --example echo -- [--addr 127.0.0.1:7000] [--secs N] [--workers N]
 //! nc 127.0.0.1 7000
 //! ```
 //!
-//! Stops on Ctrl-C or after `--secs`; connections still open are dropped
-//! with the runtime (each task once), and the wake counters are printed.
+//! Stops on Ctrl-C (`hwsched::signal::ctrl_c`) or after `--secs`;
+//! connections still open are dropped with the runtime (each task once),
+//! and the driver's counters are printed.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Duration;
 
-use async_io::Async;
-
-/// Set by the SIGINT handler.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::Relaxed);
-}
-
-/// Makes Ctrl-C set [`STOP`] instead of killing the process.
-fn stop_on_ctrl_c() {
-    let handler: extern "C" fn(libc::c_int) = on_sigint;
-    // SAFETY: installs a handler that only stores to an atomic (which is
-    // async-signal-safe); the function pointer lives for the whole program.
-    unsafe {
-        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
-    }
-}
+use futures_lite::{future, AsyncReadExt, AsyncWriteExt};
+use hwsched::net::TcpStream;
 
 /// Copies what the client sends back to it until it closes.
-async fn echo(stream: Async<TcpStream>) -> std::io::Result<u64> {
-    futures_lite::io::copy(&stream, &mut &stream).await
+async fn echo(mut stream: TcpStream) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; 16 << 10];
+    let mut total = 0u64;
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(total);
+        }
+        stream.write_all(&buf[..n]).await?;
+        total += n as u64;
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut addr: SocketAddr = "127.0.0.1:7000".parse()?;
     let mut secs: Option<u64> = None;
     let mut workers: Option<usize> = None;
-    let mut io = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -52,26 +43,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--addr" => addr = val()?.parse()?,
             "--secs" => secs = Some(val()?.parse()?),
             "--workers" => workers = Some(val()?.parse()?),
-            // Leave the reactor to async-io's own thread (for comparison).
-            "--no-io" => io = false,
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
-    stop_on_ctrl_c();
-    let mut b = hwsched::Runtime::builder().enable_io(io);
+    let mut b = hwsched::Runtime::builder();
     if let Some(n) = workers {
         b = b.worker_threads(n);
     }
     let rt = b.build()?;
-    let deadline = secs.map(|s| Instant::now() + Duration::from_secs(s));
     let served = rt.block_on(async move {
-        let listener = Async::<TcpListener>::bind(addr)?;
-        println!("echo: listening on {}", listener.get_ref().local_addr()?);
+        let listener = hwsched::net::TcpListener::bind(addr).await?;
+        println!("echo: listening on {}", listener.local_addr()?);
+        let ctrl_c = hwsched::signal::ctrl_c();
+        let deadline = async {
+            match secs {
+                Some(s) => hwsched::time::sleep(Duration::from_secs(s)).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut stop = std::pin::pin!(future::or(deadline, async {
+            let _ = ctrl_c.await;
+        }));
         let mut served = 0u64;
-        while !STOP.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
-            // Look at the stop flag ten times a second.
-            match hwsched::time::timeout(Duration::from_millis(100), listener.accept()).await {
-                Ok(Ok((stream, _peer))) => {
+        loop {
+            let next = future::or(async { Some(listener.accept().await) }, async {
+                (&mut stop).await;
+                None
+            });
+            match next.await {
+                Some(Ok((stream, _peer))) => {
                     served += 1;
                     // Detached: the task runs until its client closes, or
                     // until the runtime is dropped.
@@ -81,8 +81,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         }
                     }));
                 }
-                Ok(Err(e)) => eprintln!("echo: accept: {e}"),
-                Err(_elapsed) => {}
+                Some(Err(e)) => eprintln!("echo: accept: {e}"),
+                None => break,
             }
         }
         Ok::<u64, std::io::Error>(served)
@@ -91,9 +91,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(rt);
     let t = stats.total();
     println!(
-        "echo: {served} connections; task wakes: {} from the reactor on a worker, {} from \
+        "echo: {served} connections; task wakes: {} from the I/O driver on a worker, {} from \
          tasks, {} from other threads",
-        t.wakes_by_reactor, t.wakes_by_task, stats.external.wakes_foreign
+        t.wakes_by_driver, t.wakes_by_task, stats.external.wakes_foreign
     );
     Ok(())
 }

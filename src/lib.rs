@@ -46,13 +46,17 @@ mod blocking;
 mod error;
 mod governor;
 mod handle;
+#[cfg(feature = "io")]
+pub mod io;
 mod join_set;
+#[cfg(feature = "io")]
+pub mod net;
 mod place;
 pub mod policy;
-#[cfg(feature = "io")]
-mod reactor;
 mod runtime;
 mod schedule;
+#[cfg(feature = "io")]
+pub mod signal;
 mod spans;
 mod stats;
 mod sync;

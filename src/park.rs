@@ -280,6 +280,18 @@ impl Parker {
     }
 }
 
+impl Parker {
+    /// Takes the waker out of the slot (the owner, awake in its executor:
+    /// a notify then finds no waker to wake, and costs no eventfd write or
+    /// unpark; the owner sees its token when it polls `poll_park` again,
+    /// which puts the waker back if it sleeps on).
+    #[cfg_attr(not(any(loom, feature = "io")), allow(dead_code))]
+    pub fn take_waker(&self) {
+        let w = self.lock.lock().take();
+        drop(w);
+    }
+}
+
 /// The part of a worker other threads touch: its inbox, parker and wake
 /// note. Generic over the item so loom models use integers.
 #[derive(Debug)]

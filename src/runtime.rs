@@ -46,6 +46,8 @@ pub struct Builder {
     keep_alive: Duration,
     blocking_affinity: bool,
     io: bool,
+    #[cfg(feature = "io")]
+    io_pollers: crate::io::IoPollers,
 }
 
 impl Default for Builder {
@@ -64,6 +66,8 @@ impl Default for Builder {
             keep_alive: Builder::DEFAULT_KEEP_ALIVE,
             blocking_affinity: true,
             io: cfg!(feature = "io"),
+            #[cfg(feature = "io")]
+            io_pollers: crate::io::IoPollers::One,
         }
     }
 }
@@ -225,19 +229,20 @@ impl Builder {
         self
     }
 
-    /// Whether idle workers drive async-io's reactor (default: on when the
-    /// `io` cargo feature is, which it needs). On, each worker's loop runs
-    /// inside `async_io::block_on` and an idle worker sleeps there (one at
-    /// a time in the reactor) instead of on its condvar, so I/O readiness and timer
-    /// expiry wake tasks from a worker thread, and wake placement keeps
-    /// them near it; busy workers look at the reactor every 61 polls.
-    /// Off, async-io's own thread drives the reactor and every I/O or timer
-    /// wake comes from outside the runtime (async-io's types work either
-    /// way). The workers start to drive the reactor on the program's first
-    /// I/O or timer wake; until then (and in a program that never does I/O)
-    /// they park on their condvars and no reactor exists
-    /// ([`Stats::io_driven`](crate::Stats::io_driven)). Turning it on in a
-    /// build without the feature is a [`BuildError::InvalidOption`].
+    /// Whether this runtime has an I/O driver (default: on when the `io`
+    /// cargo feature is, which it needs): `hwsched::net` sockets,
+    /// `hwsched::time` timers and `hwsched::signal`. The driver is created
+    /// when the program first registers a socket or a timer; until then
+    /// (and in a program that never does I/O) the workers park on their
+    /// condvars and no descriptor is opened
+    /// ([`Stats::io_driven`](crate::Stats::io_driven)). Then an idle worker
+    /// sleeps in the poller (one at a time per poller) with its next timer
+    /// deadline as the timeout, so readiness and timer expiry wake tasks on
+    /// a worker, which keeps them (a batch stays local); busy workers look
+    /// at the poller every 61 tasks. Off, creating a socket or polling a
+    /// timer of this runtime fails with an error that says so. Turning it
+    /// on in a build without the feature is a
+    /// [`BuildError::InvalidOption`].
     ///
     /// ```
     /// # #[cfg(feature = "io")] {
@@ -246,8 +251,8 @@ impl Builder {
     /// let ticks = rt.spawn(async {
     ///     let mut n = 0;
     ///     for _ in 0..3 {
-    ///         // The timer's expiry wakes this task from the worker that
-    ///         // waits in the reactor (see `Stats`: wakes by origin).
+    ///         // The timer is on this worker's wheel; its expiry wakes this
+    ///         // task on the worker (see `Stats`: wakes by origin).
     ///         hwsched::time::sleep(Duration::from_millis(1)).await;
     ///         n += 1;
     ///     }
@@ -259,6 +264,20 @@ impl Builder {
     /// ```
     pub fn enable_io(mut self, on: bool) -> Self {
         self.io = on;
+        self
+    }
+
+    /// How many pollers the I/O driver has (default [`IoPollers::One`], as
+    /// tokio and Go). [`IoPollers::PerLlc`] gives each last-level cache its
+    /// own epoll instance, lock and waker: its workers sleep in it first, a
+    /// socket accepted there registers with it, and an idle worker whose
+    /// own poller is taken looks at the others, nearest first.
+    ///
+    /// [`IoPollers::One`]: crate::io::IoPollers::One
+    /// [`IoPollers::PerLlc`]: crate::io::IoPollers::PerLlc
+    #[cfg(feature = "io")]
+    pub fn io_pollers(mut self, pollers: crate::io::IoPollers) -> Self {
+        self.io_pollers = pollers;
         self
     }
 
@@ -291,6 +310,25 @@ impl Builder {
                 }
             })
             .collect();
+        // Per worker, the index of its poller (Builder::io_pollers).
+        #[cfg(feature = "io")]
+        let poller_domain: Box<[usize]> = {
+            let span_of = |w: usize| match self.io_pollers {
+                crate::io::IoPollers::One => 0..n,
+                crate::io::IoPollers::PerLlc => topology.llc_span(w),
+                crate::io::IoPollers::PerNuma => topology.numa_span(w),
+            };
+            let mut seen: Vec<std::ops::Range<usize>> = Vec::new();
+            (0..n)
+                .map(|w| {
+                    let s = span_of(w);
+                    seen.iter().position(|x| *x == s).unwrap_or_else(|| {
+                        seen.push(s);
+                        seen.len() - 1
+                    })
+                })
+                .collect()
+        };
         // On a hybrid machine, the runs of each LLC's most capable workers.
         let capable: Box<[Box<[std::ops::Range<usize>]>]> = llc_spans
             .iter()
@@ -356,7 +394,14 @@ impl Builder {
             graveyard: crate::shared::Graveyard::new(),
             starting: Latch::new(n),
             io: self.io,
-            io_live: crate::sync::AtomicBool::new(false),
+            #[cfg(feature = "io")]
+            driver: std::sync::OnceLock::new(),
+            #[cfg(feature = "io")]
+            poller_domain,
+            #[cfg(feature = "io")]
+            driver_init: std::sync::Mutex::new(()),
+            #[cfg(feature = "io")]
+            ext_timers: crate::time::ExternalTimers::new(n),
             on_start: self.on_start.clone(),
             on_stop: self.on_stop.clone(),
         });

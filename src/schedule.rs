@@ -65,10 +65,6 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         let Some((me, core)) = cur else {
             // Woken from outside the runtime: the target is prev.
             WorkerCounters::bump_shared(&shared.external.wakes_foreign, 1);
-            #[cfg(feature = "io")]
-            if shared.io && !crate::reactor::live(shared) {
-                crate::reactor::note_foreign_wake(shared);
-            }
             let meta = r.metadata();
             let last = meta.last_worker.load(Ordering::Relaxed);
             let target = if last == NO_WORKER { 0 } else { last };
@@ -92,28 +88,33 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             worker::deliver(shared, Some(me), me, r);
             return;
         };
-        if core.in_block_on {
-            WorkerCounters::bump(&stats.wakes_by_reactor, 1);
-            // Relaxed: this worker's own counter.
-            let local = stats.wake_local.load(Ordering::Relaxed);
-            place_from_worker(shared, me, core, r, info);
-            if stats.wake_local.load(Ordering::Relaxed) != local {
-                WorkerCounters::bump(&stats.reactor_wakes_local, 1);
+        match core.wake_mode {
+            worker::WakeMode::Place => {
+                WorkerCounters::bump(&stats.wakes_by_task, 1);
+                place_from_worker(shared, me, core, r, info);
             }
-        } else {
-            WorkerCounters::bump(&stats.wakes_by_task, 1);
-            place_from_worker(shared, me, core, r, info);
+            worker::WakeMode::Batch => {
+                // A wake made by the poller or a timer on this worker: the
+                // batch stays here, one decision after it (io/mod.rs).
+                WorkerCounters::bump(&stats.wakes_by_driver, 1);
+                core.push_batch(r);
+            }
+            worker::WakeMode::Yield => {
+                // A task whose cooperative budget ran out (io/coop.rs): to
+                // the back of the deque, behind its neighbours.
+                WorkerCounters::bump(&stats.coop_yields, 1);
+                core.push_local(shared, r);
+            }
         }
         if core.suspended.is_some() {
-            // Woken in the reactor while this worker sleeps there: if the
-            // task landed on this worker, it wakes itself (reactor.rs).
-            core.wake_self_in_reactor(shared);
+            // Woken by the poller while this worker sleeps in it: if the
+            // task landed on this worker, it wakes itself (io/mod.rs).
+            core.wake_self_in_driver(shared);
         }
     })
 }
 
-/// Places a task woken by code on worker `me` (a task, or the reactor
-/// driven by the worker's `block_on`).
+/// Places a task woken by code on worker `me` (a task's poll or drop).
 fn place_from_worker(
     shared: &Shared,
     me: usize,

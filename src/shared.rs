@@ -61,16 +61,24 @@ pub(crate) struct Shared {
     /// Workers that have not yet started (and tried to pin): `build` waits
     /// for zero, so `pinned_workers()` is exact from its first call.
     pub(crate) starting: Latch,
-    /// Whether the workers run inside async-io's `block_on`, so that idle
-    /// ones drive the reactor (`Builder::enable_io`, reactor.rs).
+    /// Whether this runtime may create its I/O driver
+    /// (`Builder::enable_io`).
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) io: bool,
-    /// With `io`: set (once, never cleared) by the first wake that
-    /// async-io's own thread makes, i.e. once the program uses async-io's
-    /// reactor; until then the workers park on their condvars and no
-    /// reactor is started (reactor.rs, "Started on first use").
-    #[cfg_attr(not(feature = "io"), allow(dead_code))]
-    pub(crate) io_live: AtomicBool,
+    /// The I/O driver, created on first use ([`Shared::driver`]).
+    #[cfg(feature = "io")]
+    pub(crate) driver: std::sync::OnceLock<crate::io::Driver>,
+    /// Per worker, its poller's index (`Builder::io_pollers`).
+    #[cfg(feature = "io")]
+    pub(crate) poller_domain: Box<[usize]>,
+    /// Serializes the driver's creation.
+    #[cfg(feature = "io")]
+    pub(crate) driver_init: std::sync::Mutex<()>,
+    /// The timers of threads that are not this runtime's workers
+    /// (`block_on`'s thread, the blocking pool): one wheel behind a lock,
+    /// looked at by the worker holding poller 0 and by busy workers.
+    #[cfg(feature = "io")]
+    pub(crate) ext_timers: crate::time::ExternalTimers,
     /// The pool behind `spawn_blocking`.
     pub(crate) blocking: crate::blocking::BlockingPool,
     /// Per worker, its blocking CPU set (an index into the pool's masks);
@@ -139,7 +147,8 @@ impl Shared {
         let spawned = workers.iter().map(|w| w.spawned).sum::<u64>() + external.spawned;
         let retired = workers.iter().map(|w| w.retired).sum::<u64>()
             + self.registry.retired_elsewhere.load(Ordering::Relaxed);
-        Stats {
+        #[allow(unused_mut)]
+        let mut stats = Stats {
             workers,
             external,
             level_names: self
@@ -155,9 +164,59 @@ impl Shared {
             searching: self.idle.counts().searching,
             blocking_threads: self.blocking.threads(),
             blocking_idle: self.blocking.idle_threads(),
-            // Relaxed: a one-way hint (reactor.rs).
-            io_driven: self.io && self.io_live.load(Ordering::Relaxed),
+            io_driven: false,
+            io_pollers: 0,
+            io_events: 0,
+            io_waker_writes: 0,
+            io_registered: 0,
+        };
+        #[cfg(feature = "io")]
+        if let Some(d) = self.driver.get() {
+            stats.io_driven = true;
+            stats.io_pollers = d.pollers.len();
+            for p in d.pollers.iter() {
+                let c = &p.counters;
+                // Relaxed: statistics.
+                stats.io_events += c.events.load(std::sync::atomic::Ordering::Relaxed);
+                stats.io_waker_writes += c.waker_writes.load(std::sync::atomic::Ordering::Relaxed);
+                stats.io_registered += c.registered.load(std::sync::atomic::Ordering::Relaxed);
+            }
         }
+        stats
+    }
+
+    /// The I/O driver, created on first use: `Err` when I/O is off for this
+    /// runtime or the poller cannot be created (the OS's error).
+    #[cfg(feature = "io")]
+    #[inline]
+    pub(crate) fn driver(&self) -> std::io::Result<&crate::io::Driver> {
+        match self.driver.get() {
+            Some(d) => Ok(d),
+            None => self.init_driver(),
+        }
+    }
+
+    #[cfg(feature = "io")]
+    #[cold]
+    fn init_driver(&self) -> std::io::Result<&crate::io::Driver> {
+        if !self.io {
+            return Err(std::io::Error::other(
+                "I/O is off for this runtime (Builder::enable_io(false)): sockets and timers \
+                 need it on",
+            ));
+        }
+        let _g = self.driver_init.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = self.driver.get() {
+            return Ok(d);
+        }
+        let d = crate::io::Driver::new(&self.poller_domain)?;
+        let _ = self.driver.set(d);
+        // Workers asleep on their condvars move into the driver at their
+        // next park: notify them, so that one sleeps in each poller now.
+        for w in self.workers.iter() {
+            let _ = w.mailbox.parker.notify();
+        }
+        Ok(self.driver.get().expect("set above"))
     }
 }
 

@@ -112,13 +112,22 @@ counters! {
         /// Task wakes made by code running on this worker (a task's poll,
         /// or a drop): the waker is a worker, placement sees it.
         wakes_by_task,
-        /// Task wakes made on this worker's thread by async-io's reactor
-        /// (I/O readiness, timer expiry) while the worker's loop waited in
-        /// `block_on` (`Builder::enable_io`): placed like a task's wake.
-        wakes_by_reactor,
-        /// Of `wakes_by_reactor`, those placed on the waking worker itself
-        /// (its LIFO slot): the task runs where its I/O was seen.
-        reactor_wakes_local,
+        /// Task wakes made on this worker's thread by the I/O driver (a
+        /// readiness event, a timer's expiry): kept on this worker, its
+        /// LIFO slot then its deque, without wake placement.
+        wakes_by_driver,
+        /// Poller turns (`epoll_wait`) this worker made, blocking or not.
+        driver_turns,
+        /// Of `driver_turns`, those whose batch woke at least one task.
+        driver_batches,
+        /// Parked workers woken to search by the one decision after a batch
+        /// (the batch left more than this worker runs next, nobody searched).
+        batch_wakes,
+        /// Timers that fired on this worker.
+        timers_fired,
+        /// Tasks whose cooperative budget ran out and that yielded (their
+        /// wake is deferred to after the next poller look).
+        coop_yields,
         /// Task wakes made on threads outside the runtime (counted on
         /// `external`; async-io's own thread among them): placed near the
         /// task's previous worker.
@@ -231,11 +240,20 @@ pub struct Stats {
     pub blocking_threads: usize,
     /// Of those, the ones idle (waiting for a closure, until keep-alive).
     pub blocking_idle: usize,
-    /// Whether the workers drive async-io's reactor: I/O is on
+    /// Whether the workers drive hwsched's I/O driver: I/O is on
     /// ([`Builder::enable_io`](crate::Builder::enable_io)) and the program
-    /// has used the reactor (its first I/O or timer wake came from a thread
-    /// driving it). Until then workers park on their condvars.
+    /// has registered a socket or a timer with this runtime, which creates
+    /// the driver. Until then workers park on their condvars.
     pub io_driven: bool,
+    /// The driver's pollers (0 before it is created).
+    pub io_pollers: usize,
+    /// Readiness events the pollers dispatched.
+    pub io_events: u64,
+    /// Writes to the pollers' eventfds: wakes of a worker sleeping in
+    /// `epoll_wait`.
+    pub io_waker_writes: u64,
+    /// Sockets registered with the pollers.
+    pub io_registered: u64,
 }
 
 impl Stats {
@@ -283,6 +301,10 @@ impl Stats {
             blocking_threads: 0,
             blocking_idle: 0,
             io_driven: false,
+            io_pollers: 0,
+            io_events: 0,
+            io_waker_writes: 0,
+            io_registered: 0,
         }
     }
 
@@ -395,18 +417,28 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "wakes by origin: {} from a task on a worker, {} from the reactor on a worker ({} of \
-             them kept on it), {} from other threads; {}",
-            t.wakes_by_task,
-            t.wakes_by_reactor,
-            t.reactor_wakes_local,
-            t.wakes_foreign,
-            if self.io_driven {
-                "the workers drive the reactor"
-            } else {
-                "no worker drives the reactor"
-            },
+            "wakes by origin: {} from a task on a worker, {} from the I/O driver on a worker \
+             (kept on it), {} from other threads",
+            t.wakes_by_task, t.wakes_by_driver, t.wakes_foreign,
         )?;
+        if self.io_driven {
+            writeln!(
+                f,
+                "I/O driver: {} poller(s), {} sockets registered, {} readiness events in {} turns \
+                 ({} with wakes, {} tasks per such batch, {} searcher wakes after batches), {} \
+                 waker writes, {} timers fired, {} cooperative yields",
+                self.io_pollers,
+                self.io_registered,
+                self.io_events,
+                t.driver_turns,
+                t.driver_batches,
+                ratio(t.wakes_by_driver, t.driver_batches),
+                t.batch_wakes,
+                self.io_waker_writes,
+                t.timers_fired,
+                t.coop_yields,
+            )?;
+        }
         writeln!(
             f,
             "{:>8} {:>9} {:>9} {:>9} {:>9} {:>12}",

@@ -109,12 +109,26 @@ pub(crate) struct Core {
     /// Whether this worker set its own bit in the `queued` set since it
     /// last cleared it.
     queued_bit: bool,
-    /// Whether the worker's loop waits in async-io's `block_on` now (its
-    /// future returned `Pending`): wakes made on this thread meanwhile come
-    /// from the reactor.
-    pub(crate) in_block_on: bool,
-    /// The idle period suspended while this worker sleeps in the reactor.
+    /// How a wake made on this thread (with this core free) is placed.
+    pub(crate) wake_mode: WakeMode,
+    /// Tasks the current batch (a poller turn, timers) put here.
+    batch: u32,
+    /// The idle period suspended while this worker sleeps in its poller
+    /// (or parks its thread, with the I/O driver on).
     pub(crate) suspended: Option<SuspendedIdle>,
+}
+
+/// How a wake made on a worker's thread is placed (schedule.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WakeMode {
+    /// A task's wake: wake placement (`wake_affine`, `select_idle_sibling`).
+    Place,
+    /// The I/O driver's batch: kept on this worker (io/mod.rs).
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    Batch,
+    /// A deferred wake of a task out of budget: the back of the deque.
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    Yield,
 }
 
 /// What the thread-local context points at.
@@ -510,20 +524,21 @@ impl Core {
             last_victim: None,
             searching: false,
             queued_bit: false,
-            in_block_on: false,
+            wake_mode: WakeMode::Place,
+            batch: 0,
             suspended: None,
         }
     }
 
-    /// Called after a wake made by the reactor while this worker sleeps in
-    /// it: if the task landed on this worker (its LIFO slot or deque), the
+    /// Called after a wake made by the I/O driver while this worker sleeps
+    /// in it: if the task landed on this worker (its LIFO slot or deque), the
     /// worker leaves the `parked` set now, as a waker that claims a parked
     /// worker does (`Sleepers::leave_parked`: counted awake, then its bit), and
-    /// notifies its own parker, which ends its sleep when the reactor
-    /// returns (no futex wake: the notify finds the reactor's own thread).
-    /// Out of the parked set and the idle mask, it is not chosen for the
-    /// wakes after this one: they spread to other workers.
-    pub(crate) fn wake_self_in_reactor(&mut self, shared: &Shared) {
+    /// notifies its own parker, which ends its sleep when the worker polls
+    /// its park again (no eventfd write or futex wake: the worker took its
+    /// waker out of the slot when `epoll_wait` returned). Out of the parked
+    /// set and the idle mask, it is not chosen by other wakes meanwhile.
+    pub(crate) fn wake_self_in_driver(&mut self, shared: &Shared) {
         let Some(s) = self.suspended.as_mut() else {
             return;
         };
@@ -620,6 +635,38 @@ impl Core {
         self.maybe_publish(shared);
         let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
         count_wake(shared, Some(self.index), woke);
+    }
+
+    /// A wake of the I/O driver's batch (io/mod.rs): the LIFO slot, the
+    /// previous occupant to the deque, without the pusher's check: the
+    /// batch makes one decision when it ends ([`Core::end_batch`]).
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    pub(crate) fn push_batch(&mut self, r: Runnable) {
+        self.batch += 1;
+        if let Some(prev) = self.lifo.replace(r) {
+            self.local.push(prev);
+        }
+    }
+
+    /// The end of a batch: if it left more than this worker runs next (its
+    /// deque holds work), the pusher's check runs once (the queued bit, and
+    /// a parked worker woken to search if nobody searches: tokio's
+    /// `should_notify_others`).
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    pub(crate) fn end_batch(&mut self, shared: &Shared) {
+        if self.batch == 0 {
+            return;
+        }
+        self.batch = 0;
+        let st = &shared.workers[self.index].stats;
+        WorkerCounters::bump(&st.driver_batches, 1);
+        if !self.local.is_empty() {
+            let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
+            if woke.is_some() {
+                WorkerCounters::bump(&st.batch_wakes, 1);
+            }
+            count_wake(shared, Some(self.index), woke);
+        }
     }
 
     /// Puts a woken task in the LIFO slot; the previous occupant moves to
@@ -1200,7 +1247,11 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
     WorkerCounters::bump(&st.polls, 1);
     // The task wrapper catches panics in poll and drop; this catches what
     // async-task itself might raise, so nothing unwinds into the loop.
-    if let Err(p) = catch_unwind(AssertUnwindSafe(|| r.run())) {
+    #[cfg(feature = "io")]
+    let res = catch_unwind(AssertUnwindSafe(|| crate::io::coop::budget(|| r.run())));
+    #[cfg(not(feature = "io"))]
+    let res = catch_unwind(AssertUnwindSafe(|| r.run()));
+    if let Err(p) = res {
         WorkerCounters::bump(&st.panics, 1);
         // The payload may panic when dropped, too.
         crate::task::discard(p);
@@ -1261,18 +1312,177 @@ pub(crate) fn step(
     }
 }
 
-/// The loop of a worker that sleeps on its condvar, until shutdown or, if
-/// `leave` says so after a task, earlier. Returns whether it shut down.
-fn run_loop(ctx: &WorkerCtx, leave: impl Fn() -> bool) -> bool {
+/// The loop of a worker, until shutdown. Without an I/O driver it parks
+/// on its condvar; once the driver exists it sleeps through [`Driven`].
+fn run_loop(ctx: &WorkerCtx) {
+    #[cfg(feature = "io")]
+    let mut driven = Driven::new(ctx);
     loop {
-        match step(ctx, |p| std::task::Poll::Ready(p.park())) {
+        #[cfg(feature = "io")]
+        let s = step(ctx, |p| driven.sleep(p));
+        #[cfg(not(feature = "io"))]
+        let s = step(ctx, |p| std::task::Poll::Ready(p.park()));
+        match s {
             Step::Ran => {
-                if leave() {
-                    return false;
-                }
+                #[cfg(feature = "io")]
+                driven.after_task(ctx);
             }
-            Step::Shutdown => return true,
-            Step::Suspended => unreachable!("a condvar park does not suspend"),
+            Step::Suspended => {
+                #[cfg(feature = "io")]
+                driven.wait(ctx);
+                #[cfg(not(feature = "io"))]
+                unreachable!("a condvar park does not suspend");
+            }
+            Step::Shutdown => return,
+        }
+    }
+}
+
+/// Wakes a worker parked on its thread (with the I/O driver on, every poller
+/// being taken): what its parker's slot holds while it sleeps.
+#[cfg(feature = "io")]
+struct ThreadWaker(std::thread::Thread);
+
+#[cfg(feature = "io")]
+impl std::task::Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// How a worker sleeps and looks at the I/O driver (io/mod.rs): in a
+/// poller it holds, or on its thread; and, busy, every
+/// [`EVENT_INTERVAL`](crate::io::EVENT_INTERVAL) tasks without blocking.
+#[cfg(feature = "io")]
+struct Driven<'a> {
+    shared: &'a Shared,
+    index: usize,
+    /// The poller this worker holds while it sleeps in it.
+    held: Option<(usize, parking_lot::MutexGuard<'a, crate::io::PollState>)>,
+    thread_waker: std::task::Waker,
+    tasks: u32,
+}
+
+#[cfg(feature = "io")]
+impl<'a> Driven<'a> {
+    fn new(ctx: &'a WorkerCtx) -> Self {
+        Driven {
+            shared: &ctx.shared,
+            index: ctx.index,
+            held: None,
+            thread_waker: std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current()))),
+            tasks: 0,
+        }
+    }
+
+    /// Step 4 of the park protocol: on the condvar while no driver exists;
+    /// else `PARKED` with the waker of a poller this worker takes (its own
+    /// first), or of its thread when every poller is taken. `Pending`
+    /// suspends the idle period; [`wait`](Self::wait) then sleeps.
+    fn sleep(&mut self, p: &crate::park::Parker) -> std::task::Poll<bool> {
+        let Some(d) = self.shared.driver.get() else {
+            return std::task::Poll::Ready(p.park());
+        };
+        if self.held.is_none() {
+            let own = d.poller_of(self.index);
+            let n = d.pollers.len();
+            self.held = (0..n).find_map(|k| {
+                let i = (own + k) % n;
+                d.pollers[i].try_hold().map(|g| (i, g))
+            });
+        }
+        let waker = match &self.held {
+            Some((i, _)) => d.pollers[*i].waker(),
+            None => &self.thread_waker,
+        };
+        let r = p.poll_park(waker);
+        if r.is_ready() {
+            // Awake: the poller is free for the next worker to sleep.
+            self.held = None;
+        }
+        r
+    }
+
+    /// Sleeps after the idle period suspended: in the poller held (until an
+    /// event, a wake through its eventfd, or the next timer), or on the
+    /// thread; then fires due timers and ends the batch.
+    fn wait(&mut self, ctx: &WorkerCtx) {
+        let shared = self.shared;
+        let d = shared
+            .driver
+            .get()
+            .expect("a park suspends only with a driver");
+        let parker = &shared.workers[self.index].mailbox.parker;
+        let ext = matches!(self.held, Some((0, _)));
+        let deadline = crate::time::sleep_deadline(shared, ext);
+        let timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
+        match &mut self.held {
+            Some((i, g)) => {
+                let turns = &shared.workers[self.index].stats.driver_turns;
+                WorkerCounters::bump(turns, 1);
+                d.pollers[*i].turn(g, timeout, || parker.take_waker());
+            }
+            None => {
+                match timeout {
+                    Some(t) => std::thread::park_timeout(t),
+                    None => std::thread::park(),
+                }
+                parker.take_waker();
+            }
+        }
+        if ext {
+            crate::time::wake_sleeper_done(shared);
+        }
+        self.fire_timers(ext);
+        let mut core = ctx.core.borrow_mut();
+        core.wake_mode = WakeMode::Place;
+        core.end_batch(shared);
+    }
+
+    /// Fires this worker's due timers (and the outside threads' ones, when
+    /// `ext`), in batch mode.
+    fn fire_timers(&self, ext: bool) {
+        let n = crate::time::fire_worker(self.shared, ext);
+        if n > 0 {
+            WorkerCounters::bump(
+                &self.shared.workers[self.index].stats.timers_fired,
+                n as u64,
+            );
+        }
+    }
+
+    /// After each task: every `EVENT_INTERVAL` tasks (or when a task ran out
+    /// of budget) a look at the poller without blocking, the due timers,
+    /// then the deferred wakes.
+    fn after_task(&mut self, ctx: &WorkerCtx) {
+        self.tasks = self.tasks.wrapping_add(1);
+        let deferred = crate::io::coop::has_deferred();
+        if self.tasks % crate::io::EVENT_INTERVAL != 0 && !deferred {
+            return;
+        }
+        let shared = self.shared;
+        if let Some(d) = shared.driver.get() {
+            ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
+            let p = &d.pollers[d.poller_of(self.index)];
+            if let Some(mut g) = p.try_hold() {
+                WorkerCounters::bump(&shared.workers[self.index].stats.driver_turns, 1);
+                p.turn(&mut g, Some(std::time::Duration::ZERO), || {});
+            }
+            self.fire_timers(true);
+            let mut core = ctx.core.borrow_mut();
+            core.wake_mode = WakeMode::Place;
+            core.end_batch(shared);
+        }
+        if deferred {
+            ctx.core.borrow_mut().wake_mode = WakeMode::Yield;
+            for w in crate::io::coop::take_deferred() {
+                w.wake();
+            }
+            ctx.core.borrow_mut().wake_mode = WakeMode::Place;
         }
     }
 }
@@ -1300,18 +1510,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
         h.run();
     }
     shared.starting.count_down();
-    // With I/O on, the condvar loop runs until the program first uses
-    // async-io's reactor (reactor.rs, "Started on first use").
     #[cfg(feature = "io")]
-    if shared.io {
-        if !run_loop(&ctx, || crate::reactor::live(&shared)) {
-            crate::reactor::run(&ctx);
-        }
-    } else {
-        run_loop(&ctx, || false);
-    }
-    #[cfg(not(feature = "io"))]
-    run_loop(&ctx, || false);
+    crate::time::enter_worker(&shared, index);
+    run_loop(&ctx);
+    #[cfg(feature = "io")]
+    crate::time::exit_worker();
     // Shutdown: drop what this worker still holds (see the module docs).
     let mut core = ctx.core.borrow_mut();
     if let Some(r) = core.lifo.take() {

@@ -1,65 +1,29 @@
-//! I/O and timers with `Builder::enable_io` (the `io` feature): an idle
-//! worker drives async-io's reactor, so I/O and timer wakes come from a
-//! worker; no wake is lost between the reactor and the workers; shutdown
-//! with sockets open drops every task once and stops every worker.
+//! hwsched's I/O driver (the `io` feature): no wake is lost between the
+//! pollers and the workers, on 2 workers and on 32 with a poller per LLC;
+//! shutdown with sockets and timers open drops each task once, closes every
+//! descriptor and stops every thread; faults (RST, half-close, partial
+//! writes, thousands of connections); timers fire once and never early; the
+//! cooperative budget lets a ticking task run beside an always-ready socket.
 //!
 //! `cargo test --features io --test io`; under load:
 //! `scripts/under-hog.sh 30 --features io --test io`.
 
-use std::future::Future;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use async_io::Async;
-use futures_lite_io::{read_exact, write_all};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use hwsched::io::IoPollers;
+use hwsched::net::{TcpListener, TcpStream};
 use hwsched::{Runtime, TopologySource};
 
 mod common;
 use common::{with_timeout, BIG};
 
-/// Minimal async read/write helpers over `Async<TcpStream>` (no extra
-/// dependency: async-io's `read_with` / `write_with`).
-mod futures_lite_io {
-    use super::*;
-
-    pub async fn read_exact(s: &Async<TcpStream>, buf: &mut [u8]) -> std::io::Result<()> {
-        let mut got = 0;
-        while got < buf.len() {
-            let n = s.read_with(|mut t| t.read(&mut buf[got..])).await?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            got += n;
-        }
-        Ok(())
-    }
-
-    pub async fn write_all(s: &Async<TcpStream>, buf: &[u8]) -> std::io::Result<()> {
-        let mut sent = 0;
-        while sent < buf.len() {
-            sent += s.write_with(|mut t| t.write(&buf[sent..])).await?;
-        }
-        Ok(())
-    }
-}
-
-/// The I/O tests run one at a time: async-io's reactor is process-wide, so
-/// another test's runtime waiting in it would deliver this one's wakes (as
-/// a thread outside this runtime).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn rt_io(topology: Option<&str>, workers: Option<usize>) -> Runtime {
-    let mut b = Runtime::builder().enable_io(true);
+fn rt_io(topology: Option<&str>, workers: Option<usize>, pollers: IoPollers) -> Runtime {
+    let mut b = Runtime::builder().enable_io(true).io_pollers(pollers);
     if let Some(t) = topology {
         b = b.topology(TopologySource::Synthetic(t.into()));
     }
@@ -69,151 +33,27 @@ fn rt_io(topology: Option<&str>, workers: Option<usize>) -> Runtime {
     b.build().expect("a runtime with I/O")
 }
 
-/// Waits until every worker of `rt` sleeps.
-fn settle(rt: &Runtime) {
-    let t0 = Instant::now();
-    while rt.stats().asleep < rt.workers() && t0.elapsed() < Duration::from_secs(5) {
-        thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Polls `F`, recording the name of each thread that wakes it.
-struct RecordWaker<F> {
-    inner: F,
-    wakers: Arc<Mutex<Vec<String>>>,
-}
-
-struct Recorder {
-    inner: Waker,
-    wakers: Arc<Mutex<Vec<String>>>,
-}
-
-impl Wake for Recorder {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        let name = thread::current().name().unwrap_or("<unnamed>").to_owned();
-        self.wakers.lock().unwrap().push(name);
-        self.inner.wake_by_ref();
-    }
-}
-
-impl<F: Future + Unpin> Future for RecordWaker<F> {
-    type Output = F::Output;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let w = Waker::from(Arc::new(Recorder {
-            inner: cx.waker().clone(),
-            wakers: self.wakers.clone(),
-        }));
-        Pin::new(&mut self.inner).poll(&mut Context::from_waker(&w))
-    }
-}
-
-fn record<F: Future + Unpin>(inner: F, wakers: &Arc<Mutex<Vec<String>>>) -> RecordWaker<F> {
-    RecordWaker {
-        inner,
-        wakers: wakers.clone(),
-    }
-}
-
-/// A task waiting on a socket read and on a timer, on an idle runtime, is
-/// woken by a worker thread (the one sleeping in the reactor), for most of
-/// 20 round trips: the waker's thread name is recorded. async-io's own
-/// thread may take the reactor when a worker leaves it (its back-off), so
-/// not every wake can be a worker's; the counters say the same.
-#[test]
-fn io_and_timer_wakes_come_from_a_worker_in_the_reactor() {
-    let _serial = serial();
-    with_timeout(60, "io_wakes_from_worker", || {
-        let rt = rt_io(None, Some(2));
-        let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
-        let addr = listener.get_ref().local_addr().unwrap();
-        // A client outside the runtime: connects, waits, sends 5 bytes 20
-        // times, reading each echo.
-        let client = thread::spawn(move || {
-            let mut c = TcpStream::connect(addr).unwrap();
-            for i in 0..20u8 {
-                thread::sleep(Duration::from_millis(5));
-                c.write_all(&[i; 5]).unwrap();
-                let mut back = [0u8; 5];
-                c.read_exact(&mut back).unwrap();
-                assert_eq!(back, [i; 5]);
-            }
-        });
-        settle(&rt);
-        let before = rt.stats();
-        let io_wakers = Arc::new(Mutex::new(Vec::new()));
-        let timer_wakers = Arc::new(Mutex::new(Vec::new()));
-        let (iw, tw) = (io_wakers.clone(), timer_wakers.clone());
-        let server = rt.spawn(async move {
-            let (s, _) = listener.accept().await.unwrap();
-            let mut buf = [0u8; 5];
-            for _ in 0..20 {
-                // Wait for readability with the recording waker, then read.
-                record(Box::pin(s.readable()), &iw).await.unwrap();
-                read_exact(&s, &mut buf).await.unwrap();
-                write_all(&s, &buf).await.unwrap();
-            }
-            for _ in 0..5 {
-                record(
-                    Box::pin(async_io::Timer::after(Duration::from_millis(2))),
-                    &tw,
-                )
-                .await;
-            }
-        });
-        rt.block_on(server).unwrap();
-        client.join().unwrap();
-        let after = rt.stats();
-        let io = io_wakers.lock().unwrap().clone();
-        let timers = timer_wakers.lock().unwrap().clone();
-        let on_worker = |v: &[String]| v.iter().filter(|n| n.starts_with("hwsched-worker")).count();
-        println!(
-            "socket wakes by thread: {io:?}\ntimer wakes by thread: {timers:?}\n\
-             counters: {} wakes from the reactor on a worker, {} from other threads",
-            after.total().wakes_by_reactor - before.total().wakes_by_reactor,
-            after.external.wakes_foreign - before.external.wakes_foreign
-        );
-        assert!(
-            io.len() >= 20 && timers.len() >= 5,
-            "every wait was woken once at least"
-        );
-        assert!(
-            2 * on_worker(&io) > io.len(),
-            "most socket wakes come from a worker: {io:?}\n{after}"
-        );
-        assert!(
-            2 * on_worker(&timers) > timers.len(),
-            "most timer wakes come from a worker: {timers:?}\n{after}"
-        );
-        assert!(
-            after.total().wakes_by_reactor > before.total().wakes_by_reactor,
-            "the counters saw reactor wakes on a worker\n{after}"
-        );
-    });
-}
-
 /// Many sockets and timers at once: every round trip completes (no wake is
-/// lost between the reactor and the workers).
+/// lost between the pollers and the workers). Both ends are tasks, so both
+/// ends' wakes come from the driver.
 fn stress(rt: &Runtime, conns: usize, rounds: usize) {
-    let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
-    let addr = listener.get_ref().local_addr().unwrap();
+    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
     let server = rt.spawn(async move {
         let mut hs = Vec::new();
         for _ in 0..conns {
-            let (s, _) = listener.accept().await.unwrap();
+            let (mut s, _) = listener.accept().await.unwrap();
             let d = d.clone();
             hs.push(hwsched::spawn(async move {
                 let mut buf = [0u8; 8];
                 for r in 0..rounds {
-                    read_exact(&s, &mut buf).await.unwrap();
+                    s.read_exact(&mut buf).await.unwrap();
                     if r % 4 == 0 {
                         hwsched::time::sleep(Duration::from_micros(200)).await;
                     }
-                    write_all(&s, &buf).await.unwrap();
+                    s.write_all(&buf).await.unwrap();
                 }
                 d.fetch_add(1, Ordering::SeqCst);
             }));
@@ -222,17 +62,15 @@ fn stress(rt: &Runtime, conns: usize, rounds: usize) {
             h.await.unwrap();
         }
     });
-    // Clients are tasks too (async sockets), so both ends' wakes go
-    // through the reactor.
     let clients: Vec<_> = (0..conns)
         .map(|i| {
             rt.spawn(async move {
-                let c = Async::<TcpStream>::connect(addr).await.unwrap();
+                let mut c = TcpStream::connect(addr).await.unwrap();
                 let mut back = [0u8; 8];
                 for r in 0..rounds {
                     let msg = [(i + r) as u8; 8];
-                    write_all(&c, &msg).await.unwrap();
-                    read_exact(&c, &mut back).await.unwrap();
+                    c.write_all(&msg).await.unwrap();
+                    c.read_exact(&mut back).await.unwrap();
                     assert_eq!(back, msg);
                 }
             })
@@ -243,44 +81,66 @@ fn stress(rt: &Runtime, conns: usize, rounds: usize) {
     }
     rt.block_on(server).unwrap();
     assert_eq!(done.load(Ordering::SeqCst), conns);
+    let st = rt.stats();
+    assert!(st.io_driven, "{st}");
+    assert!(st.total().wakes_by_driver > 0, "{st}");
 }
 
 #[test]
 fn many_sockets_and_timers_complete_on_2_workers() {
-    let _serial = serial();
     with_timeout(120, "io_stress_2", || {
-        let rt = rt_io(None, Some(2));
+        let rt = rt_io(None, Some(2), IoPollers::One);
         stress(&rt, 64, 50);
     });
 }
 
 #[test]
-fn many_sockets_and_timers_complete_on_32_workers() {
-    let _serial = serial();
+fn many_sockets_and_timers_complete_on_32_workers_with_a_poller_per_llc() {
     with_timeout(120, "io_stress_32", || {
-        let rt = rt_io(Some(BIG), None);
+        let rt = rt_io(Some(BIG), None, IoPollers::PerLlc);
         stress(&rt, 64, 50);
+        assert_eq!(rt.stats().io_pollers, 4, "one poller per LLC of {BIG}");
     });
 }
 
 #[test]
-fn shutdown_with_sockets_open_drops_every_task_once_and_stops_every_worker() {
-    let _serial = serial();
-    with_timeout(60, "io_shutdown", || {
+fn many_sockets_complete_on_32_workers_with_a_poller_per_numa_node() {
+    with_timeout(120, "io_stress_32_numa", || {
+        let rt = rt_io(
+            Some("pack:2 [numa] l3:2 core:4 pu:2"),
+            None,
+            IoPollers::PerNuma,
+        );
+        stress(&rt, 32, 20);
+    });
+}
+
+/// The descriptors this process has open.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// This process's threads.
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+#[test]
+fn shutdown_with_sockets_and_timers_open_drops_each_task_once_closes_every_fd() {
+    // Counts /proc/self/fd and /proc/self/task: alone, so that no other
+    // test of this binary opens or closes anything meanwhile.
+    common::with_timeout_alone(60, "io_shutdown", || {
+        let fds0 = open_fds();
+        let threads0 = threads();
         let stopped = Arc::new(AtomicUsize::new(0));
         let s2 = stopped.clone();
         let rt = Runtime::builder()
             .worker_threads(2)
-            .enable_io(true)
             .on_thread_stop(move || {
                 s2.fetch_add(1, Ordering::SeqCst);
             })
             .build()
             .unwrap();
-        let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
-        let addr = listener.get_ref().local_addr().unwrap();
-        // 16 connections whose server side waits for bytes that never come.
-        let clients: Vec<_> = (0..16).map(|_| TcpStream::connect(addr).unwrap()).collect();
         let dropped = Arc::new(AtomicUsize::new(0));
         struct Counted(Arc<AtomicUsize>);
         impl Drop for Counted {
@@ -289,29 +149,366 @@ fn shutdown_with_sockets_open_drops_every_task_once_and_stops_every_worker() {
             }
         }
         let d = dropped.clone();
-        let accepted = rt.block_on(async move {
-            let mut hs = Vec::new();
-            for _ in 0..16 {
-                let (s, _) = listener.accept().await.unwrap();
+        rt.block_on(async move {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            for i in 0..16 {
                 let c = Counted(d.clone());
-                hs.push(hwsched::spawn(async move {
-                    let _c = c;
-                    let mut buf = [0u8; 1];
-                    let _ = read_exact(&s, &mut buf).await;
-                }));
+                // Half wait on a socket that never gets a byte, half on a
+                // timer an hour away.
+                if i % 2 == 0 {
+                    let mut s = TcpStream::connect(addr).await.unwrap();
+                    let (peer, _) = listener.accept().await.unwrap();
+                    drop(hwsched::spawn(async move {
+                        let _c = c;
+                        let _peer = peer;
+                        let mut buf = [0u8; 1];
+                        let _ = s.read(&mut buf).await;
+                    }));
+                } else {
+                    drop(hwsched::spawn(async move {
+                        let _c = c;
+                        hwsched::time::sleep(Duration::from_secs(3600)).await;
+                    }));
+                }
             }
-            hs
         });
         thread::sleep(Duration::from_millis(50));
-        let t0 = Instant::now();
+        assert!(open_fds() > fds0, "the driver and sockets are open");
         drop(rt);
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "shutdown returned promptly with sockets open"
-        );
         assert_eq!(dropped.load(Ordering::SeqCst), 16, "each task dropped once");
         assert_eq!(stopped.load(Ordering::SeqCst), 2, "every worker stopped");
-        drop(accepted);
-        drop(clients);
+        let left: Vec<_> = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .collect();
+        assert_eq!(open_fds(), fds0, "every descriptor closed: {left:?}");
+        // Worker threads are joined by the drop; the blocking pool's too.
+        let t0 = Instant::now();
+        while threads() > threads0 && t0.elapsed() < Duration::from_secs(5) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(threads(), threads0, "no thread left");
     });
+}
+
+#[test]
+fn a_program_without_io_opens_no_descriptor() {
+    common::with_timeout_alone(60, "io_unused", || {
+        let fds0 = open_fds();
+        let rt = Runtime::builder().worker_threads(2).build().unwrap();
+        let n = rt.block_on(async {
+            let hs: Vec<_> = (0..100).map(|i| hwsched::spawn(async move { i })).collect();
+            let mut n = 0;
+            for h in hs {
+                n += h.await.unwrap();
+            }
+            n
+        });
+        assert_eq!(n, 4950);
+        assert_eq!(open_fds(), fds0, "no poller, no eventfd");
+        assert!(!rt.stats().io_driven);
+    });
+}
+
+#[test]
+fn peer_reset_half_close_and_partial_writes() {
+    with_timeout(120, "io_faults", || {
+        let rt = rt_io(None, Some(2), IoPollers::One);
+        rt.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+
+            // RST: the peer closes with unread data (SO_LINGER 0 makes it a
+            // reset); our read sees an error or EOF, never hangs.
+            let peer = std::net::TcpStream::connect(addr).unwrap();
+            let (mut s, _) = listener.accept().await.unwrap();
+            let sock = socket_linger_zero(&peer);
+            drop(peer);
+            drop(sock);
+            let mut buf = [0u8; 16];
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => {}
+                Ok(n) => panic!("read {n} bytes from a reset connection"),
+            }
+
+            // Half-close: the peer shuts its write half; we read EOF and
+            // can still write to it.
+            let mut peer = std::net::TcpStream::connect(addr).unwrap();
+            let (mut s, _) = listener.accept().await.unwrap();
+            peer.write_all(b"bye").unwrap();
+            peer.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).await.unwrap();
+            assert_eq!(got, b"bye");
+            s.write_all(b"still here").await.unwrap();
+            s.close().await.unwrap();
+            let mut back = Vec::new();
+            peer.read_to_end(&mut back).unwrap();
+            assert_eq!(back, b"still here");
+
+            // 16 MiB written at once to a slow reader: partial writes, each
+            // waiting for writability; every byte arrives in order.
+            let mut peer = std::net::TcpStream::connect(addr).unwrap();
+            let (mut s, _) = listener.accept().await.unwrap();
+            const N: usize = 16 << 20;
+            let reader = thread::spawn(move || {
+                let mut total = 0usize;
+                let mut buf = vec![0u8; 64 << 10];
+                let mut sum = 0u64;
+                loop {
+                    let n = peer.read(&mut buf).unwrap();
+                    if n == 0 {
+                        return (total, sum);
+                    }
+                    for (i, b) in buf[..n].iter().enumerate() {
+                        assert_eq!(*b, ((total + i) % 251) as u8);
+                        sum += *b as u64;
+                    }
+                    total += n;
+                    if total < (1 << 20) {
+                        thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            });
+            let data: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
+            s.write_all(&data).await.unwrap();
+            s.close().await.unwrap();
+            drop(s);
+            let (total, sum) = reader.join().unwrap();
+            assert_eq!(total, N);
+            assert_eq!(sum, data.iter().map(|b| *b as u64).sum::<u64>());
+        });
+    });
+}
+
+/// Sets SO_LINGER to 0 on a duplicate of `s`'s descriptor (so that its
+/// close sends RST); returns the duplicate, to be dropped after `s`.
+fn socket_linger_zero(s: &std::net::TcpStream) -> std::net::TcpStream {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid socket and a `linger` of the right size.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    s.try_clone().unwrap()
+}
+
+#[test]
+fn five_thousand_concurrent_connections() {
+    with_timeout(180, "io_5000", || {
+        // Each connection needs two descriptors (both ends are here).
+        raise_nofile(12_000);
+        let rt = rt_io(None, Some(2), IoPollers::One);
+        rt.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            const N: usize = 5000;
+            let server = hwsched::spawn(async move {
+                let mut hs = Vec::with_capacity(N);
+                for _ in 0..N {
+                    let (mut s, _) = listener.accept().await.unwrap();
+                    hs.push(hwsched::spawn(async move {
+                        let mut b = [0u8; 4];
+                        s.read_exact(&mut b).await.unwrap();
+                        s.write_all(&b).await.unwrap();
+                    }));
+                }
+                for h in hs {
+                    h.await.unwrap();
+                }
+            });
+            // All connected first, then all talk: 5,000 open at once.
+            let mut conns = Vec::with_capacity(N);
+            for _ in 0..N {
+                conns.push(TcpStream::connect(addr).await.unwrap());
+            }
+            let hs: Vec<_> = conns
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut c)| {
+                    hwsched::spawn(async move {
+                        let m = (i as u32).to_le_bytes();
+                        c.write_all(&m).await.unwrap();
+                        let mut b = [0u8; 4];
+                        c.read_exact(&mut b).await.unwrap();
+                        assert_eq!(b, m);
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            server.await.unwrap();
+        });
+    });
+}
+
+/// Raises the soft descriptor limit to `n` (or the hard limit).
+fn raise_nofile(n: u64) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `l` is a valid rlimit to fill and then to set.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
+        if l.rlim_cur < n {
+            l.rlim_cur = n.min(l.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &l), 0);
+        }
+    }
+}
+
+#[test]
+fn a_hundred_thousand_random_timers_fire_once_and_never_early() {
+    with_timeout(120, "timers_100k", || {
+        let rt = rt_io(None, Some(2), IoPollers::One);
+        const N: usize = 100_000;
+        let fired = Arc::new(AtomicUsize::new(0));
+        let early = Arc::new(AtomicUsize::new(0));
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let hs: Vec<_> = (0..N)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let us = seed % 50_000;
+                let (f, e) = (fired.clone(), early.clone());
+                rt.spawn(async move {
+                    let d = Duration::from_micros(us);
+                    let t0 = Instant::now();
+                    hwsched::time::sleep(d).await;
+                    if t0.elapsed() < d {
+                        e.fetch_add(1, Ordering::SeqCst);
+                    }
+                    f.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        for h in hs {
+            rt.block_on(h).unwrap();
+        }
+        assert_eq!(fired.load(Ordering::SeqCst), N, "each timer fired once");
+        assert_eq!(early.load(Ordering::SeqCst), 0, "no timer fired early");
+        assert!(rt.stats().total().timers_fired > 0);
+    });
+}
+
+#[test]
+fn timers_from_block_on_and_timeout_racing_completion() {
+    with_timeout(60, "timers_outside", || {
+        let rt = rt_io(None, Some(2), IoPollers::One);
+        rt.block_on(async {
+            // On block_on's thread: the outside wheel.
+            let t0 = Instant::now();
+            hwsched::time::sleep(Duration::from_millis(20)).await;
+            assert!(t0.elapsed() >= Duration::from_millis(20));
+            let mut wins = 0;
+            for i in 0..200u64 {
+                // The future and the deadline race; either outcome is
+                // correct, but it must be one of them and never a hang.
+                let r = hwsched::time::timeout(
+                    Duration::from_micros(500),
+                    hwsched::spawn(async move {
+                        hwsched::time::sleep(Duration::from_micros(i * 5)).await;
+                        i
+                    }),
+                )
+                .await;
+                if let Ok(v) = r {
+                    assert_eq!(v.unwrap(), i);
+                    wins += 1;
+                }
+            }
+            assert!(wins > 0, "some futures finished before their deadline");
+        });
+        // An interval ticks in order, each tick at or after its instant.
+        let ticks = rt.block_on(rt.spawn(async {
+            let mut iv = hwsched::time::interval(Duration::from_millis(2));
+            let mut last = Instant::now();
+            for _ in 0..10 {
+                let at = iv.tick().await;
+                assert!(Instant::now() >= at);
+                assert!(at >= last);
+                last = at;
+            }
+            10
+        }));
+        assert_eq!(ticks.unwrap(), 10);
+    });
+}
+
+#[test]
+#[should_panic(expected = "`period` must be non-zero")]
+fn an_interval_with_a_zero_period_panics() {
+    let _ = hwsched::time::interval(Duration::ZERO);
+}
+
+#[test]
+fn an_always_ready_socket_lets_a_ticking_task_run() {
+    with_timeout(60, "coop", || {
+        // One worker: the reader and the ticker share it.
+        let rt = rt_io(None, Some(1), IoPollers::One);
+        let ticks = Arc::new(AtomicU64::new(0));
+        let t = ticks.clone();
+        rt.block_on(async move {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            // A peer thread writes without pause: the socket stays ready.
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let st = stop.clone();
+            let writer = thread::spawn(move || {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                let buf = [7u8; 64 << 10];
+                while !st.load(Ordering::Relaxed) {
+                    if c.write_all(&buf).is_err() {
+                        break;
+                    }
+                }
+            });
+            let (mut s, _) = listener.accept().await.unwrap();
+            let reader = hwsched::spawn(async move {
+                // Reads in small pieces so each read finds the socket ready.
+                let mut buf = [0u8; 64];
+                let mut n = 0u64;
+                while n < (64 << 20) {
+                    n += s.read(&mut buf).await.unwrap() as u64;
+                }
+                n
+            });
+            let ticker = hwsched::spawn(async move {
+                for _ in 0..20 {
+                    hwsched::yield_now().await;
+                    t.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            // The ticker finishes while the reader still has most of its
+            // 64 MiB ahead of it: the budget made the reader yield.
+            ticker.await.unwrap();
+            assert!(!reader.is_finished(), "the ticker waited for the reader");
+            stop.store(true, Ordering::Relaxed);
+            drop(reader);
+            writer.join().unwrap();
+        });
+        assert_eq!(ticks.load(Ordering::SeqCst), 20);
+        assert!(rt.stats().total().coop_yields > 0, "{}", rt.stats());
+    });
+}
+
+#[test]
+fn creating_a_socket_outside_any_runtime_is_an_error_that_says_so() {
+    let r = futures_lite::future::block_on(TcpListener::bind("127.0.0.1:0"));
+    let e = r.expect_err("no runtime");
+    assert!(e.to_string().contains("no hwsched runtime"), "{e}");
 }

@@ -110,11 +110,12 @@ pub fn block_on_plain<F: std::future::Future>(f: F) -> F::Output {
     }
 }
 
-/// With the `io` feature, makes `rt`'s workers drive async-io's reactor and
-/// returns it: they start to on the program's first wake from a thread
-/// that drives the reactor (reactor.rs, "Started on first use"), which a
-/// timer here provides. So the suites run with `--features io` run every
-/// worker inside `async_io::block_on`. Without the feature: `rt` as is.
+/// With the `io` feature, makes `rt`'s workers sleep in its I/O driver and
+/// returns it: the driver is created on the program's first socket or
+/// timer (io/mod.rs, "Started on first use"), which a timer here provides.
+/// So the suites run with `--features io` park every worker in a poller or
+/// on its thread through the driver's hand-off. Without the feature: `rt`
+/// as is.
 pub fn drive_reactor(rt: hwsched::Runtime) -> hwsched::Runtime {
     #[cfg(feature = "io")]
     {
@@ -122,7 +123,7 @@ pub fn drive_reactor(rt: hwsched::Runtime) -> hwsched::Runtime {
         while !rt.stats().io_driven {
             assert!(
                 t0.elapsed() < Duration::from_secs(10),
-                "the workers never started to drive the reactor:\n{}",
+                "the I/O driver was never created:\n{}",
                 rt.stats()
             );
             let h = rt.spawn(hwsched::time::sleep(Duration::from_millis(1)));

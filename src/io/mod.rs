@@ -1,0 +1,78 @@
+//! hwsched's I/O driver: edge-triggered readiness on mio, in the park path.
+//!
+//! # Readiness
+//!
+//! A socket registers once, for read and write, edge-triggered
+//! ([`Registration`]); its readiness is cached in a [`ScheduledIo`] (bits
+//! and a tick), so a task pays neither an `epoll_ctl` per wait nor a read
+//! before it waits: a read runs only when the cache says readable, and a
+//! `WouldBlock` (or a short read) clears exactly the readiness it saw
+//! (`scheduled_io.rs`).
+//!
+//! # The hand-off: who sleeps in the poller
+//!
+//! The driver has one or more pollers ([`IoPollers`]); each is an epoll
+//! instance behind a try-lock, with an eventfd as its waker. A worker that
+//! goes to sleep (the park protocol of [`park`](crate::park), step 4) does
+//! it in one of two ways:
+//!
+//! - it takes a free poller (its own domain's first, then the others): it
+//!   sets `PARKED` with the **poller's waker** in its parker's slot
+//!   ([`Parker::poll_park`](crate::park::Parker::poll_park)), and waits in
+//!   `epoll_wait` with its next timer deadline as the timeout;
+//! - or, every poller being taken, it parks its thread with a thread waker
+//!   in the slot (and its own timer deadline as the timeout).
+//!
+//! A notify (a delivery, a search request, shutdown) that finds `PARKED`
+//! takes the waker under the parker's mutex and wakes it: one eventfd write
+//! interrupts `epoll_wait`. A notify that came first is seen by the worker's
+//! `fetch_or(PARKED)` and the worker does not sleep. This is the same race,
+//! closed the same way, as a condvar park (park.rs, "The race it closes");
+//! the loom model `loom-tests/tests/driver.rs` drives it with a task wake, a
+//! readiness event and a timer expiry racing a worker that enters and leaves
+//! the poller.
+//!
+//! When `epoll_wait` returns, the worker first takes its waker back out of
+//! the slot (so that waking itself, below, costs no eventfd write), then
+//! dispatches the events: readiness set, waiters woken **on its thread**.
+//!
+//! # A batch stays local
+//!
+//! The wakes of one poller turn (and of the timers that fire after it) go to
+//! the polling worker's LIFO slot and deque without wake placement per task
+//! (`Core`'s batch mode in schedule.rs). If the worker was asleep, the first
+//! such wake takes it out of the parked set (it runs the batch). After the
+//! batch the worker makes one decision: if it holds more than it will run
+//! next (its deque is not empty), the pusher's check of the wake protocol
+//! runs once: a parked worker is woken to search only if nobody searches
+//! (tokio's `should_notify_others`). `Stats` counts batches, their tasks and
+//! the wakes after them.
+//!
+//! # Busy workers
+//!
+//! A worker that keeps running looks at its poller without blocking every
+//! [`EVENT_INTERVAL`] tasks (if no other worker holds it), fires its due
+//! timers, and wakes the tasks whose cooperative budget ran out
+//! ([`coop`]). So readiness is seen while every worker is busy.
+//!
+//! # Started on first use
+//!
+//! No poller exists until the program first registers a socket or a timer
+//! with this runtime: until then the workers park on their condvars and no
+//! descriptor is opened. The first use creates the driver and notifies the
+//! workers, which sleep in it from their next park on.
+
+pub(crate) mod coop;
+mod driver;
+mod registration;
+mod scheduled_io;
+
+pub use driver::IoPollers;
+pub(crate) use driver::{Driver, PollState, Poller};
+pub(crate) use registration::{no_runtime, PollEvented, Registration};
+pub use scheduled_io::Ready;
+pub(crate) use scheduled_io::{Direction, ReadyEvent, ScheduledIo};
+
+/// Tasks between two non-blocking looks at the poller by a busy worker
+/// (tokio's `event_interval`, 61: a prime).
+pub const EVENT_INTERVAL: u32 = 61;

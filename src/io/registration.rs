@@ -1,0 +1,295 @@
+//! A socket's registration with a poller, and the read/write loops on top
+//! of the cached readiness ([`PollEvented`]).
+
+use std::io;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use super::coop;
+use super::scheduled_io::{Direction, Ready, ReadyEvent, ScheduledIo};
+use crate::shared::Shared;
+
+/// The error of an I/O type created outside any runtime.
+pub(crate) fn no_runtime() -> io::Error {
+    io::Error::other(
+        "no hwsched runtime here: create hwsched::net types inside Runtime::block_on or a task \
+         (or enter one with Handle::enter)",
+    )
+}
+
+/// One socket's registration: its readiness cell and the poller it lives in.
+pub(crate) struct Registration {
+    shared: Arc<Shared>,
+    poller: usize,
+    io: Arc<ScheduledIo>,
+}
+
+impl Registration {
+    /// Registers `src` (read and write, edge-triggered, once for its
+    /// lifetime) with the poller of the current worker's domain, or the
+    /// first poller off the workers.
+    pub(crate) fn new<S: mio::event::Source + ?Sized>(src: &mut S) -> io::Result<Registration> {
+        let shared = crate::worker::current_shared().ok_or_else(no_runtime)?;
+        let driver = shared.driver()?;
+        let poller = crate::worker::current_worker(&shared).map_or(0, |w| driver.poller_of(w));
+        Self::with_poller(shared, poller, src)
+    }
+
+    /// Registers `src` with poller `poller` of `shared`'s driver.
+    pub(crate) fn with_poller<S: mio::event::Source + ?Sized>(
+        shared: Arc<Shared>,
+        poller: usize,
+        src: &mut S,
+    ) -> io::Result<Registration> {
+        let driver = shared.driver()?;
+        let p = &driver.pollers[poller];
+        let io = Arc::new(ScheduledIo::new());
+        let token = mio::Token(Arc::as_ptr(&io) as usize);
+        p.registry().register(
+            src,
+            token,
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )?;
+        p.counters
+            .registered
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Registration { shared, poller, io })
+    }
+
+    /// The runtime this registration belongs to.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The poller this registration lives in.
+    pub(crate) fn poller(&self) -> usize {
+        self.poller
+    }
+
+    /// Removes `src` from its poller (before its descriptor is closed).
+    pub(crate) fn deregister<S: mio::event::Source + ?Sized>(&self, src: &mut S) -> io::Result<()> {
+        let driver = self.shared.driver()?;
+        driver.pollers[self.poller].registry().deregister(src)
+    }
+
+    /// Readiness in `dir`, charged to the task's budget; `Pending` (waker
+    /// stored) when the cached bits are clear, or when the budget is spent
+    /// (the waker is then woken after the worker's next look at the poller).
+    pub(crate) fn poll_ready(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+    ) -> Poll<io::Result<ReadyEvent>> {
+        if !coop::has_budget() {
+            coop::defer(cx.waker());
+            return Poll::Pending;
+        }
+        match self.io.poll_ready(cx, dir) {
+            Poll::Ready(ev) => {
+                coop::consume();
+                Poll::Ready(Ok(ev))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Readiness of any bit of `interest`, for a future that may share the
+    /// registration with others (its waiter slot is `*key`).
+    pub(crate) fn poll_interest(
+        &self,
+        cx: &mut Context<'_>,
+        interest: Ready,
+        key: &mut Option<usize>,
+    ) -> Poll<io::Result<ReadyEvent>> {
+        if !coop::has_budget() {
+            coop::defer(cx.waker());
+            return Poll::Pending;
+        }
+        match self.io.poll_interest(cx, interest, key) {
+            Poll::Ready(ev) => {
+                coop::consume();
+                Poll::Ready(Ok(ev))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Frees the waiter slot of a future that used [`poll_interest`](Self::poll_interest).
+    pub(crate) fn drop_waiter(&self, key: usize) {
+        self.io.drop_waiter(key);
+    }
+
+    /// Forgets the readiness `ev` saw (its syscall said `WouldBlock`).
+    pub(crate) fn clear_readiness(&self, ev: ReadyEvent) {
+        self.io.clear_readiness(ev);
+    }
+
+    /// The cached readiness now.
+    pub(crate) fn readiness(&self) -> Ready {
+        self.io.readiness()
+    }
+
+    /// Runs `f` (a non-blocking syscall) when `dir` is ready, until it does
+    /// not say `WouldBlock`; each `WouldBlock` clears the readiness it saw.
+    pub(crate) fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        mut f: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let ev = match self.poll_ready(cx, dir) {
+                Poll::Ready(Ok(ev)) => ev,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match f() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    /// Runs `f` once if `interest` is ready by the cache; `WouldBlock`
+    /// without a syscall otherwise (and clears what a `WouldBlock` saw).
+    pub(crate) fn try_io<R>(
+        &self,
+        interest: Ready,
+        f: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R> {
+        let ev = match self.io.poll_interest_now(interest) {
+            Some(ev) => ev,
+            None => return Err(io::ErrorKind::WouldBlock.into()),
+        };
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.clear_readiness(ev);
+                Err(e)
+            }
+            r => r,
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // Nobody can wait here any more (waiters borrow the registration):
+        // drop their wakers, then keep the cell alive until the poller's
+        // next turn (driver.rs, `release`).
+        self.io.clear_wakers();
+        if let Some(d) = self.shared.driver.get() {
+            d.pollers[self.poller].release(self.io.clone());
+        }
+    }
+}
+
+/// A mio source and its registration: what every `hwsched::net` type is.
+/// Reads and writes go through the cached readiness; a short read or write
+/// proves the kernel buffer drained (filled), so it clears readiness
+/// without the `WouldBlock` syscall that would otherwise follow (tokio's
+/// rule for epoll, which reports every new edge).
+pub(crate) struct PollEvented<E: mio::event::Source> {
+    io: Option<E>,
+    reg: Registration,
+}
+
+impl<E: mio::event::Source> PollEvented<E> {
+    /// Registers `io` with the current runtime's driver.
+    pub(crate) fn new(mut io: E) -> io::Result<Self> {
+        let reg = Registration::new(&mut io)?;
+        Ok(PollEvented { io: Some(io), reg })
+    }
+
+    /// Registers `io` with a given poller of `shared`'s driver.
+    pub(crate) fn with_poller(shared: Arc<Shared>, poller: usize, mut io: E) -> io::Result<Self> {
+        let reg = Registration::with_poller(shared, poller, &mut io)?;
+        Ok(PollEvented { io: Some(io), reg })
+    }
+
+    /// The source.
+    pub(crate) fn get_ref(&self) -> &E {
+        self.io.as_ref().expect("present until drop or into_inner")
+    }
+
+    /// The registration.
+    pub(crate) fn registration(&self) -> &Registration {
+        &self.reg
+    }
+
+    /// Deregisters and returns the source.
+    pub(crate) fn into_inner(mut self) -> io::Result<E> {
+        let mut io = self.io.take().expect("present until drop or into_inner");
+        self.reg.deregister(&mut io)?;
+        Ok(io)
+    }
+
+    /// Reads with `f` (which reads into a buffer of `len` bytes and returns
+    /// the count), clearing readiness on `WouldBlock` and on a short read.
+    pub(crate) fn poll_read_with(
+        &self,
+        cx: &mut Context<'_>,
+        len: usize,
+        mut f: impl FnMut(&E) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let ev = match self.reg.poll_ready(cx, Direction::Read) {
+                Poll::Ready(Ok(ev)) => ev,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match f(self.get_ref()) {
+                Ok(n) => {
+                    if n > 0 && n < len {
+                        self.reg.clear_readiness(ev);
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.reg.clear_readiness(ev),
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Writes with `f` (`len` bytes offered), clearing readiness on
+    /// `WouldBlock` and on a short write.
+    pub(crate) fn poll_write_with(
+        &self,
+        cx: &mut Context<'_>,
+        len: usize,
+        mut f: impl FnMut(&E) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let ev = match self.reg.poll_ready(cx, Direction::Write) {
+                Poll::Ready(Ok(ev)) => ev,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match f(self.get_ref()) {
+                Ok(n) => {
+                    if n > 0 && n < len {
+                        self.reg.clear_readiness(ev);
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.reg.clear_readiness(ev),
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl<E: mio::event::Source> Drop for PollEvented<E> {
+    fn drop(&mut self) {
+        if let Some(mut io) = self.io.take() {
+            // Deregister before the descriptor closes (with the source's
+            // drop, right after), so no later event names this cell.
+            let _ = self.reg.deregister(&mut io);
+        }
+    }
+}
+
+impl<E: mio::event::Source + std::fmt::Debug> std::fmt::Debug for PollEvented<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollEvented").field("io", &self.io).finish()
+    }
+}

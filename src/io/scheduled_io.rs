@@ -1,0 +1,429 @@
+//! Readiness cached per registration (tokio's `ScheduledIo`).
+//!
+//! One [`ScheduledIo`] per registered socket. Its state is one word:
+//!
+//! ```text
+//! | unused | tick: 15 bits | readiness: 16 bits |
+//! ```
+//!
+//! - The driver **sets** readiness when epoll reports an edge: it ORs the
+//!   event's bits in and bumps the tick ([`ScheduledIo::set_readiness`]),
+//!   then wakes the tasks waiting for those bits.
+//! - A task **reads** the cached bits before any syscall
+//!   ([`ScheduledIo::poll_ready`]): bits set means "try the syscall"; bits
+//!   clear means `Pending`, with no syscall and no lock but the waiters'.
+//! - A task **clears** exactly the readiness it observed when its syscall
+//!   returned `WouldBlock` (or a short read proved the buffer drained):
+//!   [`ScheduledIo::clear_readiness`] clears the bits only if the tick is
+//!   still the one it read, so an edge the driver delivered between the
+//!   syscall and the clear is never lost. The closed states are final (epoll
+//!   keeps reporting them) and are never cleared.
+//!
+//! # Why no wakeup is lost
+//!
+//! A waiter stores its waker under the waiters lock and then re-reads the
+//! bits; the driver sets the bits (an `AcqRel` RMW) before it takes the same
+//! lock to take the wakers. Either the driver's lock comes after the
+//! waiter's (it finds the waker), or before (the waiter's re-read, after
+//! the lock that the driver released, sees the bits).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use parking_lot::Mutex;
+
+/// Readiness bits of a registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Ready(u16);
+
+impl Ready {
+    /// Nothing is ready.
+    pub const EMPTY: Ready = Ready(0);
+    /// Readable.
+    pub const READABLE: Ready = Ready(1);
+    /// Writable.
+    pub const WRITABLE: Ready = Ready(2);
+    /// The read half is closed (EOF, `EPOLLRDHUP` or `EPOLLHUP`).
+    pub const READ_CLOSED: Ready = Ready(4);
+    /// The write half is closed (`EPOLLHUP` or a write error).
+    pub const WRITE_CLOSED: Ready = Ready(8);
+    /// An error is pending on the socket (`EPOLLERR`).
+    pub const ERROR: Ready = Ready(16);
+    /// Every bit.
+    pub const ALL: Ready = Ready(31);
+
+    /// The bits of both.
+    pub const fn union(self, o: Ready) -> Ready {
+        Ready(self.0 | o.0)
+    }
+    /// Whether nothing is set.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+    /// Whether the readable bit is set.
+    pub fn is_readable(self) -> bool {
+        self.0 & (Self::READABLE.0 | Self::READ_CLOSED.0) != 0
+    }
+    /// Whether the writable bit is set.
+    pub fn is_writable(self) -> bool {
+        self.0 & (Self::WRITABLE.0 | Self::WRITE_CLOSED.0) != 0
+    }
+    /// Whether the read half is closed.
+    pub fn is_read_closed(self) -> bool {
+        self.0 & Self::READ_CLOSED.0 != 0
+    }
+    /// Whether the write half is closed.
+    pub fn is_write_closed(self) -> bool {
+        self.0 & Self::WRITE_CLOSED.0 != 0
+    }
+    /// Whether an error is pending.
+    pub fn is_error(self) -> bool {
+        self.0 & Self::ERROR.0 != 0
+    }
+    /// Whether any bit of `o` is set here.
+    pub(crate) fn intersects(self, o: Ready) -> bool {
+        self.0 & o.0 != 0
+    }
+    pub(crate) fn from_mio(e: &mio::event::Event) -> Ready {
+        let mut r = 0;
+        if e.is_readable() {
+            r |= Self::READABLE.0;
+        }
+        if e.is_writable() {
+            r |= Self::WRITABLE.0;
+        }
+        if e.is_read_closed() {
+            r |= Self::READ_CLOSED.0;
+        }
+        if e.is_write_closed() {
+            r |= Self::WRITE_CLOSED.0;
+        }
+        if e.is_error() {
+            r |= Self::ERROR.0;
+        }
+        Ready(r)
+    }
+}
+
+impl std::ops::BitOr for Ready {
+    type Output = Ready;
+    fn bitor(self, o: Ready) -> Ready {
+        Ready(self.0 | o.0)
+    }
+}
+
+impl std::ops::BitAnd for Ready {
+    type Output = Ready;
+    fn bitand(self, o: Ready) -> Ready {
+        Ready(self.0 & o.0)
+    }
+}
+
+/// A direction a task waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Read,
+    Write,
+}
+
+impl Direction {
+    /// The bits that wake a waiter of this direction (an error or a close
+    /// wakes both: the syscall then reports it).
+    pub(crate) fn mask(self) -> Ready {
+        match self {
+            Direction::Read => Ready::READABLE | Ready::READ_CLOSED | Ready::ERROR,
+            Direction::Write => Ready::WRITABLE | Ready::WRITE_CLOSED | Ready::ERROR,
+        }
+    }
+}
+
+/// What a task saw when it found readiness: the bits (of its direction) and
+/// the tick they were read at, for [`ScheduledIo::clear_readiness`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadyEvent {
+    pub(crate) tick: u16,
+    pub(crate) ready: Ready,
+}
+
+const READY_MASK: usize = 0xffff;
+const TICK_SHIFT: u32 = 16;
+const TICK_MASK: usize = 0x7fff << TICK_SHIFT;
+
+fn ready_of(s: usize) -> Ready {
+    Ready((s & READY_MASK) as u16)
+}
+
+fn tick_of(s: usize) -> u16 {
+    ((s & TICK_MASK) >> TICK_SHIFT) as u16
+}
+
+/// Wakers waiting on one registration.
+#[derive(Default)]
+struct Waiters {
+    /// The task in `poll_read`-style calls (one reader at a time, as tokio).
+    reader: Option<Waker>,
+    /// The task in `poll_write`-style calls.
+    writer: Option<Waker>,
+    /// Tasks in `readable()` / `writable()` / `ready()` futures, any number:
+    /// a slot per waiting future, freed when it completes or is dropped.
+    others: Vec<(Ready, Option<Waker>)>,
+    free: Vec<usize>,
+}
+
+/// The per-socket state the driver and the tasks share (module docs).
+// Two cache lines: the driver writes it, the socket's task reads it; its
+// neighbours in memory belong to other sockets (tokio aligns it the same).
+#[repr(align(128))]
+pub(crate) struct ScheduledIo {
+    readiness: AtomicUsize,
+    waiters: Mutex<Waiters>,
+}
+
+impl Default for ScheduledIo {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ScheduledIo {
+    pub(crate) fn new() -> Self {
+        ScheduledIo {
+            readiness: AtomicUsize::new(0),
+            waiters: Mutex::new(Waiters::default()),
+        }
+    }
+
+    /// The cached readiness now.
+    pub(crate) fn readiness(&self) -> Ready {
+        ready_of(self.readiness.load(Ordering::Acquire))
+    }
+
+    /// ORs `ready` in and bumps the tick (the driver, on an event).
+    pub(crate) fn set_readiness(&self, ready: Ready) {
+        // AcqRel: release publishes the bits to the waiter's Acquire loads in
+        // `poll_ready`; the lock taken after it in `wake` orders it before
+        // the waker take (module docs).
+        let _ = self
+            .readiness
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                let tick = (tick_of(s) as usize + 1) & 0x7fff;
+                Some((s & !TICK_MASK) | (tick << TICK_SHIFT) | ready.0 as usize)
+            });
+    }
+
+    /// Clears the readiness `ev` observed, unless the driver set new
+    /// readiness since (the tick moved). Closed states stay.
+    pub(crate) fn clear_readiness(&self, ev: ReadyEvent) {
+        let clear = (ev.ready.0 & !(Ready::READ_CLOSED.0 | Ready::WRITE_CLOSED.0)) as usize;
+        // AcqRel: pairs with set_readiness's RMW; both are on the same word,
+        // so a set between the task's read and this clear moves the tick and
+        // the CAS below gives up.
+        let _ = self
+            .readiness
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (tick_of(s) == ev.tick).then_some(s & !clear)
+            });
+    }
+
+    /// Wakes the waiters whose direction `ready` concerns.
+    pub(crate) fn wake(&self, ready: Ready) {
+        let mut list: [Option<Waker>; 8] = Default::default();
+        let mut n = 0;
+        let mut rest = Vec::new();
+        {
+            let mut w = self.waiters.lock();
+            if ready.intersects(Direction::Read.mask()) {
+                if let Some(x) = w.reader.take() {
+                    list[n] = Some(x);
+                    n += 1;
+                }
+            }
+            if ready.intersects(Direction::Write.mask()) {
+                if let Some(x) = w.writer.take() {
+                    list[n] = Some(x);
+                    n += 1;
+                }
+            }
+            // The slots stay allocated (their futures free them); only the
+            // wakers are taken.
+            for (interest, slot) in w.others.iter_mut() {
+                if ready.intersects(*interest) {
+                    if let Some(waker) = slot.take() {
+                        if n < list.len() {
+                            list[n] = Some(waker);
+                            n += 1;
+                        } else {
+                            rest.push(waker);
+                        }
+                    }
+                }
+            }
+        }
+        // Woken outside the lock: a wake may run a schedule function that
+        // polls nothing here, but keep the critical section short anyway.
+        for w in list.iter_mut().take(n) {
+            if let Some(w) = w.take() {
+                w.wake();
+            }
+        }
+        for w in rest {
+            w.wake();
+        }
+    }
+
+    /// The direction's readiness, or `Pending` with `cx`'s waker stored in
+    /// the direction's slot.
+    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<ReadyEvent> {
+        let mask = dir.mask();
+        // Acquire: pairs with set_readiness's release (module docs).
+        let s = self.readiness.load(Ordering::Acquire);
+        if ready_of(s).intersects(mask) {
+            return Poll::Ready(ReadyEvent {
+                tick: tick_of(s),
+                ready: ready_of(s) & mask,
+            });
+        }
+        let mut w = self.waiters.lock();
+        let slot = match dir {
+            Direction::Read => &mut w.reader,
+            Direction::Write => &mut w.writer,
+        };
+        match slot {
+            Some(old) if old.will_wake(cx.waker()) => {}
+            _ => *slot = Some(cx.waker().clone()),
+        }
+        // Re-read under the lock (module docs, "Why no wakeup is lost").
+        let s = self.readiness.load(Ordering::Acquire);
+        if ready_of(s).intersects(mask) {
+            return Poll::Ready(ReadyEvent {
+                tick: tick_of(s),
+                ready: ready_of(s) & mask,
+            });
+        }
+        Poll::Pending
+    }
+
+    /// [`poll_ready`](Self::poll_ready) for a future that may share the
+    /// registration with others (`readable()`, `ready()`): its waker lives
+    /// in its own slot `*key` (allocated on first use, freed by
+    /// [`drop_waiter`](Self::drop_waiter)).
+    pub(crate) fn poll_interest(
+        &self,
+        cx: &mut Context<'_>,
+        interest: Ready,
+        key: &mut Option<usize>,
+    ) -> Poll<ReadyEvent> {
+        let s = self.readiness.load(Ordering::Acquire);
+        if ready_of(s).intersects(interest) {
+            return Poll::Ready(ReadyEvent {
+                tick: tick_of(s),
+                ready: ready_of(s) & interest,
+            });
+        }
+        let mut guard = self.waiters.lock();
+        let w = &mut *guard;
+        let k = match *key {
+            Some(k) => k,
+            None => {
+                let k = match w.free.pop() {
+                    Some(k) => k,
+                    None => {
+                        w.others.push((Ready::EMPTY, None));
+                        w.others.len() - 1
+                    }
+                };
+                *key = Some(k);
+                k
+            }
+        };
+        w.others[k] = (interest, Some(cx.waker().clone()));
+        let s = self.readiness.load(Ordering::Acquire);
+        if ready_of(s).intersects(interest) {
+            return Poll::Ready(ReadyEvent {
+                tick: tick_of(s),
+                ready: ready_of(s) & interest,
+            });
+        }
+        Poll::Pending
+    }
+
+    /// The readiness of `interest` now, with its tick, without waiting.
+    pub(crate) fn poll_interest_now(&self, interest: Ready) -> Option<ReadyEvent> {
+        let s = self.readiness.load(Ordering::Acquire);
+        ready_of(s).intersects(interest).then(|| ReadyEvent {
+            tick: tick_of(s),
+            ready: ready_of(s) & interest,
+        })
+    }
+
+    /// Frees the waiter slot of a `readable()`-style future.
+    pub(crate) fn drop_waiter(&self, key: usize) {
+        let mut w = self.waiters.lock();
+        if key < w.others.len() {
+            w.others[key] = (Ready::EMPTY, None);
+            w.free.push(key);
+        }
+    }
+
+    /// Drops every stored waker (the registration is dropped, so nobody
+    /// waits here any more). A waker holds its task, and the task its
+    /// runtime: left in a released cell, it would keep the runtime alive.
+    pub(crate) fn clear_wakers(&self) {
+        let w = std::mem::take(&mut *self.waiters.lock());
+        drop(w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clear_drops_only_the_observed_readiness() {
+        let io = ScheduledIo::new();
+        io.set_readiness(Ready::READABLE);
+        let ev = match io.poll_ready(&mut Context::from_waker(Waker::noop()), Direction::Read) {
+            Poll::Ready(ev) => ev,
+            Poll::Pending => panic!("readable"),
+        };
+        // A new edge after the read: the clear must not take it.
+        io.set_readiness(Ready::READABLE);
+        io.clear_readiness(ev);
+        assert!(io.readiness().is_readable());
+        let ev2 = match io.poll_ready(&mut Context::from_waker(Waker::noop()), Direction::Read) {
+            Poll::Ready(ev) => ev,
+            Poll::Pending => panic!("still readable"),
+        };
+        io.clear_readiness(ev2);
+        assert!(!io.readiness().is_readable());
+        assert!(io
+            .poll_ready(&mut Context::from_waker(Waker::noop()), Direction::Read)
+            .is_pending());
+    }
+
+    #[test]
+    fn closed_states_are_never_cleared() {
+        let io = ScheduledIo::new();
+        io.set_readiness(Ready::READ_CLOSED | Ready::READABLE);
+        let Poll::Ready(ev) =
+            io.poll_ready(&mut Context::from_waker(Waker::noop()), Direction::Read)
+        else {
+            panic!("ready")
+        };
+        io.clear_readiness(ev);
+        assert!(io.readiness().is_read_closed());
+        assert!(!io.readiness().intersects(Ready::READABLE));
+    }
+
+    #[test]
+    fn directions_are_independent() {
+        let io = ScheduledIo::new();
+        io.set_readiness(Ready::WRITABLE);
+        assert!(io
+            .poll_ready(&mut Context::from_waker(Waker::noop()), Direction::Read)
+            .is_pending());
+        assert!(io
+            .poll_ready(&mut Context::from_waker(Waker::noop()), Direction::Write)
+            .is_ready());
+    }
+}

@@ -1,0 +1,273 @@
+//! Timers: [`sleep`], [`sleep_until`], [`timeout`] and [`interval`], on
+//! hierarchical timing wheels (6 levels of 64 slots, 1 ms resolution), one
+//! per worker, driven by the workers' park timeouts: no timer thread.
+//!
+//! A timer goes into the wheel of the worker that first polls it (no lock,
+//! O(1) to insert and to cancel); that worker folds its wheel's next
+//! deadline into the timeout of its sleep (in `epoll_wait` when it holds a
+//! poller), fires due timers when it wakes and, while busy, every 61 tasks.
+//! A timer fires exactly once, never before its deadline (deadlines round
+//! up to the next millisecond), and its task is woken on the worker that
+//! fired it. Timers polled off the workers (in `Runtime::block_on`) go to
+//! one shared wheel looked at by the worker in the first poller. See
+//! `entry.rs` for the protocol.
+//!
+//! Timers belong to the runtime they are first polled in; polling one
+//! outside any hwsched runtime, or in one built with
+//! [`enable_io(false)`](crate::Builder::enable_io), panics with a message
+//! that says so (as tokio's do).
+//!
+//! ```
+//! use std::time::Duration;
+//! let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+//! rt.block_on(async {
+//!     hwsched::time::sleep(Duration::from_millis(5)).await;
+//!     let r = hwsched::time::timeout(Duration::from_millis(5), std::future::pending::<()>()).await;
+//!     assert!(r.is_err());
+//!     let mut tick = hwsched::time::interval(Duration::from_millis(1));
+//!     tick.tick().await;
+//!     tick.tick().await;
+//! });
+//! # Ok::<(), hwsched::BuildError>(())
+//! ```
+
+mod entry;
+mod wheel;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+pub use std::time::Instant;
+
+pub(crate) use entry::ExternalTimers;
+pub(crate) use entry::{enter_worker, exit_worker, fire_worker, sleep_deadline, wake_sleeper_done};
+
+use crate::shared::Shared;
+
+/// Waits until `duration` has passed.
+pub fn sleep(duration: Duration) -> Sleep {
+    sleep_until(
+        Instant::now()
+            .checked_add(duration)
+            .unwrap_or_else(far_future),
+    )
+}
+
+/// Waits until `deadline`.
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        reg: None,
+    }
+}
+
+/// About 30 years from now: the deadline of a sleep too long to represent.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+/// A registered timer.
+struct Reg {
+    rt: Arc<Shared>,
+    entry: Arc<entry::Entry>,
+    home: entry::Home,
+}
+
+/// The future of [`sleep`] and [`sleep_until`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    deadline: Instant,
+    reg: Option<Reg>,
+}
+
+impl std::fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("registered", &self.reg.is_some())
+            .finish()
+    }
+}
+
+impl Sleep {
+    /// The instant this sleep ends at.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the deadline has passed (and the sleep, polled, is ready).
+    pub fn is_elapsed(&self) -> bool {
+        match &self.reg {
+            Some(r) => r.entry.fired(),
+            None => Instant::now() >= self.deadline,
+        }
+    }
+
+    /// Moves the deadline. A later deadline costs one atomic update (the
+    /// wheel keeps its slot and re-files the timer when that comes due);
+    /// an earlier one re-registers the timer.
+    pub fn reset(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        if let Some(r) = &self.reg {
+            let tick = entry::tick_up(r.rt.start, deadline);
+            if r.entry.extend(tick) {
+                return;
+            }
+        }
+        self.deregister();
+    }
+
+    fn deregister(&mut self) {
+        if let Some(r) = self.reg.take() {
+            entry::cancel(&r.rt, &r.entry, &r.home);
+        }
+    }
+
+    fn register(&mut self) -> Option<&Reg> {
+        if self.reg.is_none() {
+            let rt = crate::worker::current_shared().unwrap_or_else(|| {
+                panic!(
+                    "hwsched::time: a timer was polled outside any hwsched runtime (poll it in \
+                     Runtime::block_on or a task)"
+                )
+            });
+            if let Err(e) = rt.driver() {
+                panic!("hwsched::time: this runtime cannot keep timers: {e}");
+            }
+            let tick = entry::tick_up(rt.start, self.deadline);
+            let (entry, home) = entry::insert(&rt, tick);
+            self.reg = Some(Reg { rt, entry, home });
+        }
+        self.reg.as_ref()
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.reg.is_none() && Instant::now() >= self.deadline {
+            return Poll::Ready(());
+        }
+        let r = self.register().expect("registered above");
+        if r.entry.fired() || r.entry.register(cx.waker()) {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.deregister();
+    }
+}
+
+/// The error of [`timeout`]: the future did not finish in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed;
+
+impl std::fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("deadline has elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+/// Runs `future` for at most `duration`: its output, or `Err(Elapsed)` (the
+/// future is then dropped). A future that is ready at the deadline wins.
+pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
+    Timeout {
+        future,
+        sleep: sleep(duration),
+    }
+}
+
+/// Runs `future` until `deadline` at most: [`timeout`] with an instant.
+pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
+    Timeout {
+        future,
+        sleep: sleep_until(deadline),
+    }
+}
+
+/// The future of [`timeout`].
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Timeout<F> {
+    future: F,
+    sleep: Sleep,
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: `future` is structurally pinned: it is never moved out of
+        // `self` and `Timeout` has no `Drop` impl nor `Unpin` impl that
+        // would let it move; `sleep` is `Unpin` and not pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: see above.
+        let fut = unsafe { Pin::new_unchecked(&mut this.future) };
+        if let Poll::Ready(v) = fut.poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        match Pin::new(&mut this.sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// A timer that fires every `period`, the first time after one period.
+/// Ticks missed while the task was busy fire at once, one per call, until
+/// it has caught up (tokio's `MissedTickBehavior::Burst`).
+///
+/// # Panics
+///
+/// If `period` is zero (a loop on such an interval would never yield), as
+/// tokio's `interval` does: "`period` must be non-zero".
+pub fn interval(period: Duration) -> Interval {
+    assert!(period > Duration::ZERO, "`period` must be non-zero");
+    let next = Instant::now() + period;
+    Interval {
+        period,
+        sleep: sleep_until(next),
+    }
+}
+
+/// Fires every period: [`interval`].
+#[derive(Debug)]
+pub struct Interval {
+    period: Duration,
+    sleep: Sleep,
+}
+
+impl Interval {
+    /// Waits for the next tick; returns its scheduled instant.
+    pub async fn tick(&mut self) -> Instant {
+        std::future::poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Polls for the next tick.
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        match Pin::new(&mut self.sleep).poll(cx) {
+            Poll::Ready(()) => {
+                let at = self.sleep.deadline();
+                // Later: one atomic update, the wheel keeps the timer.
+                self.sleep.reset(at + self.period);
+                Poll::Ready(at)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+}

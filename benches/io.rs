@@ -408,6 +408,25 @@ fn main() {
         let c: usize = c.parse().expect("--conns N");
         WRK_CONNS.store(c, std::sync::atomic::Ordering::Relaxed);
     }
+    // `--serve KIND` runs one server until killed and prints its address
+    // (for `perf stat -p`: scripts/io-syscalls.sh).
+    if let Some(name) = val("--serve") {
+        let kind = [Kind::HwIo, Kind::HwNoIo, Kind::Tokio, Kind::Ae]
+            .into_iter()
+            .find(|k| k.name() == name)
+            .unwrap_or_else(|| panic!("--serve: unknown server {name}"));
+        let bench = match val("--only").as_deref() {
+            Some("echo") => Bench::Echo,
+            _ => Bench::Http,
+        };
+        let server = start(kind, bench, workers);
+        println!("{}", server.addr);
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        loop {
+            thread::park();
+        }
+    }
     let benches: Vec<Bench> = match val("--only").as_deref() {
         Some("echo") => vec![Bench::Echo],
         Some("http") => vec![Bench::Http],

@@ -19,12 +19,12 @@
 //! [`spawn`], [`spawn_blocking`], [`JoinHandle`] and [`JoinSet`]; the
 //! heuristics are also a public API of pure functions in [`policy`].
 //!
-//! I/O comes from async-io (its `Async<T>` sockets and `Timer`, and what is
-//! built on them): with the `io` cargo feature, idle workers drive its
-//! reactor (`Builder::enable_io`), so I/O and timer wakes are made on a
-//! worker and placed like any other wake, and `hwsched::time` has `sleep`,
-//! `timeout` and `interval`. Without it, async-io's own thread drives the
-//! reactor. The README's "I/O and timers" says more.
+//! With the `io` cargo feature, hwsched has its own I/O driver ([`io`]):
+//! sockets in [`net`] (futures-io's traits, and hyper's with the `hyper`
+//! feature), timers in [`time`], signals in [`signal`]; idle workers sleep
+//! in the poller, and the tasks a poller turn wakes stay on the worker that
+//! polled. A program that never uses them creates no poller. The README's
+//! "I/O, timers and signals" says more.
 //!
 //! ```
 //! let rt = hwsched::Runtime::builder()

@@ -65,20 +65,22 @@
 //! re-checks its queues after the swap). Loom does not model timeouts, so
 //! the models check that nothing depends on one firing.
 //!
-//! # Sleeping in an executor
+//! # Sleeping in the I/O driver
 //!
-//! A worker of an I/O runtime sleeps inside async-io's `block_on`, which
-//! waits in the reactor (`src/reactor.rs`): its loop is a future,
-//! and sleeping is returning `Pending`. [`Parker::poll_park`] is `park` for
-//! it: under the mutex, `fetch_or(PARKED)` as above, then the executor's
-//! waker goes into the mutex's slot where a condvar sleeper would wait. A
-//! notifier that sees `PARKED` (and no token) takes the mutex, so it finds
-//! the waker and wakes it instead of signalling the condvar; the worker,
-//! polled again, sees `NOTIFIED` and ends the park with the same
-//! `swap(0)`. The race is the same one, closed the same way (the loom
-//! models of `loom-tests/tests/reactor.rs`). The wait itself is
+//! Once the I/O driver exists, a worker sleeps in a poller's `epoll_wait`
+//! (or parks its thread when every poller is taken): see `src/io/mod.rs`,
+//! "The hand-off". [`Parker::poll_park`] is `park` for it: under the mutex,
+//! `fetch_or(PARKED)` as above, then a waker (the poller's eventfd, or the
+//! thread's unpark) goes into the mutex's slot where a condvar sleeper
+//! would wait. A notifier that sees `PARKED` (and no token) takes the
+//! mutex, so it finds the waker and wakes it instead of signalling the
+//! condvar; the worker, awake, takes the waker back out of the slot
+//! ([`Parker::take_waker`]) before it dispatches the poller's events, and
+//! calls `poll_park` again, which sees `NOTIFIED` and ends the park with
+//! the same `swap(0)`. The race is the same one, closed the same way (the
+//! loom models of `loom-tests/tests/driver.rs`). The wait itself is
 //! [`Mailbox::wait_with`], which returns [`Wait::Suspended`] when the owner
-//! must return `Pending`, and [`Mailbox::resume`] when it is polled again.
+//! must go and sleep, and [`Mailbox::resume`] when it is awake again.
 //!
 //! Who sleeps and who wakes whom (the searching count, the `parked` and
 //! `idle` sets, and work conservation) is the protocol of
@@ -232,12 +234,12 @@ impl Parker {
         slept
     }
 
-    /// [`park`](Self::park) for an owner that sleeps by returning `Pending`
-    /// to an executor's `block_on` (async-io's, which drives the I/O reactor
-    /// while it waits: see "The reactor" in the module docs): call it from
-    /// the owner's future with its waker; `Pending` means "asleep, return
-    /// `Pending`", and the owner calls it again when polled. `Ready(slept)`
-    /// ends the park as `park` returns: the token is consumed.
+    /// [`park`](Self::park) for an owner that sleeps elsewhere (in a
+    /// poller's `epoll_wait`, or on its thread: "Sleeping in the I/O
+    /// driver" in the module docs): `Pending` means "asleep: go and sleep
+    /// until `waker` is woken", and the owner calls it again when awake.
+    /// `Ready(slept)` ends the park as `park` returns: the token is
+    /// consumed.
     ///
     /// The first call takes the mutex, sets `PARKED` as `park` does, and,
     /// unless a token was there, leaves `waker` in the mutex's slot before

@@ -169,6 +169,7 @@ impl Shared {
             io_events: 0,
             io_waker_writes: 0,
             io_registered: 0,
+            io_rehomed: 0,
         };
         #[cfg(feature = "io")]
         if let Some(d) = self.driver.get() {
@@ -180,6 +181,7 @@ impl Shared {
                 stats.io_events += c.events.load(std::sync::atomic::Ordering::Relaxed);
                 stats.io_waker_writes += c.waker_writes.load(std::sync::atomic::Ordering::Relaxed);
                 stats.io_registered += c.registered.load(std::sync::atomic::Ordering::Relaxed);
+                stats.io_rehomed += c.rehomed.load(std::sync::atomic::Ordering::Relaxed);
             }
         }
         stats

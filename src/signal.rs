@@ -44,6 +44,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use crate::io::TOKEN_SIGNAL;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -53,10 +54,6 @@ use std::task::{Context, Poll, Waker};
 use parking_lot::Mutex;
 
 use crate::shared::Shared;
-
-/// The token of the signal pipe in a poller: the driver calls [`dispatch`]
-/// for it. Must equal `crate::io::driver::TOKEN_SIGNAL`.
-const TOKEN_SIGNAL: mio::Token = mio::Token(1);
 
 /// Signal numbers handled: 1 to 64 (Linux's `SIGRTMAX`).
 const NSIG: usize = 65;
@@ -180,10 +177,11 @@ fn on_signal(signum: usize) {
     if let Some(p) = PIPE.get() {
         let byte = 1u8;
         // SAFETY: write(2) is async-signal-safe (and `as_raw_fd` a field
-        // read); `tx` is the write end of the pipe, open for the life of the process (`PIPE` is never
-        // dropped); the buffer is one valid byte. A full pipe (`EAGAIN`)
-        // already holds a byte that wakes `dispatch`, which then sees the
-        // flag set above. signal-hook-registry restores `errno`.
+        // read); `tx` is the write end of the pipe, open for the life of
+        // the process (`PIPE` is never dropped); the buffer is one valid
+        // byte. A full pipe (`EAGAIN`) already holds a byte that wakes
+        // `dispatch`, which then sees the flag set above.
+        // signal-hook-registry restores `errno`.
         let _ = unsafe { libc::write(p.tx.as_raw_fd(), (&byte as *const u8).cast(), 1) };
     }
 }

@@ -254,6 +254,9 @@ pub struct Stats {
     pub io_waker_writes: u64,
     /// Sockets registered with the pollers.
     pub io_registered: u64,
+    /// Sockets moved to another poller because their task moved there
+    /// (several pollers only).
+    pub io_rehomed: u64,
 }
 
 impl Stats {
@@ -305,6 +308,7 @@ impl Stats {
             io_events: 0,
             io_waker_writes: 0,
             io_registered: 0,
+            io_rehomed: 0,
         }
     }
 
@@ -424,11 +428,12 @@ impl fmt::Display for Stats {
         if self.io_driven {
             writeln!(
                 f,
-                "I/O driver: {} poller(s), {} sockets registered, {} readiness events in {} turns \
+                "I/O driver: {} poller(s), {} sockets registered ({} moved), {} readiness events in {} turns \
                  ({} with wakes, {} tasks per such batch, {} searcher wakes after batches), {} \
                  waker writes, {} timers fired, {} cooperative yields",
                 self.io_pollers,
                 self.io_registered,
+                self.io_rehomed,
                 self.io_events,
                 t.driver_turns,
                 t.driver_batches,

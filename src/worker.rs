@@ -26,11 +26,11 @@
 //!    searches and a worker is parked, the parked worker nearest to the
 //!    work is woken to search ([`notify_parked`]). The one exception is the
 //!    LIFO slot, which nobody else can take from.
-//! 5. With I/O on (`Builder::enable_io`), the loop runs inside async-io's
-//!    `block_on` as a future ([`step`] at a time, `crate::reactor`): a
-//!    worker going to sleep returns `Pending` there ([`Idle::Suspended`])
-//!    and waits in the reactor, so I/O and timer wakes are made on its
-//!    thread; the idle period goes on when it is polled again.
+//! 5. Once the I/O driver exists (`crate::io`), a worker going to sleep
+//!    suspends its idle period ([`Idle::Suspended`]) and sleeps in a poller
+//!    it takes (or on its thread), with its next timer as the timeout
+//!    ([`Driven`]); the I/O and timer wakes it makes there stay on it (a
+//!    batch), and the idle period goes on when it wakes.
 //! 6. Its load contribution is published to the shared group counters at
 //!    most once per `load_update_interval` ([`load`](crate::load)), and
 //!    always before it sleeps.
@@ -961,13 +961,13 @@ pub(crate) enum Idle {
     Run(Runnable),
     /// The runtime shuts down.
     Shutdown,
-    /// The worker sleeps inside `block_on`, in the I/O reactor: its future
-    /// returns `Pending`, and the period goes on when it is polled again.
+    /// The worker sleeps in the I/O driver (a poller, or its thread): the
+    /// loop waits there ([`Driven::wait`]), and the period goes on after.
     Suspended,
 }
 
 /// What an idle period carries from one pass of its loop to the next (and
-/// across a suspension in the reactor).
+/// across a suspension in the I/O driver).
 struct Period {
     kicked_by: Option<usize>,
     idle_since: Option<u64>,
@@ -985,11 +985,11 @@ struct Pass {
     pending: Option<usize>,
 }
 
-/// An idle period suspended while its worker sleeps in the reactor.
+/// An idle period suspended while its worker sleeps in the I/O driver.
 pub(crate) struct SuspendedIdle {
     period: Period,
     pass: Pass,
-    /// Set when a wake made in the reactor put work on this worker: it has
+    /// Set when a wake made in the driver put work on this worker: it has
     /// left the `parked` set then (`Some(searching)`, what
     /// [`Sleepers::leave_parked`](crate::idle::Sleepers::leave_parked)
     /// returned), so the wakes after it spread to other workers.
@@ -998,10 +998,11 @@ pub(crate) struct SuspendedIdle {
 
 /// The idle path: walk (when searching), then spin or park until work
 /// arrives, following the wake protocol of [`idle`](crate::idle). `sleep`
-/// parks the worker: on its condvar (`Ready(slept)`), or, for the worker
-/// that drives the I/O reactor, [`Parker::poll_park`](crate::park::Parker::poll_park) inside async-io's
-/// `block_on`; then this returns [`Idle::Suspended`], and the next call
-/// goes on with the period where it stopped.
+/// parks the worker: on its condvar (`Ready(slept)`), or, for a worker
+/// that sleeps in the I/O driver,
+/// [`Parker::poll_park`](crate::park::Parker::poll_park) with the poller's
+/// or its thread's waker; then this returns [`Idle::Suspended`], and the
+/// next call goes on with the period where it stopped.
 fn idle(
     shared: &Shared,
     core: &mut Core,
@@ -1016,8 +1017,8 @@ fn idle(
                 return Idle::Suspended;
             }
             if let Some(searching) = s.left_parked {
-                // A wake in the reactor took this worker out of the parked
-                // set already (`wake_self_in_reactor`).
+                // A wake in the driver took this worker out of the parked
+                // set already (`wake_self_in_driver`).
                 s.pass.announced = false;
                 core.searching = searching;
             }
@@ -1218,7 +1219,7 @@ fn after_wait(
                 core.searching = shared.idle.to_searching();
             }
             // Anything that lands in the LIFO slot or the deque while the
-            // worker slept in the reactor (wakes it made there) is its own
+            // worker slept in the driver (wakes it made there) is its own
             // work: the next pass's walk does not look there.
             if let Some(r) = core.lifo.take().or_else(|| core.local.pop()) {
                 core.found_work(shared);
@@ -1271,7 +1272,7 @@ impl Drop for CtxGuard {
 pub(crate) enum Step {
     /// Ran a task.
     Ran,
-    /// Went to sleep in the reactor ([`Idle::Suspended`]).
+    /// Went to sleep in the I/O driver ([`Idle::Suspended`]).
     Suspended,
     /// The runtime shuts down: leave the loop.
     Shutdown,
@@ -1287,7 +1288,7 @@ pub(crate) fn step(
     let next = {
         let mut core = ctx.core.borrow_mut();
         if core.suspended.is_some() {
-            // Polled again after sleeping in the reactor: the idle period
+            // Called again after sleeping in the driver: the idle period
             // goes on (and sees shutdown there).
             idle(shared, &mut core, sleep)
         } else if shared.is_shutdown() {

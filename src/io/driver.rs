@@ -36,6 +36,8 @@ pub(crate) struct PollerCounters {
     pub(crate) waker_writes: AtomicU64,
     /// Sockets registered.
     pub(crate) registered: AtomicU64,
+    /// Sockets that moved here from another poller (their task moved).
+    pub(crate) rehomed: AtomicU64,
 }
 
 /// Wakes the worker sleeping in this poller: one eventfd write.

@@ -66,6 +66,17 @@ impl Registration {
         self.poller
     }
 
+    /// Registers `src` again with this registration's poller and token.
+    pub(crate) fn reregister<S: mio::event::Source + ?Sized>(&self, src: &mut S) -> io::Result<()> {
+        let driver = self.shared.driver()?;
+        let token = mio::Token(Arc::as_ptr(&self.io) as usize);
+        driver.pollers[self.poller].registry().register(
+            src,
+            token,
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )
+    }
+
     /// Removes `src` from its poller (before its descriptor is closed).
     pub(crate) fn deregister<S: mio::event::Source + ?Sized>(&self, src: &mut S) -> io::Result<()> {
         let driver = self.shared.driver()?;
@@ -191,19 +202,34 @@ impl Drop for Registration {
 pub(crate) struct PollEvented<E: mio::event::Source> {
     io: Option<E>,
     reg: Registration,
+    /// Consecutive waits made on workers of another poller's domain
+    /// ([`PollEvented::note_wait`]).
+    away: u8,
 }
+
+/// Consecutive waits from another domain after which a socket moves to
+/// that domain's poller: its task has moved for good, not for one steal.
+pub(crate) const REHOME_AFTER: u8 = 4;
 
 impl<E: mio::event::Source> PollEvented<E> {
     /// Registers `io` with the current runtime's driver.
     pub(crate) fn new(mut io: E) -> io::Result<Self> {
         let reg = Registration::new(&mut io)?;
-        Ok(PollEvented { io: Some(io), reg })
+        Ok(PollEvented {
+            io: Some(io),
+            reg,
+            away: 0,
+        })
     }
 
     /// Registers `io` with a given poller of `shared`'s driver.
     pub(crate) fn with_poller(shared: Arc<Shared>, poller: usize, mut io: E) -> io::Result<Self> {
         let reg = Registration::with_poller(shared, poller, &mut io)?;
-        Ok(PollEvented { io: Some(io), reg })
+        Ok(PollEvented {
+            io: Some(io),
+            reg,
+            away: 0,
+        })
     }
 
     /// The source.
@@ -214,6 +240,68 @@ impl<E: mio::event::Source> PollEvented<E> {
     /// The registration.
     pub(crate) fn registration(&self) -> &Registration {
         &self.reg
+    }
+
+    /// Called by an owner (`&mut`) whose read or write is about to wait:
+    /// with several pollers, a socket whose task keeps waiting on workers
+    /// of another poller's domain ([`REHOME_AFTER`] waits in a row) moves to
+    /// that poller, so its events are seen where its task runs. Returns
+    /// whether it moved. One poller: nothing to do (one load).
+    pub(crate) fn note_wait(&mut self) -> bool {
+        let Some(d) = self.reg.shared.driver.get() else {
+            return false;
+        };
+        if d.pollers.len() < 2 {
+            return false;
+        }
+        let Some(w) = crate::worker::current_worker(&self.reg.shared) else {
+            return false;
+        };
+        let here = d.poller_of(w);
+        self.rehome_to(here)
+    }
+
+    /// The rule of [`note_wait`](Self::note_wait) for a wait made in the
+    /// domain of poller `here`.
+    pub(crate) fn rehome_to(&mut self, here: usize) -> bool {
+        if here == self.reg.poller {
+            self.away = 0;
+            return false;
+        }
+        self.away += 1;
+        if self.away < REHOME_AFTER {
+            return false;
+        }
+        self.away = 0;
+        let shared = self.reg.shared.clone();
+        let io = self.io.as_mut().expect("present until drop or into_inner");
+        // Out of the old poller first (a descriptor may sit in two epoll
+        // instances, but its events belong in one), then into the new one
+        // with an empty cache: an edge-triggered ADD reports the readiness
+        // the socket has now, so nothing is lost in the move.
+        if self.reg.deregister(io).is_err() {
+            return false;
+        }
+        match Registration::with_poller(shared, here, io) {
+            Ok(reg) => {
+                if let Ok(d) = reg.shared.driver() {
+                    d.pollers[here]
+                        .counters
+                        .rehomed
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                // The old registration's waiters (this task's) are dropped
+                // with it; the caller waits on the new one.
+                self.reg = reg;
+                true
+            }
+            Err(_) => {
+                // Could not register with the new poller: back to the old
+                // one (which accepted it before).
+                let _ = self.reg.reregister(io);
+                false
+            }
+        }
     }
 
     /// Deregisters and returns the source.
@@ -291,5 +379,55 @@ impl<E: mio::event::Source> Drop for PollEvented<E> {
 impl<E: mio::event::Source + std::fmt::Debug> std::fmt::Debug for PollEvented<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PollEvented").field("io", &self.io).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::IoPollers;
+    use crate::{Runtime, TopologySource};
+    use std::io::Write;
+
+    #[test]
+    fn a_socket_moves_to_the_poller_its_task_keeps_waiting_in() {
+        let rt = Runtime::builder()
+            .topology(TopologySource::Synthetic("pack:1 l3:2 core:2 pu:1".into()))
+            .io_pollers(IoPollers::PerLlc)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut peer = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (s, _) = l.accept().unwrap();
+            s.set_nonblocking(true).unwrap();
+            // Off the workers: the first poller.
+            let mut pe = PollEvented::new(mio::net::TcpStream::from_std(s)).unwrap();
+            assert_eq!(pe.registration().poller(), 0);
+            assert_eq!(rt.stats().io_pollers, 2);
+            // A wait back home resets the count: a steal is not a move.
+            for _ in 0..REHOME_AFTER - 1 {
+                assert!(!pe.rehome_to(1));
+            }
+            assert!(!pe.rehome_to(0));
+            for _ in 0..REHOME_AFTER - 1 {
+                assert!(!pe.rehome_to(1));
+            }
+            assert!(pe.rehome_to(1), "moved after {REHOME_AFTER} waits away");
+            assert_eq!(pe.registration().poller(), 1);
+            assert_eq!(rt.stats().io_rehomed, 1);
+            // Its events now come through the new poller.
+            peer.write_all(b"x").unwrap();
+            std::future::poll_fn(|cx| pe.registration().poll_ready(cx, Direction::Read))
+                .await
+                .unwrap();
+            let mut buf = [0u8; 4];
+            let n = std::future::poll_fn(|cx| {
+                pe.poll_read_with(cx, buf.len(), |s| std::io::Read::read(&mut &*s, &mut buf))
+            })
+            .await
+            .unwrap();
+            assert_eq!(n, 1);
+        });
     }
 }

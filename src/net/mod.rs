@@ -39,9 +39,145 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// The impls shared by every stream type (tcp.rs, unix.rs).
+/// What a type does when one of its reads or writes waits: an owned stream
+/// may move to the poller of the domain its task now runs in
+/// (`PollEvented::note_wait`); borrowed and shared halves cannot.
+pub(crate) trait OnWait {
+    fn on_wait(self: Pin<&mut Self>) {}
+}
+
+/// Calls `on_wait` when `r` is `Pending`, then returns `r`.
+pub(crate) fn waited<T: OnWait + ?Sized, R>(this: Pin<&mut T>, r: Poll<R>) -> Poll<R> {
+    if r.is_pending() {
+        this.on_wait();
+    }
+    r
+}
+
+/// futures-io and hyper trait impls for a type that derefs to a stream.
+macro_rules! stream_io {
+    ($stream:ty; $t:ty, $s:ident => $e:expr, read) => {
+        impl futures_io::AsyncRead for $t {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut [u8],
+            ) -> Poll<io::Result<usize>> {
+                let $s = &*self;
+                let r = $e.poll_read_ref(cx, buf);
+                waited(self, r)
+            }
+            fn poll_read_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &mut [IoSliceMut<'_>],
+            ) -> Poll<io::Result<usize>> {
+                let $s = &*self;
+                $e.poll_read_vectored_ref(cx, bufs)
+            }
+        }
+
+        #[cfg(feature = "hyper")]
+        impl hyper::rt::Read for $t {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                mut buf: hyper::rt::ReadBufCursor<'_>,
+            ) -> Poll<io::Result<()>> {
+                let $s = &*self;
+                let stream: &$stream = $e;
+                // SAFETY: only written by the kernel below, never
+                // de-initialized; `advance` counts only the bytes recv wrote.
+                let dst = unsafe { buf.as_mut() };
+                let len = dst.len();
+                let r = stream.io.poll_read_with(cx, len, |s| {
+                    // SAFETY: `dst` is valid for writes of `len` bytes (an
+                    // uninitialized region recv fills), `s` an open socket.
+                    let r = unsafe {
+                        libc::recv(s.as_raw_fd(), dst.as_mut_ptr().cast(), len, 0)
+                    };
+                    if r < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(r as usize)
+                    }
+                });
+                let n = match r {
+                    Poll::Ready(Ok(n)) => n,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => return waited(self, Poll::Pending),
+                };
+                // SAFETY: recv initialized the first `n` bytes of `dst`.
+                unsafe { buf.advance(n) };
+                Poll::Ready(Ok(()))
+            }
+        }
+    };
+    ($stream:ty; $t:ty, $s:ident => $e:expr, write) => {
+        impl futures_io::AsyncWrite for $t {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                let $s = &*self;
+                let r = $e.poll_write_ref(cx, buf);
+                waited(self, r)
+            }
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                let $s = &*self;
+                $e.poll_write_vectored_ref(cx, bufs)
+            }
+            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+            fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let $s = &*self;
+                Poll::Ready($e.shutdown(Shutdown::Write))
+            }
+        }
+
+        #[cfg(feature = "hyper")]
+        impl hyper::rt::Write for $t {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                let $s = &*self;
+                let r = $e.poll_write_ref(cx, buf);
+                waited(self, r)
+            }
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                let $s = &*self;
+                $e.poll_write_vectored_ref(cx, bufs)
+            }
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
+            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+            fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let $s = &*self;
+                Poll::Ready($e.shutdown(Shutdown::Write))
+            }
+        }
+    };
+}
+
 mod tcp;
 mod udp;
-mod unix;
+pub mod unix;
 
 pub use tcp::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
 pub use udp::UdpSocket;

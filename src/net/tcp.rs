@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::{each_addr, ReadyFuture, READ, WRITE};
+use super::{each_addr, waited, OnWait, ReadyFuture, READ, WRITE};
 use crate::io::{Direction, PollEvented, Ready};
 
 /// A TCP listening socket.
@@ -239,14 +239,14 @@ impl TcpStream {
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.io
             .registration()
-            .try_io(READ, || (&*self.io.get_ref()).read(buf))
+            .try_io(READ, || self.io.get_ref().read(buf))
     }
 
     /// Writes without waiting: `WouldBlock` unless writable by the cache.
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         self.io
             .registration()
-            .try_io(WRITE, || (&*self.io.get_ref()).write(buf))
+            .try_io(WRITE, || self.io.get_ref().write(buf))
     }
 
     /// Reads into `buf` without consuming the data (`MSG_PEEK`).
@@ -327,126 +327,21 @@ impl AsFd for TcpStream {
     }
 }
 
-/// futures-io and hyper trait impls for a type that derefs to a stream.
-macro_rules! stream_io {
-    ($t:ty, $s:ident => $e:expr, read) => {
-        impl futures_io::AsyncRead for $t {
-            fn poll_read(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &mut [u8],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_read_ref(cx, buf)
-            }
-            fn poll_read_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &mut [IoSliceMut<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_read_vectored_ref(cx, bufs)
-            }
-        }
-
-        #[cfg(feature = "hyper")]
-        impl hyper::rt::Read for $t {
-            fn poll_read(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                mut buf: hyper::rt::ReadBufCursor<'_>,
-            ) -> Poll<io::Result<()>> {
-                let $s = &*self;
-                let stream: &TcpStream = $e;
-                // SAFETY: only written by the kernel below, never
-                // de-initialized; `advance` counts only the bytes recv wrote.
-                let dst = unsafe { buf.as_mut() };
-                let len = dst.len();
-                let n = match stream.io.poll_read_with(cx, len, |s| {
-                    // SAFETY: `dst` is valid for writes of `len` bytes (an
-                    // uninitialized region recv fills), `s` an open socket.
-                    let r = unsafe {
-                        libc::recv(s.as_raw_fd(), dst.as_mut_ptr().cast(), len, 0)
-                    };
-                    if r < 0 {
-                        Err(io::Error::last_os_error())
-                    } else {
-                        Ok(r as usize)
-                    }
-                }) {
-                    Poll::Ready(Ok(n)) => n,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
-                };
-                // SAFETY: recv initialized the first `n` bytes of `dst`.
-                unsafe { buf.advance(n) };
-                Poll::Ready(Ok(()))
-            }
-        }
-    };
-    ($t:ty, $s:ident => $e:expr, write) => {
-        impl futures_io::AsyncWrite for $t {
-            fn poll_write(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &[u8],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_write_ref(cx, buf)
-            }
-            fn poll_write_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_write_vectored_ref(cx, bufs)
-            }
-            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                Poll::Ready(Ok(()))
-            }
-            fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let $s = &*self;
-                Poll::Ready($e.shutdown(Shutdown::Write))
-            }
-        }
-
-        #[cfg(feature = "hyper")]
-        impl hyper::rt::Write for $t {
-            fn poll_write(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &[u8],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_write_ref(cx, buf)
-            }
-            fn poll_write_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_write_vectored_ref(cx, bufs)
-            }
-            fn is_write_vectored(&self) -> bool {
-                true
-            }
-            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                Poll::Ready(Ok(()))
-            }
-            fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let $s = &*self;
-                Poll::Ready($e.shutdown(Shutdown::Write))
-            }
-        }
-    };
+impl OnWait for TcpStream {
+    fn on_wait(self: Pin<&mut Self>) {
+        self.get_mut().io.note_wait();
+    }
 }
+impl OnWait for &TcpStream {}
+impl OnWait for ReadHalf<'_> {}
+impl OnWait for WriteHalf<'_> {}
+impl OnWait for OwnedReadHalf {}
+impl OnWait for OwnedWriteHalf {}
 
-stream_io!(TcpStream, s => s, read);
-stream_io!(TcpStream, s => s, write);
-stream_io!(&TcpStream, s => *s, read);
-stream_io!(&TcpStream, s => *s, write);
+stream_io!(TcpStream; TcpStream, s => s, read);
+stream_io!(TcpStream; TcpStream, s => s, write);
+stream_io!(TcpStream; &TcpStream, s => *s, read);
+stream_io!(TcpStream; &TcpStream, s => *s, write);
 
 /// The read half of [`TcpStream::split`].
 #[derive(Debug)]
@@ -461,10 +356,10 @@ pub struct OwnedReadHalf(Arc<TcpStream>);
 #[derive(Debug)]
 pub struct OwnedWriteHalf(Arc<TcpStream>);
 
-stream_io!(ReadHalf<'_>, s => s.0, read);
-stream_io!(WriteHalf<'_>, s => s.0, write);
-stream_io!(OwnedReadHalf, s => &*s.0, read);
-stream_io!(OwnedWriteHalf, s => &*s.0, write);
+stream_io!(TcpStream; ReadHalf<'_>, s => s.0, read);
+stream_io!(TcpStream; WriteHalf<'_>, s => s.0, write);
+stream_io!(TcpStream; OwnedReadHalf, s => &*s.0, read);
+stream_io!(TcpStream; OwnedWriteHalf, s => &*s.0, write);
 
 impl OwnedReadHalf {
     /// The stream, if `w` is this half's partner.
@@ -475,9 +370,16 @@ impl OwnedReadHalf {
         drop(w);
         Arc::try_unwrap(self.0).map_err(|_| unreachable!("the two halves were the only owners"))
     }
+}
 
-    /// The stream both halves share.
-    pub fn as_ref(&self) -> &TcpStream {
+impl AsRef<TcpStream> for OwnedReadHalf {
+    fn as_ref(&self) -> &TcpStream {
+        &self.0
+    }
+}
+
+impl AsRef<TcpStream> for OwnedWriteHalf {
+    fn as_ref(&self) -> &TcpStream {
         &self.0
     }
 }
@@ -486,10 +388,5 @@ impl OwnedWriteHalf {
     /// Shuts the write half down (the peer reads EOF).
     pub fn shutdown(&self) -> io::Result<()> {
         self.0.shutdown(Shutdown::Write)
-    }
-
-    /// The stream both halves share.
-    pub fn as_ref(&self) -> &TcpStream {
-        &self.0
     }
 }

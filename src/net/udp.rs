@@ -87,7 +87,8 @@ impl UdpSocket {
     }
 
     /// Sends `buf` as one datagram to `target` (its first resolved
-    /// address) and returns the number of bytes sent.
+    /// address, with `std`'s resolver, which may block on DNS: pass a
+    /// `SocketAddr` to avoid it) and returns the number of bytes sent.
     pub async fn send_to<A: ToSocketAddrs>(&self, buf: &[u8], target: A) -> io::Result<usize> {
         let target = first_addr(target)?;
         std::future::poll_fn(|cx| self.poll_send_to(cx, buf, target)).await

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::{ReadyFuture, READ, WRITE};
+use super::{waited, OnWait, ReadyFuture, READ, WRITE};
 use crate::io::{Direction, PollEvented, Ready};
 
 /// A Unix domain stream socket listening at a path.
@@ -323,126 +323,19 @@ impl AsFd for UnixStream {
     }
 }
 
-/// futures-io and hyper trait impls for a type that derefs to a stream.
-macro_rules! stream_io {
-    ($t:ty, $s:ident => $e:expr, read) => {
-        impl futures_io::AsyncRead for $t {
-            fn poll_read(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &mut [u8],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_read_ref(cx, buf)
-            }
-            fn poll_read_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &mut [IoSliceMut<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_read_vectored_ref(cx, bufs)
-            }
-        }
-
-        #[cfg(feature = "hyper")]
-        impl hyper::rt::Read for $t {
-            fn poll_read(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                mut buf: hyper::rt::ReadBufCursor<'_>,
-            ) -> Poll<io::Result<()>> {
-                let $s = &*self;
-                let stream: &UnixStream = $e;
-                // SAFETY: only written by the kernel below, never
-                // de-initialized; `advance` counts only the bytes recv wrote.
-                let dst = unsafe { buf.as_mut() };
-                let len = dst.len();
-                let n = match stream.io.poll_read_with(cx, len, |s| {
-                    // SAFETY: `dst` is valid for writes of `len` bytes (an
-                    // uninitialized region recv fills), `s` an open socket.
-                    let r = unsafe {
-                        libc::recv(s.as_raw_fd(), dst.as_mut_ptr().cast(), len, 0)
-                    };
-                    if r < 0 {
-                        Err(io::Error::last_os_error())
-                    } else {
-                        Ok(r as usize)
-                    }
-                }) {
-                    Poll::Ready(Ok(n)) => n,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
-                };
-                // SAFETY: recv initialized the first `n` bytes of `dst`.
-                unsafe { buf.advance(n) };
-                Poll::Ready(Ok(()))
-            }
-        }
-    };
-    ($t:ty, $s:ident => $e:expr, write) => {
-        impl futures_io::AsyncWrite for $t {
-            fn poll_write(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &[u8],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_write_ref(cx, buf)
-            }
-            fn poll_write_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_write_vectored_ref(cx, bufs)
-            }
-            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                Poll::Ready(Ok(()))
-            }
-            fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let $s = &*self;
-                Poll::Ready($e.shutdown(Shutdown::Write))
-            }
-        }
-
-        #[cfg(feature = "hyper")]
-        impl hyper::rt::Write for $t {
-            fn poll_write(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &[u8],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_write_ref(cx, buf)
-            }
-            fn poll_write_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let $s = &*self;
-                $e.poll_write_vectored_ref(cx, bufs)
-            }
-            fn is_write_vectored(&self) -> bool {
-                true
-            }
-            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                Poll::Ready(Ok(()))
-            }
-            fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let $s = &*self;
-                Poll::Ready($e.shutdown(Shutdown::Write))
-            }
-        }
-    };
+impl OnWait for UnixStream {
+    fn on_wait(self: Pin<&mut Self>) {
+        self.get_mut().io.note_wait();
+    }
 }
+impl OnWait for &UnixStream {}
+impl OnWait for OwnedReadHalf {}
+impl OnWait for OwnedWriteHalf {}
 
-stream_io!(UnixStream, s => s, read);
-stream_io!(UnixStream, s => s, write);
-stream_io!(&UnixStream, s => *s, read);
-stream_io!(&UnixStream, s => *s, write);
+stream_io!(UnixStream; UnixStream, s => s, read);
+stream_io!(UnixStream; UnixStream, s => s, write);
+stream_io!(UnixStream; &UnixStream, s => *s, read);
+stream_io!(UnixStream; &UnixStream, s => *s, write);
 
 /// The read half of [`UnixStream::into_split`].
 #[derive(Debug)]
@@ -451,8 +344,8 @@ pub struct OwnedReadHalf(Arc<UnixStream>);
 #[derive(Debug)]
 pub struct OwnedWriteHalf(Arc<UnixStream>);
 
-stream_io!(OwnedReadHalf, s => &*s.0, read);
-stream_io!(OwnedWriteHalf, s => &*s.0, write);
+stream_io!(UnixStream; OwnedReadHalf, s => &*s.0, read);
+stream_io!(UnixStream; OwnedWriteHalf, s => &*s.0, write);
 
 impl OwnedReadHalf {
     /// The stream, if `w` is this half's partner.

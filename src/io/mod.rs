@@ -68,7 +68,7 @@ mod registration;
 mod scheduled_io;
 
 pub use driver::IoPollers;
-pub(crate) use driver::{Driver, PollState, Poller};
+pub(crate) use driver::{Driver, PollState, Poller, TOKEN_SIGNAL};
 pub(crate) use registration::{no_runtime, PollEvented, Registration};
 pub use scheduled_io::Ready;
 pub(crate) use scheduled_io::{Direction, ReadyEvent, ScheduledIo};

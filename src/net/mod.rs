@@ -42,15 +42,26 @@
 // The impls shared by every stream type (tcp.rs, unix.rs).
 /// What a type does when one of its reads or writes waits: an owned stream
 /// may move to the poller of the domain its task now runs in
-/// (`PollEvented::note_wait`); borrowed and shared halves cannot.
+/// (`PollEvented::note_wait`; returns whether it moved); borrowed and
+/// shared halves cannot.
 pub(crate) trait OnWait {
-    fn on_wait(self: Pin<&mut Self>) {}
+    fn on_wait(self: Pin<&mut Self>) -> bool {
+        false
+    }
 }
 
-/// Calls `on_wait` when `r` is `Pending`, then returns `r`.
-pub(crate) fn waited<T: OnWait + ?Sized, R>(this: Pin<&mut T>, r: Poll<R>) -> Poll<R> {
-    if r.is_pending() {
-        this.on_wait();
+/// Calls `on_wait` when `r` is `Pending`, then returns `r`. A stream that
+/// moved to another poller left the waker of this wait in the old
+/// registration (dropped with it): the task is woken at once, to poll again
+/// and wait on the new one (whose registration reported the socket's
+/// current readiness, so nothing is lost).
+pub(crate) fn waited<T: OnWait + ?Sized, R>(
+    this: Pin<&mut T>,
+    cx: &mut Context<'_>,
+    r: Poll<R>,
+) -> Poll<R> {
+    if r.is_pending() && this.on_wait() {
+        cx.waker().wake_by_ref();
     }
     r
 }
@@ -66,7 +77,7 @@ macro_rules! stream_io {
             ) -> Poll<io::Result<usize>> {
                 let $s = &*self;
                 let r = $e.poll_read_ref(cx, buf);
-                waited(self, r)
+                waited(self, cx, r)
             }
             fn poll_read_vectored(
                 self: Pin<&mut Self>,
@@ -106,7 +117,7 @@ macro_rules! stream_io {
                 let n = match r {
                     Poll::Ready(Ok(n)) => n,
                     Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return waited(self, Poll::Pending),
+                    Poll::Pending => return waited(self, cx, Poll::Pending),
                 };
                 // SAFETY: recv initialized the first `n` bytes of `dst`.
                 unsafe { buf.advance(n) };
@@ -123,7 +134,7 @@ macro_rules! stream_io {
             ) -> Poll<io::Result<usize>> {
                 let $s = &*self;
                 let r = $e.poll_write_ref(cx, buf);
-                waited(self, r)
+                waited(self, cx, r)
             }
             fn poll_write_vectored(
                 self: Pin<&mut Self>,
@@ -151,7 +162,7 @@ macro_rules! stream_io {
             ) -> Poll<io::Result<usize>> {
                 let $s = &*self;
                 let r = $e.poll_write_ref(cx, buf);
-                waited(self, r)
+                waited(self, cx, r)
             }
             fn poll_write_vectored(
                 self: Pin<&mut Self>,

@@ -328,8 +328,8 @@ impl AsFd for TcpStream {
 }
 
 impl OnWait for TcpStream {
-    fn on_wait(self: Pin<&mut Self>) {
-        self.get_mut().io.note_wait();
+    fn on_wait(self: Pin<&mut Self>) -> bool {
+        self.get_mut().io.note_wait()
     }
 }
 impl OnWait for &TcpStream {}

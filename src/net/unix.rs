@@ -324,8 +324,8 @@ impl AsFd for UnixStream {
 }
 
 impl OnWait for UnixStream {
-    fn on_wait(self: Pin<&mut Self>) {
-        self.get_mut().io.note_wait();
+    fn on_wait(self: Pin<&mut Self>) -> bool {
+        self.get_mut().io.note_wait()
     }
 }
 impl OnWait for &UnixStream {}

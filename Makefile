@@ -30,11 +30,14 @@ test: deps test-unit test-loom
 
 test-unit:
 	$(CARGO) test --workspace
-	# The I/O reactor (the `io` feature): its own tests, and the guarantees'
-	# suites again with every worker inside async-io's block_on (the
-	# suites start the reactor first: tests/common, `drive_reactor`).
-	$(CARGO) test --features io --test io --test reliability --test conservation --test edges
-	$(CARGO) test --features io --doc
+	# The I/O driver (the `io` feature, and `hyper` for hyper's traits): its
+	# own tests, and the guarantees' suites again with every worker sleeping
+	# through the driver (the suites create it first: tests/common,
+	# `drive_reactor`).
+	$(CARGO) test --features hyper --lib
+	$(CARGO) test --features hyper --test io --test io_emfile --test net_udp_unix --test signal \
+		--test reliability --test conservation --test edges
+	$(CARGO) test --features hyper --doc
 
 # Each model in its own process (scripts/loom.sh), so that one failing model
 # does not hide the others; optimized (--release) for speed, with debug

@@ -72,9 +72,3 @@ pub(crate) fn has_deferred() -> bool {
 pub(crate) fn take_deferred() -> Vec<Waker> {
     DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()))
 }
-
-/// Spends the whole budget of the running task (for tests of the budget).
-#[cfg(test)]
-pub(crate) fn left() -> Option<u8> {
-    LEFT.with(|l| l.get())
-}

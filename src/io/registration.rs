@@ -135,11 +135,6 @@ impl Registration {
         self.io.clear_readiness(ev);
     }
 
-    /// The cached readiness now.
-    pub(crate) fn readiness(&self) -> Ready {
-        self.io.readiness()
-    }
-
     /// Runs `f` (a non-blocking syscall) when `dir` is ready, until it does
     /// not say `WouldBlock`; each `WouldBlock` clears the readiness it saw.
     pub(crate) fn poll_io<R>(

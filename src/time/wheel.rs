@@ -292,21 +292,29 @@ impl<T> Wheel<T> {
         self.elapsed = now;
     }
 
+    // Used by the tests (and kept for callers that inspect a wheel).
+    #[cfg_attr(not(test), allow(dead_code))]
     /// The number of entries in the wheel.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
+    // Used by the tests (and kept for callers that inspect a wheel).
+    #[cfg_attr(not(test), allow(dead_code))]
     /// Whether the wheel holds no entries.
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    // Used by the tests (and kept for callers that inspect a wheel).
+    #[cfg_attr(not(test), allow(dead_code))]
     /// The wheel's current tick.
     pub(crate) fn now(&self) -> u64 {
         self.elapsed
     }
 
+    // Used by the tests (and kept for callers that inspect a wheel).
+    #[cfg_attr(not(test), allow(dead_code))]
     /// Takes every entry out (for shutdown), in any order, calling `f` with
     /// each item. The clock is left as it is; keys of drained entries become
     /// stale.

@@ -44,7 +44,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::io::TOKEN_SIGNAL;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -53,6 +52,7 @@ use std::task::{Context, Poll, Waker};
 
 use parking_lot::Mutex;
 
+use crate::io::TOKEN_SIGNAL;
 use crate::shared::Shared;
 
 /// Signal numbers handled: 1 to 64 (Linux's `SIGRTMAX`).

@@ -304,12 +304,20 @@ fn echo_client(addr: SocketAddr) {
 /// context switches per operation, and hwsched's wakes by origin.
 struct Sample {
     ops_per_s: f64,
+    /// wrk's 99th percentile latency, in microseconds (http only).
+    p99_us: f64,
     cpu_us_per_op: f64,
     csw_per_op: f64,
     wakes: Option<(u64, u64, u64, u64)>,
 }
 
+thread_local! {
+    /// The last wrk run's p99 latency (us).
+    static P99: std::cell::Cell<f64> = const { std::cell::Cell::new(f64::NAN) };
+}
+
 fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
+    P99.with(|c| c.set(f64::NAN));
     let server = start(kind, bench, workers);
     thread::sleep(Duration::from_millis(100));
     let stats0 = match &server.rt {
@@ -335,6 +343,7 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
             let out = Command::new("wrk")
                 .args([
                     "-t1",
+                    "--latency",
                     &format!("-c{}", WRK_CONNS.load(std::sync::atomic::Ordering::Relaxed)),
                     &format!("-d{secs}s"),
                     &format!("http://{}/", server.addr),
@@ -354,6 +363,24 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(|| panic!("wrk output not understood: {text}"));
+            // `--latency`'s distribution: "     99%    1.23ms".
+            let p99 = text
+                .lines()
+                .map(str::trim)
+                .find(|l| l.starts_with("99%"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| {
+                    let (num, unit) = v.split_at(v.find(|c: char| c.is_alphabetic())?);
+                    let x: f64 = num.parse().ok()?;
+                    Some(match unit {
+                        "us" => x,
+                        "ms" => x * 1e3,
+                        "s" => x * 1e6,
+                        _ => return None,
+                    })
+                })
+                .unwrap_or(f64::NAN);
+            P99.with(|c| c.set(p99));
             (total, total / rps)
         }
     };
@@ -374,6 +401,7 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
     drop(server);
     Sample {
         ops_per_s: ops / wall,
+        p99_us: P99.with(|c| c.get()),
         cpu_us_per_op: (cpu1 - cpu0).as_secs_f64() * 1e6 / ops,
         csw_per_op: (csw1 - csw0) as f64 / ops,
         wakes,
@@ -381,7 +409,7 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
     if n % 2 == 1 {
         v[n / 2]
@@ -470,11 +498,12 @@ fn main() {
                     )
                 });
                 println!(
-                    "round {round} {:>15} {:>10.0} {:>8.2} us {:>6.3} csw{wakes}",
+                    "round {round} {:>15} {:>10.0} {:>8.2} us {:>6.3} csw {:>8.0} us p99{wakes}",
                     kinds[k].name(),
                     s.ops_per_s,
                     s.cpu_us_per_op,
-                    s.csw_per_op
+                    s.csw_per_op,
+                    s.p99_us,
                 );
                 all[k].push(s);
             }
@@ -482,11 +511,12 @@ fn main() {
         println!("\nmedians over {runs} rounds ({bench:?}):");
         for (k, samples) in kinds.iter().zip(&all) {
             println!(
-                "{:>15} {:>10.0} {unit} {:>8.2} us/op {:>6.3} csw/op",
+                "{:>15} {:>10.0} {unit} {:>8.2} us/op {:>6.3} csw/op {:>8.0} us p99",
                 k.name(),
                 median(samples.iter().map(|s| s.ops_per_s).collect()),
                 median(samples.iter().map(|s| s.cpu_us_per_op).collect()),
                 median(samples.iter().map(|s| s.csw_per_op).collect()),
+                median(samples.iter().map(|s| s.p99_us).collect()),
             );
         }
         // Per-round ratios of hwsched (its own driver) to the best peer.
@@ -510,6 +540,16 @@ fn main() {
             median(ratios.clone()),
             ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
             median(cpu_ratios),
+        );
+        let vs_tokio = |f: fn(&Sample) -> f64| -> Vec<f64> {
+            (0..runs).map(|r| f(&all[h][r]) / f(&all[t][r])).collect()
+        };
+        let tp = vs_tokio(|s| s.ops_per_s);
+        println!(
+            "hwsched / tokio: throughput {:.2} (rounds {:?}), CPU per op {:.2}",
+            median(tp.clone()),
+            tp.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
+            median(vs_tokio(|s| s.cpu_us_per_op)),
         );
     }
 }

@@ -23,6 +23,18 @@
 //! - **[VM]** `governor.rs`: the futex park/unpark round trip measured at
 //!   start-up by the runtime: ~26 us of CPU on this project's 2-core VM,
 //!   "a few us on bare metal".
+//! - **[EPOLL]** Linux `fs/eventpoll.c`: `ep_poll_callback` runs in the
+//!   softirq of the CPU that received the packet and adds the socket to the
+//!   instance's ready list (since 5.1 under the read side of `ep->lock`
+//!   with a lockless list add, so callbacks share lines rather than wait
+//!   for each other); `epoll_wait` (`ep_poll`, `ep_send_events`) takes the
+//!   write side to splice the ready list and re-polls and copies each
+//!   event under `ep->mtx`; `epoll_ctl` takes `ep->mtx`. Every one of them
+//!   writes the instance's lock and list-head lines, which move to the CPU
+//!   that touches them. The **costs** below are assumed (orders of
+//!   magnitude for a syscall and a socket re-poll on a current server),
+//!   not measured; SIMULATION.md, "I/O", shows what changes when they are
+//!   doubled or quadrupled.
 //! - **[DEQUE]** crossbeam-deque's `steal_batch_and_pop` (a CAS on the
 //!   victim's front index, reads of its buffer) and `Injector` (a block of
 //!   63 slots): a steal touches about four cache lines of the victim plus
@@ -130,6 +142,27 @@ pub struct CostModel {
     /// handed to the `JoinHandle`, the deallocation. Measured on the VM
     /// only; 0 in the other presets.
     pub task_ns: u64,
+    /// One `epoll_wait` on a poller, besides its events: the syscall,
+    /// `ep->mtx`, the splice of the ready list under `ep->lock`; it holds
+    /// the poller (serialized with every other use of that epoll
+    /// instance): [EPOLL], assumed.
+    pub epoll_turn_ns: u64,
+    /// Per event an `epoll_wait` returns: `ep_send_events` re-polls the
+    /// socket and copies the event, under `ep->mtx` (serialized on the
+    /// poller): [EPOLL], assumed.
+    pub epoll_event_ns: u64,
+    /// Per readiness event arriving (a request's packets): the receiving
+    /// CPU's `ep_poll_callback` on the poller's lock and ready list
+    /// (serialized on the poller): [EPOLL], assumed.
+    pub epoll_callback_ns: u64,
+    /// One `epoll_ctl` (a socket moving between pollers pays two: DEL on
+    /// the old, ADD on the new), under `ep->mtx` of that poller: [EPOLL],
+    /// assumed.
+    pub epoll_ctl_ns: u64,
+    /// Cache lines of an epoll instance (its lock, its ready-list head)
+    /// each use of it writes: moved from the CPU that used it last, at
+    /// their distance ([`line_ns`](Self::line_ns)), on the poller's time.
+    pub epoll_lines: u64,
 }
 
 impl CostModel {
@@ -155,6 +188,11 @@ impl CostModel {
             spawn_ns: 0,
             join_ns: 0,
             task_ns: 0,
+            epoll_turn_ns: 1_000,
+            epoll_event_ns: 200,
+            epoll_callback_ns: 100,
+            epoll_ctl_ns: 1_000,
+            epoll_lines: 2,
         }
     }
 
@@ -177,6 +215,11 @@ impl CostModel {
             spawn_ns: 0,
             join_ns: 0,
             task_ns: 0,
+            epoll_turn_ns: 1_000,
+            epoll_event_ns: 200,
+            epoll_callback_ns: 100,
+            epoll_ctl_ns: 1_000,
+            epoll_lines: 2,
         }
     }
 
@@ -237,6 +280,11 @@ impl CostModel {
             spawn_ns: 0,
             join_ns: 0,
             task_ns: 0,
+            epoll_turn_ns: 0,
+            epoll_event_ns: 0,
+            epoll_callback_ns: 0,
+            epoll_ctl_ns: 0,
+            epoll_lines: 0,
         }
     }
 
@@ -290,6 +338,11 @@ impl CostModel {
             "spawn_ns" => &mut self.spawn_ns,
             "join_ns" => &mut self.join_ns,
             "task_ns" => &mut self.task_ns,
+            "epoll_turn_ns" => &mut self.epoll_turn_ns,
+            "epoll_event_ns" => &mut self.epoll_event_ns,
+            "epoll_callback_ns" => &mut self.epoll_callback_ns,
+            "epoll_ctl_ns" => &mut self.epoll_ctl_ns,
+            "epoll_lines" => &mut self.epoll_lines,
             _ => return Err(format!("unknown cost parameter {key:?}")),
         };
         *f = value;

@@ -7,7 +7,7 @@
 //!   there);
 //! - [`cost`]: the cost model, every parameter named with its source;
 //! - [`workload`]: what the tasks do (hackbench, spawn bursts, ping-pong,
-//!   light load, fork-join);
+//!   light load, fork-join, a server on sockets through the I/O driver);
 //! - [`report`]: what a run reports.
 //!
 //! ```
@@ -29,4 +29,4 @@ pub mod workload;
 
 pub use cost::{CostModel, Tier};
 pub use report::Report;
-pub use sim::{simulate, Config, Policy};
+pub use sim::{simulate, Config, IoCounters, Policy, Pollers};

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use hwsched::{SisMode, StealWalk, Topology, TopologySource};
 use hwsched_sim::sim::parse_idle;
-use hwsched_sim::workload::{Burst, ForkJoin, Hackbench, Light, PingPong, Trace, Workload};
-use hwsched_sim::{simulate, Config, CostModel, Policy};
+use hwsched_sim::workload::{Burst, ForkJoin, Hackbench, Io, Light, PingPong, Trace, Workload};
+use hwsched_sim::{simulate, Config, CostModel, Policy, Pollers};
 
 const HELP: &str = "\
 hwsched-sim: hwsched's scheduling policies on a simulated machine, in virtual time
@@ -32,6 +32,9 @@ workload (--workload NAME, default hackbench):
   light       --load X (0.25) or --period-us P, --receivers R (2 x workers) --work-us W (20) --messages N (20000)
   forkjoin    --depth D (12) --leaf-us W (5) --node-ns W (200)
   trace       --trace FILE: replay tasks, runs and wake edges (format: sim/src/workload.rs, `Trace`)
+  io          --conns C (16 x workers) --load X (0.5) or --rate R (requests/s) --work-ns W (10000)
+              --requests N (1000 x workers, at least 100000): a server: C sockets, Poisson requests through the
+              I/O driver's pollers (--pollers), W of work each (SIMULATION.md, I/O)
 
 policy:
   --policy hwsched|tokio   (hwsched)
@@ -40,6 +43,14 @@ policy:
   --load-interval-us N (1000)          --migration-cost-us N (500)
   --fix-recheck on|off (on)   the re-check fix the runtime adopted (SIMULATION.md, Findings)
   --fix-park-bit on|off (off) a proposed change: leave the queued set before sleeping
+  --pollers one|llc|numa (one) the I/O driver's pollers (Builder::io_pollers), for
+                 a workload that uses sockets (io)
+  --foreign-pollers on|off (on) on: an idle worker whose own poller is taken sleeps in
+                 another domain's (the runtime); off: on its thread (a variant)
+  --rehome on|off (on) on: a socket moves to the poller of the domain its task keeps
+                 waiting in (the runtime); off: it stays where it was accepted
+  --accept-cpus K (0)  io: the k-th socket is accepted on CPU k mod K (0: all workers);
+                 1: every socket in the first CPU's domain
   --spawner free|timeline (free) timeline: the outside thread (spawner, sender) is a
                  simulated thread: one action at a time, each paying the placement and
                  the cost model's spawn_ns, then join_ns per task spawned; free: its
@@ -53,6 +64,8 @@ output (default: the full report, ending with hwsched's own Stats table
 as Runtime::stats() prints it):
   --row          one markdown table row instead of the full report:
                  | label | makespan ms | ops/s | p50 us | p99 us | sched/work | idle-while-queued | cross-LLC migrations |
+                 (io: | label | pollers | requests/s | p50 us | p99 us | busiest poller | mean poller |
+                  events per epoll_wait | events to another LLC | searcher wakes across LLCs | cross-LLC migrations |)
   --label TEXT   the row's first cell (default: the policy)
 ";
 
@@ -157,6 +170,13 @@ fn real_main() -> Result<(), String> {
         "timeline" => true,
         s => return Err(format!("unknown --spawner {s:?}")),
     };
+    cfg.pollers = {
+        let p = a.get("pollers").unwrap_or("one");
+        Pollers::parse(p).ok_or_else(|| format!("unknown --pollers {p:?}"))?
+    };
+    cfg.foreign_pollers = on_off(a.get("foreign-pollers"), true)?;
+    cfg.rehome = on_off(a.get("rehome"), true)?;
+    cfg.accept_cpus = a.num("accept-cpus", 0)?;
     cfg.policy = match a.get("policy").unwrap_or("hwsched") {
         "hwsched" => Policy::Hwsched,
         "tokio" => Policy::TokioLike,
@@ -245,6 +265,28 @@ fn real_main() -> Result<(), String> {
             us("leaf-us", 5)?,
             a.num("node-ns", 200)?,
         )),
+        "io" => {
+            let work = a.num("work-ns", 10_000)?;
+            let rate = match a.get("rate") {
+                Some(_) => a.num("rate", 0.0)?,
+                None => {
+                    let load: f64 = a.num("load", 0.5)?;
+                    if !(load > 0.0 && load <= 4.0) {
+                        return Err("--load must be in (0, 4]".into());
+                    }
+                    Io::rate_for(work, n, load)
+                }
+            };
+            if !(rate > 0.0 && rate.is_finite()) {
+                return Err("--rate must be positive".into());
+            }
+            Box::new(Io::new(
+                a.num("conns", 16 * n)?,
+                rate,
+                work,
+                a.num("requests", (1000 * n as u64).max(100_000))?,
+            ))
+        }
         "trace" => {
             let p = a
                 .get("trace")
@@ -259,7 +301,11 @@ fn real_main() -> Result<(), String> {
         let label = a
             .get("label")
             .map_or_else(|| r.policy.clone(), str::to_string);
-        println!("{}", r.row(&label));
+        if r.io.is_some() {
+            println!("{}", r.io_row(&label));
+        } else {
+            println!("{}", r.row(&label));
+        }
     } else {
         print!("{r}");
     }

@@ -7,6 +7,7 @@ use std::fmt;
 use hwsched::{Stats, WorkerStats};
 
 use crate::cost::Tier;
+use crate::sim::IoCounters;
 
 /// The result of one simulation.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +62,16 @@ pub struct Report {
     /// Task migrations (ran on another worker than last time), per
     /// [`Tier`].
     pub migrations: [u64; 6],
+    /// For a workload whose operations arrive from outside (`io`): the
+    /// median time from an operation's arrival to the start of the run that
+    /// handled it (ns); 0 otherwise.
+    pub op_p50_ns: u64,
+    /// 99th percentile of the same (ns).
+    pub op_p99_ns: u64,
+    /// Largest of the same (ns).
+    pub op_max_ns: u64,
+    /// What the I/O driver did, when the workload used sockets.
+    pub io: Option<IoCounters>,
     /// hwsched's counters of the run, as [`Runtime::stats`] gives them for
     /// a real run: per worker, outside threads' block, the gauges, and the
     /// level names (the simulator keeps the runtime's counters, bumped by
@@ -105,6 +116,31 @@ impl Report {
                 self.idle_while_queued_ns.min(u128::from(u64::MAX)) as u64,
                 self.capacity_ns()
             ),
+            cross
+        )
+    }
+
+    /// One markdown row for an I/O run: label, pollers, requests/s
+    /// sustained, request latency (arrival to running) p50 and p99 (us),
+    /// the busiest poller's utilization and the mean over pollers, events
+    /// per `epoll_wait`, events whose task had last run in another LLC,
+    /// searcher wakes across LLCs, migrations that left the LLC.
+    pub fn io_row(&self, label: &str) -> String {
+        let io = self.io.unwrap_or_default();
+        let cross: u64 = self.migrations[Tier::Node.index()..].iter().sum();
+        let turns = io.turns_woken + io.turns_busy;
+        format!(
+            "| {} | {} | {:.0} | {:.1} | {:.1} | {} | {} | {:.1} | {} | {} | {} |",
+            label,
+            io.pollers,
+            self.throughput(),
+            self.op_p50_ns as f64 / 1e3,
+            self.op_p99_ns as f64 / 1e3,
+            pct(io.busy_max_ns, self.makespan_ns),
+            pct(io.busy_sum_ns, self.makespan_ns * io.pollers.max(1) as u64),
+            io.events as f64 / turns.max(1) as f64,
+            pct(io.events_cross_llc, io.events),
+            io.searcher_wakes_cross_llc,
             cross
         )
     }
@@ -207,6 +243,39 @@ impl fmt::Display for Report {
                 cap
             )
         )?;
+        if let Some(io) = &self.io {
+            let turns = io.turns_woken + io.turns_busy;
+            writeln!(
+                f,
+                "requests: latency (arrival -> running) p50 {} ns, p99 {} ns, max {} ns",
+                self.op_p50_ns, self.op_p99_ns, self.op_max_ns
+            )?;
+            writeln!(
+                f,
+                "I/O driver: {} pollers, busy (epoll instance) max {} mean {}; {} readiness callbacks, {} epoll_wait ({} by busy workers), {:.1} events each",
+                io.pollers,
+                pct(io.busy_max_ns, self.makespan_ns),
+                pct(io.busy_sum_ns, self.makespan_ns * io.pollers.max(1) as u64),
+                io.callbacks,
+                turns,
+                io.turns_busy,
+                io.events as f64 / turns.max(1) as f64
+            )?;
+            writeln!(
+                f,
+                "I/O wakes: {} events, {} of them to a task last run in another LLC; {} searcher wakes ({} after a batch, {} across LLCs); {} sleeps in a poller, {} on the thread; {} wakes by events, {} eventfd writes; {} sockets moved",
+                io.events,
+                io.events_cross_llc,
+                io.searcher_wakes,
+                io.batch_wakes,
+                io.searcher_wakes_cross_llc,
+                io.sleeps_in_poller,
+                io.sleeps_on_thread,
+                io.poller_wakes,
+                io.eventfd_writes,
+                io.rehomed
+            )?;
+        }
         write!(f, "migrations:")?;
         for t in Tier::ALL.iter().skip(1) {
             write!(f, " {} {}", t.name(), self.migrations[t.index()])?;

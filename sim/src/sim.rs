@@ -21,9 +21,19 @@
 //! simulated state; each function below names the production function it
 //! mirrors. When those files change, these mirrors must follow (SIMULATION.md
 //! lists them). They follow `main` at fd9db96, and its `wake_spans` (issue
-//! 16) through the policy function; the I/O reactor path (a worker
-//! driving async-io in `block_on`, its suspended idle state) is not
-//! modelled: simulated programs do no I/O.
+//! 16) through the policy function.
+//!
+//! The I/O driver (io/mod.rs, io/driver.rs, worker.rs `Driven`,
+//! `Core::push_batch` and `end_batch`, io/registration.rs `note_wait`) is
+//! mirrored for workloads that make sockets ([`Action::Socket`]): pollers
+//! per domain (`Config::pollers`), an idle worker sleeping in a free one
+//! (its own first) or on its thread, readiness events through the socket's
+//! poller, the batch kept by the polling worker and its one decision, busy
+//! workers' look every `EVENT_INTERVAL` tasks, sockets moving after
+//! `REHOME_AFTER` waits elsewhere. An epoll instance is a serialized
+//! resource: callbacks, turns and `epoll_ctl` on it queue behind each other
+//! (SIMULATION.md, "I/O: one poller or one per LLC"). Timers, signals and
+//! the cooperative budget are not modelled.
 //!
 //! # The model of time
 //!
@@ -72,6 +82,51 @@ const INBOX_BATCH: usize = 128;
 /// crossbeam-deque's `MAX_BATCH`: a steal moves at most this many plus the
 /// one it returns.
 const MAX_BATCH: usize = 32;
+
+/// io/mod.rs `EVENT_INTERVAL`: a busy worker looks at its poller without
+/// blocking every this many tasks.
+const EVENT_INTERVAL: u32 = 61;
+/// io/driver.rs `EVENTS`: most events one `epoll_wait` returns.
+const EPOLL_EVENTS: usize = 1024;
+/// io/registration.rs `REHOME_AFTER`: consecutive waits from another
+/// poller's domain after which a socket moves to that poller.
+const REHOME_AFTER: u8 = 4;
+
+/// How many pollers the I/O driver has: the runtime's
+/// `hwsched::io::IoPollers` (`Builder::io_pollers`), mirrored because it is
+/// behind hwsched's `io` feature, which the simulator does not build; the
+/// workers of each domain are runtime.rs's (`poller_domain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pollers {
+    /// One poller for the whole runtime (the default, as tokio and Go).
+    #[default]
+    One,
+    /// One poller per last-level cache.
+    PerLlc,
+    /// One poller per NUMA node.
+    PerNuma,
+}
+
+impl Pollers {
+    /// `one`, `llc` or `numa`.
+    pub fn parse(s: &str) -> Option<Pollers> {
+        match s {
+            "one" => Some(Pollers::One),
+            "llc" => Some(Pollers::PerLlc),
+            "numa" => Some(Pollers::PerNuma),
+            _ => None,
+        }
+    }
+
+    /// The name `parse` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pollers::One => "one",
+            Pollers::PerLlc => "llc",
+            Pollers::PerNuma => "numa",
+        }
+    }
+}
 
 /// Which scheduler the simulated workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +177,26 @@ pub struct Config {
     /// Off (the default, and every policy table): outside actions take
     /// effect at the instant asked, at no time on anyone's clock.
     pub spawner_on_timeline: bool,
+    /// The I/O driver's pollers, used once the workload creates a socket
+    /// ([`Ctx::socket`](crate::workload::Ctx::socket)): as in the runtime,
+    /// no poller exists before.
+    pub pollers: Pollers,
+    /// An idle worker whose own domain's poller is taken sleeps in another
+    /// domain's free poller (on, the runtime's rule: worker.rs
+    /// `Driven::sleep`); off, a variant the runtime does not have: it
+    /// sleeps on its thread, so a poller serves only its own domain's
+    /// workers (SIMULATION.md, "I/O").
+    pub foreign_pollers: bool,
+    /// A socket whose task waits `REHOME_AFTER` times in a row from
+    /// another poller's domain moves to that poller (on, the runtime:
+    /// io/registration.rs `note_wait`); off, sockets stay where they were
+    /// accepted (a variant, for comparison).
+    pub rehome: bool,
+    /// The CPUs the sockets are accepted on: the k-th socket on CPU
+    /// `k mod accept_cpus` (0: every worker's CPU). 1 is one accepting CPU
+    /// (a NIC queue, or a listener whose flows are not spread), every
+    /// socket in its domain's poller.
+    pub accept_cpus: usize,
 }
 
 impl Config {
@@ -138,6 +213,10 @@ impl Config {
             recheck_wakes_for_others: true,
             park_clears_queued: false,
             spawner_on_timeline: false,
+            pollers: Pollers::One,
+            foreign_pollers: true,
+            rehome: true,
+            accept_cpus: 0,
         }
     }
 }
@@ -257,6 +336,104 @@ struct Time {
     spin: u64,
 }
 
+/// One poller of the simulated I/O driver (io/driver.rs `Poller`): who
+/// holds it (the try-lock), and its epoll instance as a serialized
+/// resource: every readiness callback, turn and `epoll_ctl` on it waits
+/// until the previous one is done (`free_at`) and moves its lines from the
+/// CPU that used it last (`owner`).
+#[derive(Debug, Clone)]
+struct Poller {
+    /// The worker asleep in its `epoll_wait` (the try-lock's holder).
+    holder: Option<usize>,
+    /// A busy worker's non-blocking turn holds it until then.
+    held_until: u64,
+    /// The epoll instance is busy until then.
+    free_at: u64,
+    /// The CPU whose cache holds the instance's lines.
+    owner: usize,
+    /// Sockets on the ready list, in order.
+    ready: VecDeque<TaskId>,
+    busy_ns: u64,
+    turns: u64,
+    events: u64,
+}
+
+/// The simulated I/O driver (io/mod.rs, io/driver.rs, worker.rs `Driven`).
+#[derive(Debug, Clone)]
+struct IoDriver {
+    pollers: Vec<Poller>,
+    /// Per worker: its own poller (runtime.rs `poller_domain`).
+    poller_of: Vec<usize>,
+    /// Per worker: the poller it sleeps in (worker.rs `Driven::held`).
+    held: Vec<Option<usize>>,
+    /// Per worker: its parker was notified while it held a poller (a
+    /// delivery, a search request: the park's token, `NOTIFIED`).
+    token: Vec<bool>,
+    /// Per worker: tasks of the current batch (`Core::batch`).
+    batch: Vec<u32>,
+    /// Per worker: tasks run (`Driven::tasks`, for `EVENT_INTERVAL`).
+    ran: Vec<u32>,
+    /// Per worker: it left the parked set in the driver, for its own batch
+    /// (`SuspendedIdle::left_parked`: whether a waker had claimed it).
+    left_parked: Vec<Option<bool>>,
+    /// Per task: its socket's poller (`usize::MAX`: not a socket).
+    sock_poller: Vec<usize>,
+    /// Per task: the CPU its socket's packets arrive on (`SO_INCOMING_CPU`).
+    sock_cpu: Vec<usize>,
+    /// Per task: on its poller's ready list.
+    on_list: Vec<bool>,
+    /// Per task: consecutive waits from another poller's domain.
+    away: Vec<u8>,
+    sockets: usize,
+    /// Counters for the report.
+    c: IoCounters,
+}
+
+/// What the I/O driver did in a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoCounters {
+    /// Pollers.
+    pub pollers: usize,
+    /// Readiness events arrived (callbacks).
+    pub callbacks: u64,
+    /// `epoll_wait` calls: by a worker waking in a poller, and by a busy
+    /// worker's look every `EVENT_INTERVAL` tasks.
+    pub turns_woken: u64,
+    /// Of the turns, the busy workers' non-blocking ones.
+    pub turns_busy: u64,
+    /// Events the turns returned (each woke a socket's task).
+    pub events: u64,
+    /// Events whose task had last run in another LLC than the worker that
+    /// took the event (the task's wake crossed LLCs).
+    pub events_cross_llc: u64,
+    /// Turns that ended a batch with work left and woke a parked worker to
+    /// search (`batch_wakes`).
+    pub batch_wakes: u64,
+    /// Parked workers woken to search, all of the run (after batches,
+    /// pushes, steals).
+    pub searcher_wakes: u64,
+    /// Of those, the ones whose woken worker is in another LLC than the
+    /// work it was woken for.
+    pub searcher_wakes_cross_llc: u64,
+    /// Times a worker went to sleep in a poller, and on its thread (every
+    /// poller taken).
+    pub sleeps_in_poller: u64,
+    /// Sleeps on the worker's thread.
+    pub sleeps_on_thread: u64,
+    /// Wakes of a worker asleep in a poller by its events (not an eventfd
+    /// write).
+    pub poller_wakes: u64,
+    /// eventfd writes: a delivery or a search request woke a worker asleep
+    /// in a poller.
+    pub eventfd_writes: u64,
+    /// Sockets moved to another poller (`REHOME_AFTER`).
+    pub rehomed: u64,
+    /// The busiest poller's epoll instance busy time (ns).
+    pub busy_max_ns: u64,
+    /// Sum over pollers of the busy time (ns).
+    pub busy_sum_ns: u64,
+}
+
 /// A simulation in progress.
 pub struct Sim {
     cfg: Config,
@@ -320,6 +497,8 @@ pub struct Sim {
     at_end: Time,
     external_ns: u64,
     migrations: [u64; 6],
+    /// The I/O driver, from the first socket on.
+    io: Option<IoDriver>,
 }
 
 /// How far apart workers `a` and `b` are: the smallest span of `a` that
@@ -485,6 +664,7 @@ impl Sim {
             at_end: Time::default(),
             external_ns: 0,
             migrations: [0; 6],
+            io: None,
             cfg,
         }
     }
@@ -663,6 +843,15 @@ impl Sim {
         }
         st.asleep = self.n - self.awake;
         st.searching = self.searching;
+        if let Some(io) = &self.io {
+            // The driver's counters (io/driver.rs `PollerCounters`).
+            st.io_driven = true;
+            st.io_pollers = io.pollers.len();
+            st.io_events = io.c.events;
+            st.io_waker_writes = io.c.eventfd_writes;
+            st.io_registered = io.sockets as u64;
+            st.io_rehomed = io.c.rehomed;
+        }
         st
     }
 
@@ -677,11 +866,33 @@ impl Sim {
                 lat[((lat.len() - 1) * p) / 100]
             }
         };
+        // A server's connections wait on their sockets at the end: not
+        // unfinished.
+        let server = self.io.is_some();
         let unfinished = self
             .tasks
             .iter()
-            .filter(|t| t.state != TState::Done)
+            .filter(|t| t.state != TState::Done && !(server && t.state == TState::Blocked))
             .count();
+        let mut op_lat = self
+            .workload
+            .op_latencies()
+            .map(<[u64]>::to_vec)
+            .unwrap_or_default();
+        op_lat.sort_unstable();
+        let op_pct = |p: usize| -> u64 {
+            if op_lat.is_empty() {
+                0
+            } else {
+                op_lat[((op_lat.len() - 1) * p) / 100]
+            }
+        };
+        let io = self.io.as_ref().map(|io| {
+            let mut c = io.c;
+            c.busy_max_ns = io.pollers.iter().map(|p| p.busy_ns).max().unwrap_or(0);
+            c.busy_sum_ns = io.pollers.iter().map(|p| p.busy_ns).sum();
+            c
+        });
         Report {
             workload: self.workload.describe(),
             op_name: self.workload.op_name(),
@@ -715,6 +926,10 @@ impl Sim {
             wakes_measured: lat.len(),
             idle_while_queued_ns: self.idle_while_queued_ns,
             migrations: self.migrations,
+            op_p50_ns: op_pct(50),
+            op_p99_ns: op_pct(99),
+            op_max_ns: op_lat.last().copied().unwrap_or(0),
+            io,
             counters: stats.total(),
             stats,
         }
@@ -729,15 +944,7 @@ impl Sim {
                 Action::Spawn(t) => {
                     // Ids are handed out when a task's run starts, spawns
                     // applied when it ends: not necessarily in order.
-                    while self.tasks.len() <= t {
-                        self.tasks.push(Task {
-                            last_worker: NO_WORKER,
-                            recent_used: AtomicUsize::new(NO_WORKER),
-                            state: TState::Unspawned,
-                            ready_at: 0,
-                            notified: false,
-                        });
-                    }
+                    self.grow_tasks(t);
                     debug_assert_eq!(self.tasks[t].state, TState::Unspawned, "spawned once");
                     self.tasks[t].state = TState::Queued;
                     self.tasks[t].ready_at = self.now;
@@ -753,8 +960,374 @@ impl Sim {
                     }
                 }
                 Action::Wake(t) => self.wake(from, t),
+                Action::Socket(t) => self.io_socket(t),
+                Action::Ready(t) => self.io_ready(t),
                 Action::Timer { at_ns, tag } => self.at(at_ns, Ev::Timer(tag)),
             }
+        }
+    }
+
+    // ---- the I/O driver (io/mod.rs, io/driver.rs, worker.rs `Driven`) -------
+
+    /// The driver, created with the first socket (io/mod.rs, "Started on
+    /// first use"): one poller per domain of runtime.rs `poller_domain`.
+    fn new_driver(&self) -> IoDriver {
+        let topo = &self.cfg.topology;
+        let n = self.n;
+        let mut seen: Vec<Range<usize>> = Vec::new();
+        let poller_of: Vec<usize> = (0..n)
+            .map(|w| {
+                let s = match self.cfg.pollers {
+                    Pollers::One => 0..n,
+                    Pollers::PerLlc => topo.llc_span(w),
+                    Pollers::PerNuma => topo.numa_span(w),
+                };
+                seen.iter().position(|x| *x == s).unwrap_or_else(|| {
+                    seen.push(s);
+                    seen.len() - 1
+                })
+            })
+            .collect();
+        let pollers = seen
+            .iter()
+            .map(|s| Poller {
+                holder: None,
+                held_until: 0,
+                free_at: 0,
+                owner: s.start,
+                ready: VecDeque::new(),
+                busy_ns: 0,
+                turns: 0,
+                events: 0,
+            })
+            .collect();
+        IoDriver {
+            pollers,
+            poller_of,
+            held: vec![None; n],
+            token: vec![false; n],
+            batch: vec![0; n],
+            ran: vec![0; n],
+            left_parked: vec![None; n],
+            sock_poller: Vec::new(),
+            sock_cpu: Vec::new(),
+            on_list: Vec::new(),
+            away: Vec::new(),
+            sockets: 0,
+            c: IoCounters {
+                pollers: seen.len(),
+                ..IoCounters::default()
+            },
+        }
+    }
+
+    /// A connection's task: blocked on its socket, which was accepted on
+    /// CPU `k mod workers` (`Config::accept_cpus`) for the k-th socket (`SO_INCOMING_CPU`: the
+    /// NIC's receive queues spread flows over the CPUs) and registers with
+    /// that CPU's domain's poller (net/tcp.rs); the task last ran there.
+    fn io_socket(&mut self, t: TaskId) {
+        self.grow_tasks(t);
+        if self.io.is_none() {
+            self.io = Some(self.new_driver());
+        }
+        let n = match self.cfg.accept_cpus {
+            0 => self.n,
+            k => k.min(self.n),
+        };
+        let io = self.io.as_mut().expect("created above");
+        let cpu = io.sockets % n;
+        io.sockets += 1;
+        if io.sock_poller.len() <= t {
+            io.sock_poller.resize(t + 1, usize::MAX);
+            io.sock_cpu.resize(t + 1, 0);
+            io.on_list.resize(t + 1, false);
+            io.away.resize(t + 1, 0);
+        }
+        io.sock_poller[t] = io.poller_of[cpu];
+        io.sock_cpu[t] = cpu;
+        let task = &mut self.tasks[t];
+        task.state = TState::Blocked;
+        task.last_worker = cpu;
+    }
+
+    /// A readiness event on `t`'s socket: `ep_poll_callback` on the CPU
+    /// that received it, serialized on the poller's instance; the socket
+    /// joins the ready list (once: edge-triggered, a socket already on it
+    /// stays there once); a worker asleep in that poller's `epoll_wait` is
+    /// woken (no eventfd: the kernel's wakeup).
+    fn io_ready(&mut self, t: TaskId) {
+        let now = self.now + self.acc;
+        let Some(io) = self.io.as_ref() else {
+            return;
+        };
+        let p = io.sock_poller[t];
+        let cpu = io.sock_cpu[t];
+        let owner = io.pollers[p].owner;
+        let cost =
+            self.cfg.cost.epoll_callback_ns + self.cfg.cost.epoll_lines * self.line(cpu, owner);
+        let latency = self.cfg.cost.wake_latency_ns;
+        let io = self.io.as_mut().expect("checked");
+        io.c.callbacks += 1;
+        let pl = &mut io.pollers[p];
+        let start = now.max(pl.free_at);
+        pl.free_at = start + cost;
+        pl.busy_ns += cost;
+        pl.owner = cpu;
+        if !io.on_list[t] {
+            io.on_list[t] = true;
+            pl.ready.push_back(t);
+        }
+        let done_at = pl.free_at;
+        let holder = pl.holder;
+        if let Some(h) = holder.filter(|&h| self.workers[h].phase == Phase::Parked) {
+            io.c.poller_wakes += 1;
+            self.set_phase(h, Phase::Waking);
+            self.at(done_at + latency, Ev::Woken(h));
+        }
+    }
+
+    /// worker.rs `Driven::sleep`: a free poller, its own first, then the
+    /// others in index order from its own (`(own + k) % pollers`); true
+    /// when `epoll_wait` returns at once (events wait on its ready list).
+    /// With no poller free the worker sleeps on its thread.
+    fn io_sleep(&mut self, w: usize) -> bool {
+        let t = self.now + self.acc;
+        let io = self.io.as_mut().expect("driver");
+        let np = if self.cfg.foreign_pollers {
+            io.pollers.len()
+        } else {
+            1
+        };
+        let own = io.poller_of[w];
+        let got = (0..np)
+            .map(|k| (own + k) % io.pollers.len())
+            .find(|&i| io.pollers[i].holder.is_none() && io.pollers[i].held_until <= t);
+        let Some(p) = got else {
+            io.c.sleeps_on_thread += 1;
+            return false;
+        };
+        io.c.sleeps_in_poller += 1;
+        io.pollers[p].holder = Some(w);
+        io.held[w] = Some(p);
+        io.token[w] = false;
+        if io.pollers[p].ready.is_empty() {
+            return false;
+        }
+        self.time[w].sched += self.acc;
+        self.set_phase(w, Phase::Waking);
+        self.at(t, Ev::Woken(w));
+        true
+    }
+
+    /// One `epoll_wait` of worker `w` on poller `p` (io/driver.rs
+    /// `Poller::turn`): it waits for the instance, takes up to
+    /// `EPOLL_EVENTS` sockets off the ready list, and dispatches them on
+    /// this worker's thread, in batch mode; the poller stays held until the
+    /// dispatch is done.
+    fn io_turn(&mut self, w: usize, p: usize, busy: bool) {
+        let t = self.now + self.acc;
+        let io = self.io.as_ref().expect("driver");
+        let owner = io.pollers[p].owner;
+        let k = io.pollers[p].ready.len().min(EPOLL_EVENTS);
+        let c = &self.cfg.cost;
+        let cost =
+            c.epoll_turn_ns + k as u64 * c.epoll_event_ns + c.epoll_lines * self.line(w, owner);
+        let io = self.io.as_mut().expect("driver");
+        let pl = &mut io.pollers[p];
+        let start = t.max(pl.free_at);
+        pl.free_at = start + cost;
+        pl.busy_ns += cost;
+        pl.owner = w;
+        pl.turns += 1;
+        pl.events += k as u64;
+        let socks: Vec<TaskId> = pl.ready.drain(..k).collect();
+        if busy {
+            io.c.turns_busy += 1;
+        } else {
+            io.c.turns_woken += 1;
+        }
+        io.c.events += k as u64;
+        self.acc += start - t + cost;
+        self.k().driver_turns += 1;
+        for s in socks {
+            self.io_dispatch(w, s);
+        }
+        let until = self.now + self.acc;
+        let pl = &mut self.io.as_mut().expect("driver").pollers[p];
+        pl.held_until = pl.held_until.max(until);
+    }
+
+    /// One event of a turn: the socket's readiness set and its task woken
+    /// on the polling worker (`ScheduledIo::set_readiness` and `wake`: the
+    /// lines the task's last worker wrote), in batch mode (schedule.rs
+    /// `WakeMode::Batch`: `Core::push_batch`, no placement, no pusher's
+    /// check).
+    fn io_dispatch(&mut self, w: usize, t: TaskId) {
+        let last = self.tasks[t].last_worker;
+        let cross = last != NO_WORKER && self.llc_of[last] != self.llc_of[w];
+        if last != NO_WORKER {
+            self.acc += 2 * self.line(w, last);
+        }
+        let io = self.io.as_mut().expect("driver");
+        io.on_list[t] = false;
+        io.c.events_cross_llc += u64::from(cross);
+        match self.tasks[t].state {
+            TState::Blocked => {
+                io.batch[w] += 1;
+                self.tasks[t].state = TState::Queued;
+                self.tasks[t].ready_at = self.now + self.acc;
+                self.k().wakes_by_driver += 1;
+                // Core::push_batch.
+                self.acc += self.cfg.cost.local_queue_ns;
+                if let Some(prev) = self.workers[w].lifo.replace(t) {
+                    self.workers[w].local.push_back(prev);
+                    self.queued_total += 1;
+                }
+            }
+            TState::Running => self.tasks[t].notified = true,
+            _ => {}
+        }
+    }
+
+    /// Mirrors `Core::end_batch`: if the batch left more than this worker
+    /// runs next (its deque holds work), the pusher's check once
+    /// (`handoff::after_push`: the queued bit, and a parked worker woken to
+    /// search if nobody searches).
+    fn io_end_batch(&mut self, w: usize) {
+        let Some(io) = self.io.as_mut() else {
+            return;
+        };
+        if io.batch[w] == 0 {
+            return;
+        }
+        io.batch[w] = 0;
+        self.k().driver_batches += 1;
+        if !self.workers[w].local.is_empty() {
+            if !self.workers[w].queued_bit {
+                self.workers[w].queued_bit = true;
+                self.queued[w] = true;
+            }
+            let before = self.k().searcher_wakes;
+            self.notify_parked(w, Some(w));
+            if self.k().searcher_wakes > before {
+                self.k().batch_wakes += 1;
+                self.io.as_mut().expect("driver").c.batch_wakes += 1;
+            }
+        }
+    }
+
+    /// A worker asleep in poller `p` returns from `epoll_wait` (an event,
+    /// or an eventfd write): its turn's dispatch; with no token (nothing
+    /// notified it, nothing of the batch landed here) it waits again,
+    /// holding the poller (false). Otherwise the poller is given back
+    /// (worker.rs `Driven::sleep`: `held = None`),
+    /// `Core::wake_self_in_driver` (a batch that put work here takes the
+    /// worker out of the parked set and the idle mask), then `end_batch`
+    /// (worker.rs `Driven::wait`), and the park ends (true).
+    fn io_woken(&mut self, w: usize, p: usize) -> bool {
+        self.io_turn(w, p, false);
+        let io = self.io.as_mut().expect("driver");
+        let token = std::mem::take(&mut io.token[w]);
+        let has = self.workers[w].lifo.is_some() || !self.workers[w].local.is_empty();
+        if !token && !has {
+            // `Driven::sleep`: `poll_park` without a token (no notify, no task of its own
+            // batch), the park goes on: back into `epoll_wait`, holding the
+            // poller.
+            let again = !io.pollers[p].ready.is_empty();
+            self.time[w].sched += self.acc;
+            if again {
+                self.set_phase(w, Phase::Waking);
+                let at = self.now + self.acc;
+                self.at(at, Ev::Woken(w));
+            } else {
+                self.set_phase(w, Phase::Parked);
+            }
+            return false;
+        }
+        io.held[w] = None;
+        io.pollers[p].holder = None;
+        let has = self.workers[w].lifo.is_some() || !self.workers[w].local.is_empty();
+        if io.batch[w] > 0 && has && io.left_parked[w].is_none() {
+            let searching = self.leave_parked(w);
+            self.io.as_mut().expect("driver").left_parked[w] = Some(searching);
+            self.idle[w] = false;
+        }
+        self.io_end_batch(w);
+        true
+    }
+
+    /// worker.rs `Driven::after_task`: every `EVENT_INTERVAL` tasks, a
+    /// look at its own poller without blocking if no other worker holds it,
+    /// then the end of that batch.
+    fn io_after_task(&mut self, w: usize) {
+        let t = self.now + self.acc;
+        let io = self.io.as_mut().expect("driver");
+        io.ran[w] = io.ran[w].wrapping_add(1);
+        if io.ran[w] % EVENT_INTERVAL != 0 {
+            return;
+        }
+        let p = io.poller_of[w];
+        if io.pollers[p].holder.is_none() && io.pollers[p].held_until <= t {
+            self.io_turn(w, p, true);
+        }
+        self.io_end_batch(w);
+    }
+
+    /// io/registration.rs `PollEvented::note_wait`, after a run of a
+    /// socket's task on worker `w`: with several pollers, a socket whose
+    /// task waited `REHOME_AFTER` times in a row from another poller's
+    /// domain moves there (`epoll_ctl` DEL on the old, ADD on the new,
+    /// each serialized on its instance; an edge-triggered ADD reports the
+    /// readiness the socket has, so one on the old ready list moves too).
+    fn io_note_wait(&mut self, w: usize, t: TaskId) {
+        let io = self.io.as_mut().expect("driver");
+        if !self.cfg.rehome
+            || io.pollers.len() < 2
+            || t >= io.sock_poller.len()
+            || io.sock_poller[t] == usize::MAX
+        {
+            return;
+        }
+        let here = io.poller_of[w];
+        let old = io.sock_poller[t];
+        if here == old {
+            io.away[t] = 0;
+            return;
+        }
+        io.away[t] += 1;
+        if io.away[t] < REHOME_AFTER {
+            return;
+        }
+        io.away[t] = 0;
+        for p in [old, here] {
+            let t0 = self.now + self.acc;
+            let owner = self.io.as_ref().expect("driver").pollers[p].owner;
+            let cost = self.cfg.cost.epoll_ctl_ns + self.cfg.cost.epoll_lines * self.line(w, owner);
+            let pl = &mut self.io.as_mut().expect("driver").pollers[p];
+            let start = t0.max(pl.free_at);
+            pl.free_at = start + cost;
+            pl.busy_ns += cost;
+            pl.owner = w;
+            self.acc += start - t0 + cost;
+        }
+        let io = self.io.as_mut().expect("driver");
+        io.sock_poller[t] = here;
+        io.c.rehomed += 1;
+        if io.on_list[t] {
+            io.pollers[old].ready.retain(|&x| x != t);
+            io.pollers[here].ready.push_back(t);
+        }
+    }
+
+    fn grow_tasks(&mut self, t: TaskId) {
+        while self.tasks.len() <= t {
+            self.tasks.push(Task {
+                last_worker: NO_WORKER,
+                recent_used: AtomicUsize::new(NO_WORKER),
+                state: TState::Unspawned,
+                ready_at: 0,
+                notified: false,
+            });
         }
     }
 
@@ -953,10 +1526,19 @@ impl Sim {
     /// wake, paid by the caller), a spinning one sees it within a line
     /// transfer. Returns whether it was asleep (park.rs `Notified::Unparked`).
     fn notify(&mut self, from: Option<usize>, w: usize) -> bool {
+        if let Some(io) = self.io.as_mut() {
+            // park.rs `Parker::notify`: the token, whatever the phase.
+            io.token[w] |= io.held[w].is_some();
+        }
         match self.workers[w].phase {
             Phase::Parked => {
+                // A futex wake, or (asleep in a poller) an eventfd write:
+                // one syscall and the kernel's wakeup either way.
                 self.acc += self.cfg.cost.wake_cpu_ns;
                 self.k().unparks += 1;
+                if let Some(io) = self.io.as_mut() {
+                    io.c.eventfd_writes += u64::from(io.held[w].is_some());
+                }
                 self.set_phase(w, Phase::Waking);
                 let at = self.now + self.acc + self.cfg.cost.wake_latency_ns;
                 self.at(at, Ev::Woken(w));
@@ -1021,6 +1603,11 @@ impl Sim {
         self.parked[w] = false;
         self.awake += 1;
         self.k().searcher_wakes += 1;
+        if let Some(io) = self.io.as_mut() {
+            io.c.searcher_wakes += 1;
+            let near = near.min(self.n - 1);
+            io.c.searcher_wakes_cross_llc += u64::from(self.llc_of[near] != self.llc_of[w]);
+        }
         // park.rs `Mailbox::kick`: the note, then the parker.
         self.workers[w].kick = Some(near.min(self.n - 1));
         self.notify(from, w);
@@ -1296,6 +1883,21 @@ impl Sim {
             self.push_local(w, t);
         } else {
             task.state = TState::Blocked;
+        }
+        if self.io.is_some() {
+            self.io_note_wait(w, t);
+            self.io_after_task(w);
+            // A server's tasks never finish: the run ends with its last
+            // request handled.
+            if self.now >= self.makespan {
+                self.makespan = self.now;
+                self.at_end = self.time.iter().fold(Time::default(), |a, t| Time {
+                    work: a.work + t.work,
+                    warmth: a.warmth + t.warmth,
+                    sched: a.sched + t.sched,
+                    spin: a.spin + t.spin,
+                });
+            }
         }
         self.time[w].sched += self.acc;
         let at = self.now + self.acc;
@@ -1736,6 +2338,9 @@ impl Sim {
                 return self.handle_woken(w, kick, Some(v));
             }
         }
+        if self.io.is_some() && self.io_sleep(w) {
+            return;
+        }
         self.acc += self.cfg.cost.park_cpu_ns;
         self.time[w].sched += self.acc;
         self.set_phase(w, Phase::Parked);
@@ -1784,8 +2389,17 @@ impl Sim {
     /// A futex wake arrived: park.rs `wait_for` returns after the park.
     fn woken(&mut self, w: usize) {
         self.set_phase(w, Phase::Walking);
+        if let Some(p) = self.io.as_ref().and_then(|io| io.held[w]) {
+            if !self.io_woken(w, p) {
+                return;
+            }
+        }
         self.k().parks += 1;
-        self.workers[w].searching = self.leave_parked(w);
+        let left = self.io.as_mut().and_then(|io| io.left_parked[w].take());
+        self.workers[w].searching = match left {
+            Some(searching) => searching,
+            None => self.leave_parked(w),
+        };
         self.workers[w].slept_any = true;
         let r = if self.cfg.policy == Policy::TokioLike {
             self.inject_take(w).or_else(|| self.mailbox_take(w))
@@ -1824,6 +2438,21 @@ impl Sim {
         }
         if !self.workers[w].searching {
             self.workers[w].searching = self.become_searcher();
+        }
+        if self.io.is_some() {
+            // worker.rs `after_wait`: what its own poller turn put in its
+            // LIFO slot or deque is its own work.
+            let lifo = self.workers[w].lifo.take();
+            let t = lifo.or_else(|| {
+                let x = self.workers[w].local.pop_front();
+                if x.is_some() {
+                    self.queued_total -= 1;
+                }
+                x
+            });
+            if let Some(t) = t {
+                return self.got_work(w, t);
+            }
         }
         self.idle_top(w);
     }

@@ -21,6 +21,14 @@ pub enum Action {
     Wake(TaskId),
     /// Spawn a new task.
     Spawn(TaskId),
+    /// A task that serves one socket (a connection): it exists blocked,
+    /// never queued, until its socket becomes readable; its socket is
+    /// registered with the I/O driver's poller of the domain that accepted
+    /// it (the simulator chooses that CPU; SIMULATION.md, "I/O").
+    Socket(TaskId),
+    /// A readiness event on the task's socket (a request arrived, from
+    /// outside): it goes through the socket's poller, not a wake.
+    Ready(TaskId),
     /// Call [`Workload::timer`] with this tag at this time (from outside).
     Timer {
         /// When, in virtual nanoseconds.
@@ -65,6 +73,21 @@ impl<'a> Ctx<'a> {
         t
     }
 
+    /// Creates a connection's task, blocked on its socket, and returns its
+    /// id (from the same sequence as [`spawn`](Self::spawn)).
+    pub fn socket(&mut self) -> TaskId {
+        let t = *self.next_task;
+        *self.next_task += 1;
+        self.actions.push(Action::Socket(t));
+        t
+    }
+
+    /// Makes the socket of `task` (made with [`socket`](Self::socket))
+    /// readable: a readiness event for its poller.
+    pub fn ready(&mut self, task: TaskId) {
+        self.actions.push(Action::Ready(task));
+    }
+
     /// Wakes `task`.
     pub fn wake(&mut self, task: TaskId) {
         self.actions.push(Action::Wake(task));
@@ -99,6 +122,12 @@ pub trait Workload {
     fn timer(&mut self, _tag: u64, _ctx: &mut Ctx<'_>) {}
     /// Operations completed so far.
     fn ops(&self) -> u64;
+    /// Per operation, the time from its arrival to the start of the run
+    /// that handled it (ns), for workloads whose operations arrive from
+    /// outside ([`Io`]); `None` for the others.
+    fn op_latencies(&self) -> Option<&[u64]> {
+        None
+    }
 }
 
 /// hackbench in pipe mode, scaled down: `groups` groups of `fds` senders
@@ -747,5 +776,108 @@ impl Workload for Trace {
     }
     fn ops(&self) -> u64 {
         self.ops
+    }
+}
+
+/// A server on sockets: `conns` connections, each a task blocked on its
+/// socket (registered with a poller of the I/O driver); requests arrive as
+/// one Poisson process of `rate_per_s` requests per second, each to a
+/// connection drawn uniformly, as a readiness event on its socket; a run of
+/// a connection's task handles every request that arrived before it, at
+/// `work_ns` each; `requests` requests in all. Operation: a request
+/// handled; its latency is from its arrival to the start of that run.
+#[derive(Debug, Clone)]
+pub struct Io {
+    /// Connections (sockets, one task each).
+    pub conns: usize,
+    /// Requests per second, all connections together.
+    pub rate_per_s: f64,
+    /// Work per request (ns).
+    pub work_ns: u64,
+    /// Requests in all.
+    pub requests: u64,
+    pending: Vec<VecDeque<u64>>,
+    sent: u64,
+    lat: Vec<u64>,
+    ops: u64,
+}
+
+impl Io {
+    /// An I/O workload.
+    pub fn new(conns: usize, rate_per_s: f64, work_ns: u64, requests: u64) -> Self {
+        Io {
+            conns: conns.max(1),
+            rate_per_s,
+            work_ns,
+            requests,
+            pending: Vec::new(),
+            sent: 0,
+            lat: Vec::new(),
+            ops: 0,
+        }
+    }
+
+    /// The rate that keeps `load` of `workers` workers busy with the
+    /// requests' own work.
+    pub fn rate_for(work_ns: u64, workers: usize, load: f64) -> f64 {
+        load * workers as f64 * 1e9 / work_ns.max(1) as f64
+    }
+
+    /// The next inter-arrival time: exponential with mean 1/rate.
+    fn gap(&self, ctx: &mut Ctx<'_>) -> u64 {
+        // A uniform in (0, 1]: 53 random bits, never 0.
+        let u = ((ctx.rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+        let mean = 1e9 / self.rate_per_s.max(1e-9);
+        (-u.ln() * mean).round() as u64
+    }
+}
+
+impl Workload for Io {
+    fn describe(&self) -> String {
+        format!(
+            "I/O: {} connections, Poisson arrivals at {:.0} requests/s, {} ns of work each, {} requests",
+            self.conns, self.rate_per_s, self.work_ns, self.requests
+        )
+    }
+    fn op_name(&self) -> &'static str {
+        "request"
+    }
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        for c in 0..self.conns {
+            let t = ctx.socket();
+            debug_assert_eq!(t, c, "sockets are the first tasks");
+            self.pending.push(VecDeque::new());
+        }
+        if self.requests > 0 {
+            let g = self.gap(ctx);
+            ctx.timer(ctx.now_ns + g, 0);
+        }
+    }
+    fn timer(&mut self, _tag: u64, ctx: &mut Ctx<'_>) {
+        let c = ctx.rng.below(self.conns as u64) as usize;
+        self.pending[c].push_back(ctx.now_ns);
+        ctx.ready(c);
+        self.sent += 1;
+        if self.sent < self.requests {
+            let g = self.gap(ctx);
+            ctx.timer(ctx.now_ns + g, 0);
+        }
+    }
+    fn run(&mut self, task: TaskId, ctx: &mut Ctx<'_>) -> Run {
+        let q = std::mem::take(&mut self.pending[task]);
+        let n = q.len() as u64;
+        self.lat
+            .extend(q.into_iter().map(|a| ctx.now_ns.saturating_sub(a)));
+        self.ops += n;
+        Run {
+            work_ns: n * self.work_ns,
+            done: false,
+        }
+    }
+    fn ops(&self) -> u64 {
+        self.ops
+    }
+    fn op_latencies(&self) -> Option<&[u64]> {
+        Some(&self.lat)
     }
 }

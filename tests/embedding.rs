@@ -495,3 +495,167 @@ fn a_blocking_thread_runs_on_its_callers_numa_node() {
         assert_eq!(seen, all, "a pool thread's CPU set is its caller's node's");
     });
 }
+
+// ---------------------------------------------------------------------------
+// Shutdown with blocking closures that wait: pending tasks are cancelled
+// before the running closures are waited for, and a `spawn_blocking` made
+// during shutdown resolves `Cancelled` at once.
+// ---------------------------------------------------------------------------
+
+/// How long a drop that should return at once may take before the test
+/// calls it a hang: a liveness bound, far above the milliseconds it takes
+/// (printed by each test), so that a loaded machine does not fail it.
+const DROP_BOUND: Duration = Duration::from_secs(5);
+
+/// Drops `rt` on another thread; panics, naming `what`, if the drop has
+/// not returned within [`DROP_BOUND`] (the thread is left hanging).
+/// Returns how long it took.
+fn drop_returns(rt: Runtime, what: &str) -> Duration {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let t0 = Instant::now();
+        drop(rt);
+        let _ = tx.send(t0.elapsed());
+    });
+    let took = rx.recv_timeout(DROP_BOUND).unwrap_or_else(|_| {
+        panic!("{what}: dropping the runtime did not return within {DROP_BOUND:?}")
+    });
+    println!("{what}: the drop took {took:?}");
+    took
+}
+
+/// Spawns a task that signals its first poll, then waits forever holding
+/// `held`; returns its handle once it has been polled (so it is pending on
+/// a waker, not queued).
+fn pending_task_holding<H: Send + 'static>(rt: &Runtime, held: H) -> hwsched::JoinHandle<()> {
+    let (polled_tx, polled_rx) = mpsc::channel::<()>();
+    let h = rt.spawn(async move {
+        let _held = held;
+        let _ = polled_tx.send(());
+        std::future::pending::<()>().await
+    });
+    polled_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the task was polled");
+    h
+}
+
+#[test]
+fn shutdown_cancels_the_task_a_blocking_closure_waits_on() {
+    with_timeout(60, "shutdown_cancels_awaited_task", || {
+        // A closure draining a channel whose sender lives in a task.
+        let rt = self::rt(2);
+        let (tx, rx) = mpsc::channel::<u32>();
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let _task = pending_task_holding(&rt, tx);
+        let _closure = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            // Ends when every sender is gone: the task was cancelled.
+            let got: Vec<u32> = rx.iter().collect();
+            seen_tx.send(got).unwrap();
+        });
+        started_rx.recv().unwrap();
+        drop_returns(rt, "a closure draining a channel of a task");
+        assert_eq!(
+            seen_rx.recv_timeout(DROP_BOUND),
+            Ok(vec![]),
+            "the closure saw the sender dropped"
+        );
+
+        // A closure that awaits a task's handle with `Handle::block_on`.
+        let rt = self::rt(2);
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let task = pending_task_holding(&rt, ());
+        let _closure = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            let r = Handle::current().block_on(task);
+            seen_tx.send(r.map_err(|e| e.is_cancelled())).unwrap();
+        });
+        started_rx.recv().unwrap();
+        drop_returns(rt, "a closure blocking on a task's handle");
+        assert_eq!(
+            seen_rx.recv_timeout(DROP_BOUND),
+            Ok(Err(true)),
+            "the closure saw its task Cancelled"
+        );
+
+        // And with a timeout: it returns `true` (everything joined), at once.
+        let rt = self::rt(2);
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let task = pending_task_holding(&rt, ());
+        let _closure = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            Handle::current().block_on(task).is_err()
+        });
+        started_rx.recv().unwrap();
+        assert!(
+            rt.shutdown_timeout(Duration::from_secs(30)),
+            "shutdown_timeout joined the blocking thread"
+        );
+    });
+}
+
+/// Blocks until `handle`'s runtime has started to shut down: a spawn then
+/// resolves `Cancelled` at once.
+fn wait_for_shutdown(handle: &Handle) {
+    loop {
+        match handle.block_on(handle.spawn(async {})) {
+            Ok(()) => thread::sleep(Duration::from_millis(1)),
+            Err(e) => {
+                assert!(e.is_cancelled(), "{e:?}");
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn shutdown_cancels_spawn_blocking_from_a_running_closure() {
+    with_timeout(60, "shutdown_cancels_nested_blocking", || {
+        let rt = rt(2);
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let _closure = rt.spawn_blocking(move || {
+            let handle = Handle::current();
+            started_tx.send(()).unwrap();
+            wait_for_shutdown(&handle);
+            // The runtime shuts down: the nested call resolves at once.
+            let r = handle.block_on(handle.spawn_blocking(|| 7));
+            seen_tx.send(r.map_err(|e| e.is_cancelled())).unwrap();
+        });
+        started_rx.recv().unwrap();
+        drop_returns(rt, "a closure waiting on a nested spawn_blocking");
+        assert_eq!(
+            seen_rx.recv_timeout(DROP_BOUND),
+            Ok(Err(true)),
+            "the nested spawn_blocking resolved Cancelled"
+        );
+    });
+}
+
+#[test]
+fn shutdown_cancels_spawn_blocking_from_a_destructor_it_runs() {
+    with_timeout(60, "shutdown_cancels_blocking_in_drop", || {
+        /// Waits, in its `Drop`, for a `spawn_blocking` on the current
+        /// runtime, and reports what it got.
+        struct WaitsOnBlocking(mpsc::Sender<Result<u32, bool>>);
+        impl Drop for WaitsOnBlocking {
+            fn drop(&mut self) {
+                let handle = Handle::current();
+                let r = handle.block_on(handle.spawn_blocking(|| 7));
+                let _ = self.0.send(r.map_err(|e| e.is_cancelled()));
+            }
+        }
+        let rt = rt(2);
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let _task = pending_task_holding(&rt, WaitsOnBlocking(seen_tx));
+        drop_returns(rt, "a destructor waiting on spawn_blocking");
+        assert_eq!(
+            seen_rx.recv_timeout(DROP_BOUND),
+            Ok(Err(true)),
+            "the destructor's spawn_blocking resolved Cancelled"
+        );
+    });
+}

@@ -659,3 +659,49 @@ fn shutdown_cancels_spawn_blocking_from_a_destructor_it_runs() {
         );
     });
 }
+
+// ---------------------------------------------------------------------------
+// JoinSet at any size
+// ---------------------------------------------------------------------------
+
+#[test]
+fn join_set_reverse_order_64k_completes() {
+    // 65,536 tasks that finish one at a time, the last spawned first: each
+    // `join_next` returns exactly the task just released. A set that looks
+    // at every task per poll needs 2^31 handle polls here (minutes); the
+    // ready list needs one per wake. No time is asserted: the watchdog
+    // only turns a hang into a failure.
+    with_timeout(600, "join_set_reverse_64k", || {
+        const N: usize = 1 << 16;
+        let rt = rt(2);
+        let order = rt
+            .block_on(rt.spawn(async {
+                let mut set = JoinSet::new();
+                let mut release = Vec::with_capacity(N);
+                for i in 0..N {
+                    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                    release.push(tx);
+                    set.spawn(async move {
+                        rx.await.expect("released");
+                        i
+                    });
+                }
+                assert_eq!(set.len(), N);
+                let mut order = Vec::with_capacity(N);
+                while let Some(tx) = release.pop() {
+                    tx.send(()).expect("the task waits");
+                    let i = set.join_next().await.expect("a task").expect("its output");
+                    order.push(i);
+                    assert_eq!(set.len(), release.len());
+                }
+                assert!(set.join_next().await.is_none());
+                assert!(set.is_empty());
+                order
+            }))
+            .unwrap();
+        assert!(
+            order.iter().copied().eq((0..N).rev()),
+            "join_next returned the tasks in the order they finished"
+        );
+    });
+}

@@ -705,3 +705,68 @@ fn join_set_reverse_order_64k_completes() {
         );
     });
 }
+
+#[test]
+fn join_set_reuses_slots_and_keeps_len_and_abort_semantics() {
+    // Tasks released in a scrambled order while new ones are spawned into
+    // the slots the joined ones freed; some aborted. Every `join_next`
+    // returns a task that has finished (the one just released, or an
+    // aborted one as `Cancelled`), and `len` counts what is left.
+    with_timeout(120, "join_set_slots", || {
+        let rt = rt(2);
+        rt.block_on(rt.spawn(async {
+            let mut set = JoinSet::new();
+            let mut release = std::collections::HashMap::new();
+            let mut next = 0u64;
+            // Senders of aborted tasks, kept so that no task sees its
+            // channel closed.
+            let mut kept = Vec::new();
+            let spawn = |set: &mut JoinSet<u64>,
+                         release: &mut std::collections::HashMap<u64, _>,
+                         next: &mut u64| {
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let i = *next;
+                *next += 1;
+                let abort = set.spawn(async move {
+                    rx.await.expect("released");
+                    i
+                });
+                release.insert(i, (tx, abort));
+            };
+            for _ in 0..1_000 {
+                spawn(&mut set, &mut release, &mut next);
+            }
+            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            let mut joined = 0;
+            while !release.is_empty() {
+                // A scrambled pick among the tasks still waiting.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let mut keys: Vec<u64> = release.keys().copied().collect();
+                keys.sort_unstable();
+                let i = keys[(x % keys.len() as u64) as usize];
+                let (tx, abort) = release.remove(&i).unwrap();
+                if i % 7 == 0 {
+                    abort.abort();
+                    kept.push(tx);
+                    let r = set.join_next().await.expect("a task");
+                    assert!(matches!(r, Err(JoinError::Cancelled)), "{i}: {r:?}");
+                } else {
+                    tx.send(()).unwrap();
+                    assert_eq!(set.join_next().await.unwrap().unwrap(), i);
+                }
+                joined += 1;
+                assert_eq!(set.len(), release.len());
+                if joined % 3 == 0 && next < 2_000 {
+                    // Into a slot a joined task freed.
+                    spawn(&mut set, &mut release, &mut next);
+                    assert_eq!(set.len(), release.len());
+                }
+            }
+            assert!(set.join_next().await.is_none());
+            assert!(set.is_empty());
+        }))
+        .unwrap();
+    });
+}

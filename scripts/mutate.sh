@@ -43,6 +43,7 @@ task-no-recheck @@ src/task.rs @@ @@ if unsafe { this.meta.as_ref() }.recheck_ab
 shared-bury-fence @@ src/shared.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
 shared-close-fence @@ src/shared.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
 shared-bury-no-reap @@ src/shared.rs @@ @@ if self.reaper_done.load(Ordering::Relaxed) { @@ if false && self.reaper_done.load(Ordering::Relaxed) { @@
+shared-wait-before-cancel @@ src/shared.rs @@ @@     drain_inboxes();\n    wake_waiting(); @@     wait_running();\n    let wait_running = || {};\n    drain_inboxes();\n    wake_waiting(); @@
 idle-to-searching-seqcst @@ src/idle.rs @@ @@ fetch_add(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_add(SEARCHING_ONE, Ordering::Relaxed) @@ Not needed (proof at the site): the increment publishes and acquires nothing; the fence of the last searcher leaving carries the store-buffering (idle.rs, "Orderings"). Kept: one `lock xadd` on x86 either way.
 idle-leave-searching-seqcst @@ src/idle.rs @@ @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@ Not needed (proof at the site): the fence after it carries the store-buffering, and coherence keeps the count from going below zero.
 idle-leave-searching-fence @@ src/idle.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@

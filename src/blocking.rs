@@ -14,8 +14,12 @@
 //!   `hwsched::spawn` works inside a blocking closure.
 //! - A task may carry a CPU set ([`affinity_masks`]): the thread running it
 //!   first restricts itself to that set (best effort).
-//! - [`BlockingPool::shutdown`] refuses new work, cancels what has not
-//!   started and waits, up to a deadline, for what is running.
+//! - [`BlockingPool::close`] refuses new work and cancels what has not
+//!   started; [`BlockingPool::wait`] then waits, up to a deadline, for what
+//!   is running ([`BlockingPool::shutdown`] is both). The runtime's shutdown
+//!   calls them apart, with the cancelling of its pending tasks in between,
+//!   so that a running closure waiting on a task sees it cancelled
+//!   (`Runtime::shutdown`).
 //!
 //! This is not one of the runtime's lock-free scheduling protocols: one
 //! `std` mutex and two condition variables, outside the loom shim.
@@ -222,18 +226,19 @@ impl BlockingPool {
         }
     }
 
-    /// Shuts the pool down: later pushes drop their task at once, every
-    /// queued task that has not started is dropped (its handle yields
-    /// `Cancelled`), idle threads are woken to exit, and threads running a
-    /// task exit when it returns. Waits for them until `deadline` (`None`:
-    /// as long as it takes) and returns whether every pool thread exited
-    /// (ran its `on_stop` and dropped its context), joining those that did.
-    ///
-    /// Called from a pool thread (a blocking closure shutting the runtime
-    /// down), it does not wait for that thread, which exits when its
-    /// closure returns; the result then tells about the others. It may be
-    /// called again, e.g. to wait longer after a deadline passed.
+    /// Shuts the pool down: [`close`](Self::close), then
+    /// [`wait`](Self::wait) until `deadline`; returns what `wait` returns.
     pub(crate) fn shutdown(&self, deadline: Option<Instant>) -> bool {
+        self.close();
+        self.wait(deadline)
+    }
+
+    /// The first half of a shutdown, which waits for nothing: later pushes
+    /// drop their task at once (its handle yields `Cancelled`), every
+    /// queued task that has not started is dropped, and idle threads are
+    /// woken to exit; threads running a task exit when it returns. May be
+    /// called more than once.
+    pub(crate) fn close(&self) {
         let inner = &self.inner;
         let queued = {
             let mut st = inner.lock();
@@ -243,6 +248,20 @@ impl BlockingPool {
         inner.work.notify_all();
         // Outside the lock: a task's destructor may push (and so lock).
         queued.into_iter().for_each(|(r, _)| drop_task(r));
+    }
+
+    /// The second half of a shutdown, after [`close`](Self::close): waits
+    /// for the pool threads to exit until `deadline` (`None`: as long as it
+    /// takes) and returns whether every pool thread exited (ran its
+    /// `on_stop` and dropped its context), joining those that did.
+    ///
+    /// Called from a pool thread (a blocking closure shutting the runtime
+    /// down), it does not wait for that thread, which exits when its
+    /// closure returns; the result then tells about the others. It may be
+    /// called again, e.g. to wait longer after a deadline passed.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
+        let inner = &self.inner;
+        debug_assert!(inner.lock().shutdown, "BlockingPool::wait before close");
         let me = std::thread::current().id();
         let mut st = inner.lock();
         loop {

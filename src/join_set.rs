@@ -1,8 +1,42 @@
 //! [`JoinSet`]: a set of tasks awaited in completion order.
+//!
+//! # Ready list
+//!
+//! `join_next` must not look at every task in the set each time it is
+//! polled: with tasks that finish one at a time in an order the set does
+//! not know (the reverse of spawning, say), that is O(tasks) per
+//! completion and O(tasks²) for the set. Instead each task's handle is
+//! polled with a waker of its own ([`Entry`]), and waking it moves the
+//! entry to the set's *ready list*; `join_next` polls only what is on that
+//! list, and waits when it is empty (tokio's `JoinSet` and its
+//! `IdleNotifiedSet` do the same). Each completion then costs O(1)
+//! amortized: one wake, one push, one pop and one poll.
+//!
+//! - An entry is on the ready list at most once: its `queued` flag says it
+//!   is there, and a wake that finds it set does nothing.
+//! - `join_next` pops an entry and clears its flag *before* it polls the
+//!   handle. The flag and the list live under one mutex: a wake that comes
+//!   after the clear queues the entry again (and the next poll sees what
+//!   woke it); one that came before it (it found the flag set and did
+//!   nothing) happened before our lock, so the poll after it sees the
+//!   completion that woke it. No completion is missed.
+//! - The set's own waker (the task awaiting `join_next`) is stored under
+//!   the same mutex when the list is found empty, and a wake that queues an
+//!   entry takes it and wakes it after unlocking: no lost wake-up.
+//! - A new task goes on the list when spawned, so that its handle is
+//!   polled once with its entry's waker.
+//! - Entries of tasks taken out of the set (joined) leave the slab; a late
+//!   wake of one (a waker clone the task kept) may still queue it, and
+//!   `join_next` skips what is on the list but no longer in the slab.
+//!
+//! This is not a scheduling protocol of the runtime (no loom model): one
+//! `std` mutex, outside the loom shim, whose lock orders everything above.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Wake, Waker};
 
 use crate::handle::Handle;
 use crate::task::{JoinError, JoinHandle};
@@ -11,8 +45,9 @@ use crate::task::{JoinError, JoinHandle};
 /// finish, as tokio's `JoinSet`. Dropping the set aborts every task still
 /// in it.
 ///
-/// Each [`join_next`](JoinSet::join_next) poll looks at every task in the
-/// set (O(tasks) per poll): keep sets to hundreds of tasks, not millions.
+/// [`join_next`](JoinSet::join_next) costs O(1) amortized per finished
+/// task, in whatever order the tasks finish: a finished task's wake puts it
+/// on a ready list, and only that list is looked at.
 ///
 /// ```
 /// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
@@ -31,14 +66,88 @@ use crate::task::{JoinError, JoinHandle};
 /// # Ok::<(), hwsched::BuildError>(())
 /// ```
 pub struct JoinSet<T> {
-    tasks: Vec<JoinHandle<T>>,
+    /// The tasks, indexed by their entry's `index`; `None`: a free slot.
+    slots: Vec<Option<Slot<T>>>,
+    /// Free indices of `slots`.
+    free: Vec<usize>,
+    /// Tasks in the set.
+    len: usize,
+    ready: Arc<ReadyList>,
+}
+
+/// One task of the set.
+struct Slot<T> {
+    handle: JoinHandle<T>,
+    entry: Arc<Entry>,
+    /// `entry` as a waker: the handle is always polled with it.
+    waker: Waker,
+}
+
+/// What the tasks' wakers and the set share.
+struct ReadyList {
+    state: Mutex<ReadyState>,
+}
+
+struct ReadyState {
+    /// Entries woken since `join_next` last looked, oldest first.
+    list: VecDeque<Arc<Entry>>,
+    /// The waker of the task awaiting `join_next`, stored when it found the
+    /// list empty.
+    waiter: Option<Waker>,
+    /// Set when the set is dropped: wakes queue nothing any more.
+    closed: bool,
+}
+
+impl ReadyList {
+    /// Locks the state, ignoring poisoning: no critical section can panic
+    /// midway (pushes and pops of a `VecDeque`, flag writes).
+    fn lock(&self) -> MutexGuard<'_, ReadyState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A task's place in the set, and its waker: waking it queues it on the
+/// ready list.
+struct Entry {
+    /// The task's slot in `JoinSet::slots`.
+    index: usize,
+    /// Whether the entry is on the ready list. Read and written only under
+    /// the ready list's mutex (a plain `bool` would need an `UnsafeCell`;
+    /// the mutex gives every ordering).
+    queued: std::sync::atomic::AtomicBool,
+    ready: Arc<ReadyList>,
+}
+
+impl Wake for Entry {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // Runs wherever the task is woken (a worker finishing it, an abort,
+        // a shutdown): it only pushes under the lock and wakes the waiter,
+        // and panics nowhere.
+        let waiter = {
+            let mut st = self.ready.lock();
+            // Relaxed: under the mutex, which orders it (module docs).
+            if st.closed || self.queued.load(std::sync::atomic::Ordering::Relaxed) {
+                return;
+            }
+            self.queued
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            st.list.push_back(self.clone());
+            st.waiter.take()
+        };
+        // Woken outside the lock: the waiter may poll the set at once.
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
 }
 
 impl<T> std::fmt::Debug for JoinSet<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JoinSet")
-            .field("len", &self.tasks.len())
-            .finish()
+        f.debug_struct("JoinSet").field("len", &self.len).finish()
     }
 }
 
@@ -51,41 +160,107 @@ impl<T> Default for JoinSet<T> {
 impl<T> JoinSet<T> {
     /// An empty set.
     pub fn new() -> Self {
-        JoinSet { tasks: Vec::new() }
+        JoinSet {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+            ready: Arc::new(ReadyList {
+                state: Mutex::new(ReadyState {
+                    list: VecDeque::new(),
+                    waiter: None,
+                    closed: false,
+                }),
+            }),
+        }
     }
 
     /// Tasks in the set: spawned and not yet taken out by `join_next`.
     pub fn len(&self) -> usize {
-        self.tasks.len()
+        self.len
     }
 
     /// Whether the set holds no task.
     pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
+        self.len == 0
     }
 
     /// Aborts every task in the set. They stay in the set: `join_next`
     /// yields each one's result (`Cancelled`, or its output if it finished
     /// first).
     pub fn abort_all(&mut self) {
-        for t in &self.tasks {
-            t.abort();
+        for s in self.slots.iter().flatten() {
+            s.handle.abort();
         }
+    }
+
+    /// Adds `handle` to the set, on the ready list so that its first poll
+    /// gives it its entry's waker.
+    fn insert(&mut self, handle: JoinHandle<T>) {
+        let index = self.free.pop().unwrap_or(self.slots.len());
+        let entry = Arc::new(Entry {
+            index,
+            queued: std::sync::atomic::AtomicBool::new(false),
+            ready: self.ready.clone(),
+        });
+        let waker = Waker::from(entry.clone());
+        waker.wake_by_ref();
+        let slot = Some(Slot {
+            handle,
+            entry,
+            waker,
+        });
+        if index == self.slots.len() {
+            self.slots.push(slot);
+        } else {
+            debug_assert!(
+                self.slots[index].is_none(),
+                "slot {index} reused while taken"
+            );
+            self.slots[index] = slot;
+        }
+        self.len += 1;
     }
 
     /// Polls for the next finished task: its result, or `None` when the set
     /// is empty.
     pub fn poll_join_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, JoinError>>> {
-        if self.tasks.is_empty() {
+        if self.len == 0 {
             return Poll::Ready(None);
         }
-        for i in 0..self.tasks.len() {
-            if let Poll::Ready(r) = Pin::new(&mut self.tasks[i]).poll(cx) {
-                drop(self.tasks.swap_remove(i));
+        loop {
+            let entry = {
+                let mut st = self.ready.lock();
+                match st.list.pop_front() {
+                    Some(e) => {
+                        // Cleared before the poll below (module docs).
+                        e.queued.store(false, std::sync::atomic::Ordering::Relaxed);
+                        e
+                    }
+                    None => {
+                        match &mut st.waiter {
+                            Some(w) if w.will_wake(cx.waker()) => {}
+                            w => *w = Some(cx.waker().clone()),
+                        }
+                        return Poll::Pending;
+                    }
+                }
+            };
+            let i = entry.index;
+            // An entry of a task already taken out (a late wake): skip it.
+            let Some(slot) = self.slots.get_mut(i).and_then(Option::as_mut) else {
+                continue;
+            };
+            if !Arc::ptr_eq(&slot.entry, &entry) {
+                continue;
+            }
+            let mut tcx = Context::from_waker(&slot.waker);
+            if let Poll::Ready(r) = Pin::new(&mut slot.handle).poll(&mut tcx) {
+                self.slots[i] = None;
+                self.free.push(i);
+                self.len -= 1;
                 return Poll::Ready(Some(r));
             }
         }
-        Poll::Pending
     }
 
     /// Waits for the next task to finish and returns its result, or `None`
@@ -116,7 +291,7 @@ impl<T: Send + 'static> JoinSet<T> {
     {
         let h = handle.spawn(future);
         let abort = h.abort_handle();
-        self.tasks.push(h);
+        self.insert(h);
         abort
     }
 }
@@ -124,5 +299,14 @@ impl<T: Send + 'static> JoinSet<T> {
 impl<T> Drop for JoinSet<T> {
     fn drop(&mut self) {
         self.abort_all();
+        // Later wakes queue nothing; what is queued is dropped here, which
+        // breaks the cycle list -> entry -> list.
+        let queued = {
+            let mut st = self.ready.lock();
+            st.closed = true;
+            st.waiter = None;
+            std::mem::take(&mut st.list)
+        };
+        drop(queued);
     }
 }

@@ -603,9 +603,15 @@ impl Runtime {
     }
 
     /// Shuts down, waiting at most `timeout` for workers to finish the task
-    /// they are running; a worker stuck in a blocking task past it is left
-    /// to exit on its own (it stops at its next scheduling point). Returns
-    /// whether every worker was joined.
+    /// they are running and for running [`spawn_blocking`] closures; a
+    /// worker stuck in a blocking task past it is left to exit on its own
+    /// (it stops at its next scheduling point), and so is a blocking
+    /// thread (when its closure returns). Returns whether every worker and
+    /// blocking thread was joined.
+    ///
+    /// Pending tasks are cancelled before the blocking closures are waited
+    /// for, so a closure that waits on a task (its `JoinHandle`, a channel
+    /// whose sender the task holds) sees it cancelled and returns.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> bool {
         self.shutdown(Some(timeout))
     }
@@ -620,6 +626,15 @@ impl Runtime {
             &shared.shutdown,
             shared.workers.iter().map(|w| &w.mailbox.parker),
         );
+        // The drops below run user destructors: with this runtime as the
+        // thread's context, a destructor that calls `hwsched::spawn` or
+        // `hwsched::spawn_blocking` gets a handle that resolves to
+        // `Cancelled` at once (a spawn after shutdown), not a panic about a
+        // missing runtime.
+        let _context = crate::block_on::enter(shared.clone());
+        // The blocking pool refuses new closures and cancels those not yet
+        // started; it waits for nothing yet (see `final_drain` below).
+        shared.blocking.close();
         let deadline = timeout.map(|t| Instant::now() + t);
         let me = thread::current().id();
         let mut all_joined = true;
@@ -648,23 +663,21 @@ impl Runtime {
                 }
             }
         }
-        // The blocking pool: queued closures are cancelled, running ones
-        // waited for until the deadline (never the calling thread itself).
-        if !shared.blocking.shutdown(deadline) {
-            all_joined = false;
-        }
-        // The drops below run user destructors: with this runtime as the
-        // thread's context, a destructor that calls `hwsched::spawn` gets a
-        // handle that resolves to `Cancelled` (a spawn after shutdown), not
-        // a panic about a missing runtime.
-        let _context = crate::block_on::enter(shared.clone());
-        // Drop what is still queued, wake every task that is pending on a
-        // waker (to be buried), reap until nothing is left, close the
-        // graveyard.
+        // Cancel what is pending (what is still queued, every task pending
+        // on a waker, what their drops bury), then wait for the running
+        // blocking closures until the deadline (never the calling thread
+        // itself), then reap what their wakes buried and close the
+        // graveyard. Cancelling first is what lets a closure that waits on
+        // a task see it `Cancelled` and return (`final_drain`).
         crate::shared::final_drain(
             &shared.graveyard,
             || crate::shared::drain_inboxes(shared.workers.iter().map(|w| &*w.mailbox), drop_task),
             || shared.registry.close_and_wake_all(),
+            || {
+                if !shared.blocking.wait(deadline) {
+                    all_joined = false;
+                }
+            },
             drop_task,
         );
         all_joined

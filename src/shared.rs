@@ -355,26 +355,53 @@ pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<I
 }
 
 /// The end of the shutdown sequence, once the workers have left their
-/// loops: drops what is still queued in the inboxes (`drain_inboxes`, which
-/// returns how many it dropped), wakes every task that is pending on a
-/// waker (`wake_waiting`: its schedule sees the shutdown and buries it),
-/// then reaps the graveyard and drains the inboxes until both are empty
-/// (dropping a task may wake others: a dropped channel sender wakes its
-/// receivers, which are buried in turn), and closes the graveyard
-/// ([`Graveyard::close`]). Never call it inside a wake.
+/// loops. In this order:
+///
+/// 1. **Cancel what is pending**: drop what is still queued in the inboxes
+///    (`drain_inboxes`, which returns how many it dropped), wake every task
+///    that is pending on a waker (`wake_waiting`: its schedule sees the
+///    shutdown and buries it), then reap the graveyard and drain the
+///    inboxes until both are empty (dropping a task may wake others: a
+///    dropped channel sender wakes its receivers, which are buried in
+///    turn).
+/// 2. **Wait for what runs outside the workers** (`wait_running`: the
+///    blocking pool's closures, up to the shutdown's deadline). A closure
+///    that waits on a task (a channel whose sender a task holds, a
+///    `JoinHandle`) has seen it cancelled in step 1 and returns; waiting
+///    first would wait on it forever, since the task it waits on would
+///    only be dropped after the wait.
+/// 3. Reap and drain again until both are empty (tasks that the closures'
+///    wakes buried during step 2), and close the graveyard
+///    ([`Graveyard::close`]): from then on a burial drops its task itself.
+///
+/// Never call it inside a wake. Model-checked, with a blocking closure
+/// waiting on a pending task, in `loom-tests/tests/shutdown.rs`.
 pub fn final_drain<T>(
     graveyard: &Graveyard<T>,
     mut drain_inboxes: impl FnMut() -> usize,
     wake_waiting: impl FnOnce(),
+    wait_running: impl FnOnce(),
     mut drop: impl FnMut(T),
 ) {
     drain_inboxes();
     wake_waiting();
+    reap_until_empty(graveyard, &mut drain_inboxes, &mut drop);
+    wait_running();
+    reap_until_empty(graveyard, &mut drain_inboxes, &mut drop);
+    graveyard.close(drop);
+}
+
+/// Reaps `graveyard` and drains the inboxes until a pass finds nothing in
+/// either.
+fn reap_until_empty<T>(
+    graveyard: &Graveyard<T>,
+    drain_inboxes: &mut impl FnMut() -> usize,
+    drop: &mut impl FnMut(T),
+) {
     loop {
-        let n = graveyard.reap(&mut drop) + drain_inboxes();
+        let n = graveyard.reap(&mut *drop) + drain_inboxes();
         if n == 0 {
             break;
         }
     }
-    graveyard.close(drop);
 }

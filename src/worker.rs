@@ -37,21 +37,41 @@
 //!
 //! # Shutdown
 //!
-//! 1. The runtime sets the shutdown flag and notifies every parker.
-//! 2. A worker sees the flag at the top of its loop or when its wait
+//! Pending work is cancelled before anything running is waited for, so
+//! that nothing the shutdown waits for can be waiting on what it has yet to
+//! cancel:
+//!
+//! 1. The runtime sets the shutdown flag and notifies every parker. From
+//!    here on `spawn` and `spawn_blocking` drop their new task at once (its
+//!    handle resolves to `Cancelled`), also when called from a destructor
+//!    that the shutdown runs or from a running blocking closure.
+//! 2. The blocking pool refuses new closures and drops those not yet
+//!    started ([`BlockingPool::close`](crate::blocking::BlockingPool::close));
+//!    it waits for nothing yet.
+//! 3. A worker sees the flag at the top of its loop or when its wait
 //!    returns, and leaves the loop (a task running at that moment finishes
 //!    its poll first).
-//! 3. On the way out it drops every task in its LIFO slot and local deque,
+//! 4. On the way out it drops every task in its LIFO slot and local deque,
 //!    each drop inside `catch_unwind` so a panicking destructor cannot abort
 //!    the exit.
-//! 4. The runtime joins the workers, drops what remains in the inboxes, and
+//! 5. The runtime joins the workers, drops what remains in the inboxes, and
 //!    wakes every task registered as waiting (task.rs). A task found after
 //!    the flag is set (woken, or delivered concurrently with the shutdown:
 //!    see [`Mailbox::deliver_or_drain`]) is *buried*, not dropped where it
 //!    was found: that may be inside a waker call whose caller holds a lock
 //!    the task's destructor needs. The runtime then reaps the buried tasks,
-//!    outside any wake, until no drop buries another; later burials (a
-//!    worker that outlived `shutdown_timeout`, a user's waker) drop at once.
+//!    outside any wake, until no drop buries another. Every task is now
+//!    cancelled: a blocking closure waiting on one (its `JoinHandle`, a
+//!    channel whose sender it held) wakes with `Cancelled`.
+//! 6. Only then does it wait for the running blocking closures, up to the
+//!    shutdown's deadline ([`BlockingPool::wait`](crate::blocking::BlockingPool::wait)).
+//! 7. It reaps once more (tasks buried by the closures' wakes meanwhile)
+//!    and closes the graveyard: later burials (a worker that outlived
+//!    `shutdown_timeout`, a user's waker) drop at once.
+//!
+//! Steps 5-7 are `shared::final_drain`; loom checks them
+//! (`loom-tests/tests/shutdown.rs`), a blocking closure waiting on a
+//! pending task included.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -272,20 +292,27 @@ where
             // the schedule function of this task keeps alive.
             TaskFuture::new(async move { f() }, meta, unsafe { &*registry })
         },
-        move |r: Runnable| {
-            if s.is_shutdown() {
-                // Possibly inside a waker call: not dropped here (see
-                // Shared::bury).
-                s.bury(r);
-            } else {
-                s.blocking.push(r, mask);
-            }
-        },
+        // Runs once, from the `schedule` call below, never inside a waker
+        // call: the future never returns `Pending`, so nothing wakes the
+        // task (it registers no waker, so `abort` wakes nothing either).
+        // So a pool that is shut down may drop the task right here (`push`
+        // does), rather than bury it for the shutdown's last reap, which
+        // comes after the wait for the running closures: one of them
+        // waiting on this task would wait forever.
+        move |r: Runnable| s.blocking.push(r, mask),
     );
     let handle = JoinHandle::new(task, &shared.registry, runnable.waker());
     match here {
         Some(w) => WorkerCounters::bump(&shared.workers[w].stats.spawned, 1),
         None => WorkerCounters::bump_shared(&shared.external.spawned, 1),
+    }
+    if shared.is_shutdown() {
+        // Shut down: cancelled at once, as `spawn` does. A call that misses
+        // the flag reaches the pool before or after `Runtime::shutdown`
+        // closes it: it is queued and then cancelled by the close (or run,
+        // if a thread takes it first), or dropped by `push`.
+        drop_task(runnable);
+        return handle;
     }
     runnable.schedule();
     handle

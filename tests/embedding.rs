@@ -495,3 +495,278 @@ fn a_blocking_thread_runs_on_its_callers_numa_node() {
         assert_eq!(seen, all, "a pool thread's CPU set is its caller's node's");
     });
 }
+
+// ---------------------------------------------------------------------------
+// Shutdown with blocking closures that wait: pending tasks are cancelled
+// before the running closures are waited for, and a `spawn_blocking` made
+// during shutdown resolves `Cancelled` at once.
+// ---------------------------------------------------------------------------
+
+/// How long a drop that should return at once may take before the test
+/// calls it a hang: a liveness bound, far above the milliseconds it takes
+/// (printed by each test), so that a loaded machine does not fail it.
+const DROP_BOUND: Duration = Duration::from_secs(5);
+
+/// Drops `rt` on another thread; panics, naming `what`, if the drop has
+/// not returned within [`DROP_BOUND`] (the thread is left hanging).
+/// Returns how long it took.
+fn drop_returns(rt: Runtime, what: &str) -> Duration {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let t0 = Instant::now();
+        drop(rt);
+        let _ = tx.send(t0.elapsed());
+    });
+    let took = rx.recv_timeout(DROP_BOUND).unwrap_or_else(|_| {
+        panic!("{what}: dropping the runtime did not return within {DROP_BOUND:?}")
+    });
+    println!("{what}: the drop took {took:?}");
+    took
+}
+
+/// Spawns a task that signals its first poll, then waits forever holding
+/// `held`; returns its handle once it has been polled (so it is pending on
+/// a waker, not queued).
+fn pending_task_holding<H: Send + 'static>(rt: &Runtime, held: H) -> hwsched::JoinHandle<()> {
+    let (polled_tx, polled_rx) = mpsc::channel::<()>();
+    let h = rt.spawn(async move {
+        let _held = held;
+        let _ = polled_tx.send(());
+        std::future::pending::<()>().await
+    });
+    polled_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the task was polled");
+    h
+}
+
+#[test]
+fn shutdown_cancels_the_task_a_blocking_closure_waits_on() {
+    with_timeout(60, "shutdown_cancels_awaited_task", || {
+        // A closure draining a channel whose sender lives in a task.
+        let rt = self::rt(2);
+        let (tx, rx) = mpsc::channel::<u32>();
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let _task = pending_task_holding(&rt, tx);
+        let _closure = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            // Ends when every sender is gone: the task was cancelled.
+            let got: Vec<u32> = rx.iter().collect();
+            seen_tx.send(got).unwrap();
+        });
+        started_rx.recv().unwrap();
+        drop_returns(rt, "a closure draining a channel of a task");
+        assert_eq!(
+            seen_rx.recv_timeout(DROP_BOUND),
+            Ok(vec![]),
+            "the closure saw the sender dropped"
+        );
+
+        // A closure that awaits a task's handle with `Handle::block_on`.
+        let rt = self::rt(2);
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let task = pending_task_holding(&rt, ());
+        let _closure = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            let r = Handle::current().block_on(task);
+            seen_tx.send(r.map_err(|e| e.is_cancelled())).unwrap();
+        });
+        started_rx.recv().unwrap();
+        drop_returns(rt, "a closure blocking on a task's handle");
+        assert_eq!(
+            seen_rx.recv_timeout(DROP_BOUND),
+            Ok(Err(true)),
+            "the closure saw its task Cancelled"
+        );
+
+        // And with a timeout: it returns `true` (everything joined), at once.
+        let rt = self::rt(2);
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let task = pending_task_holding(&rt, ());
+        let _closure = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            Handle::current().block_on(task).is_err()
+        });
+        started_rx.recv().unwrap();
+        assert!(
+            rt.shutdown_timeout(Duration::from_secs(30)),
+            "shutdown_timeout joined the blocking thread"
+        );
+    });
+}
+
+/// Blocks until `handle`'s runtime has started to shut down: a spawn then
+/// resolves `Cancelled` at once.
+fn wait_for_shutdown(handle: &Handle) {
+    loop {
+        match handle.block_on(handle.spawn(async {})) {
+            Ok(()) => thread::sleep(Duration::from_millis(1)),
+            Err(e) => {
+                assert!(e.is_cancelled(), "{e:?}");
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn shutdown_cancels_spawn_blocking_from_a_running_closure() {
+    with_timeout(60, "shutdown_cancels_nested_blocking", || {
+        let rt = rt(2);
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let _closure = rt.spawn_blocking(move || {
+            let handle = Handle::current();
+            started_tx.send(()).unwrap();
+            wait_for_shutdown(&handle);
+            // The runtime shuts down: the nested call resolves at once.
+            let r = handle.block_on(handle.spawn_blocking(|| 7));
+            seen_tx.send(r.map_err(|e| e.is_cancelled())).unwrap();
+        });
+        started_rx.recv().unwrap();
+        drop_returns(rt, "a closure waiting on a nested spawn_blocking");
+        assert_eq!(
+            seen_rx.recv_timeout(DROP_BOUND),
+            Ok(Err(true)),
+            "the nested spawn_blocking resolved Cancelled"
+        );
+    });
+}
+
+#[test]
+fn shutdown_cancels_spawn_blocking_from_a_destructor_it_runs() {
+    with_timeout(60, "shutdown_cancels_blocking_in_drop", || {
+        /// Waits, in its `Drop`, for a `spawn_blocking` on the current
+        /// runtime, and reports what it got.
+        struct WaitsOnBlocking(mpsc::Sender<Result<u32, bool>>);
+        impl Drop for WaitsOnBlocking {
+            fn drop(&mut self) {
+                let handle = Handle::current();
+                let r = handle.block_on(handle.spawn_blocking(|| 7));
+                let _ = self.0.send(r.map_err(|e| e.is_cancelled()));
+            }
+        }
+        let rt = rt(2);
+        let (seen_tx, seen_rx) = mpsc::channel();
+        let _task = pending_task_holding(&rt, WaitsOnBlocking(seen_tx));
+        drop_returns(rt, "a destructor waiting on spawn_blocking");
+        assert_eq!(
+            seen_rx.recv_timeout(DROP_BOUND),
+            Ok(Err(true)),
+            "the destructor's spawn_blocking resolved Cancelled"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// JoinSet at any size
+// ---------------------------------------------------------------------------
+
+#[test]
+fn join_set_reverse_order_64k_completes() {
+    // 65,536 tasks that finish one at a time, the last spawned first: each
+    // `join_next` returns exactly the task just released. A set that looks
+    // at every task per poll needs 2^31 handle polls here (minutes); the
+    // ready list needs one per wake. No time is asserted: the watchdog
+    // only turns a hang into a failure.
+    with_timeout(600, "join_set_reverse_64k", || {
+        const N: usize = 1 << 16;
+        let rt = rt(2);
+        let order = rt
+            .block_on(rt.spawn(async {
+                let mut set = JoinSet::new();
+                let mut release = Vec::with_capacity(N);
+                for i in 0..N {
+                    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                    release.push(tx);
+                    set.spawn(async move {
+                        rx.await.expect("released");
+                        i
+                    });
+                }
+                assert_eq!(set.len(), N);
+                let mut order = Vec::with_capacity(N);
+                while let Some(tx) = release.pop() {
+                    tx.send(()).expect("the task waits");
+                    let i = set.join_next().await.expect("a task").expect("its output");
+                    order.push(i);
+                    assert_eq!(set.len(), release.len());
+                }
+                assert!(set.join_next().await.is_none());
+                assert!(set.is_empty());
+                order
+            }))
+            .unwrap();
+        assert!(
+            order.iter().copied().eq((0..N).rev()),
+            "join_next returned the tasks in the order they finished"
+        );
+    });
+}
+
+#[test]
+fn join_set_reuses_slots_and_keeps_len_and_abort_semantics() {
+    // Tasks released in a scrambled order while new ones are spawned into
+    // the slots the joined ones freed; some aborted. Every `join_next`
+    // returns a task that has finished (the one just released, or an
+    // aborted one as `Cancelled`), and `len` counts what is left.
+    with_timeout(120, "join_set_slots", || {
+        let rt = rt(2);
+        rt.block_on(rt.spawn(async {
+            let mut set = JoinSet::new();
+            let mut release = std::collections::HashMap::new();
+            let mut next = 0u64;
+            // Senders of aborted tasks, kept so that no task sees its
+            // channel closed.
+            let mut kept = Vec::new();
+            let spawn = |set: &mut JoinSet<u64>,
+                         release: &mut std::collections::HashMap<u64, _>,
+                         next: &mut u64| {
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let i = *next;
+                *next += 1;
+                let abort = set.spawn(async move {
+                    rx.await.expect("released");
+                    i
+                });
+                release.insert(i, (tx, abort));
+            };
+            for _ in 0..1_000 {
+                spawn(&mut set, &mut release, &mut next);
+            }
+            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            let mut joined = 0;
+            while !release.is_empty() {
+                // A scrambled pick among the tasks still waiting.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let mut keys: Vec<u64> = release.keys().copied().collect();
+                keys.sort_unstable();
+                let i = keys[(x % keys.len() as u64) as usize];
+                let (tx, abort) = release.remove(&i).unwrap();
+                if i % 7 == 0 {
+                    abort.abort();
+                    kept.push(tx);
+                    let r = set.join_next().await.expect("a task");
+                    assert!(matches!(r, Err(JoinError::Cancelled)), "{i}: {r:?}");
+                } else {
+                    tx.send(()).unwrap();
+                    assert_eq!(set.join_next().await.unwrap().unwrap(), i);
+                }
+                joined += 1;
+                assert_eq!(set.len(), release.len());
+                if joined % 3 == 0 && next < 2_000 {
+                    // Into a slot a joined task freed.
+                    spawn(&mut set, &mut release, &mut next);
+                    assert_eq!(set.len(), release.len());
+                }
+            }
+            assert!(set.join_next().await.is_none());
+            assert!(set.is_empty());
+        }))
+        .unwrap();
+    });
+}

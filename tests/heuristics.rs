@@ -226,11 +226,45 @@ fn queued_work_is_found_inside_the_llc_first_and_nothing_starves() {
     });
 }
 
-fn ping_pong_parks(idle: IdleMode) -> u64 {
+/// What [`ping_pong_parks`] saw.
+#[derive(Debug, Clone, Copy)]
+struct Rounds {
+    /// Rounds with a short gap: the reply left the outside thread less
+    /// than [`SHORT_GAP`] after the request.
+    short: u64,
+    /// Of those, rounds in which the reply was not there when the task
+    /// looked for it: its worker had an idle gap to spend.
+    waited: u64,
+    /// Of the short rounds, those in which the task's worker slept on its
+    /// condvar (only a round that waited can).
+    parked: u64,
+    /// Rounds run in all.
+    all: u64,
+}
+
+/// A gap shorter than this is short: well under the 300 us park cost the
+/// runtimes below are given, so a governor that spins on it is right.
+const SHORT_GAP: Duration = Duration::from_micros(150);
+
+/// Short rounds, and short rounds that waited, that each mode runs for
+/// (unless 20,000 rounds come first).
+const PREMISE_ROUNDS: u64 = 1_000;
+
+fn ping_pong_parks(idle: IdleMode) -> Rounds {
     // A task on a 2-worker runtime and a thread outside it bounce a message
-    // 2,000 times with ~3 us of work per side (a ping-pong across two CPUs):
-    // the worker's idle gaps are far shorter than a park. The park cost is fixed (300 us) so the result
-    // does not depend on this VM's futex latency.
+    // with ~3 us of work per side (a ping-pong across two CPUs): the
+    // worker's idle gaps are far shorter than a park. The park cost is
+    // fixed (300 us) so the result does not depend on this VM's futex
+    // latency.
+    //
+    // Only rounds where the premise held count: the reply left the
+    // outside thread less than SHORT_GAP after the request (a descheduled
+    // outside thread makes a long gap, on which parking is right). Of
+    // those, `waited` are the rounds where the task found no reply when it
+    // looked, so that its worker had an idle gap to spend (on a loaded
+    // machine the outside thread may preempt the worker and reply before
+    // the task even waits). Rounds run until PREMISE_ROUNDS of each held
+    // (at most 20,000).
     let rt = Runtime::builder()
         .topology(TopologySource::System)
         .worker_threads(2)
@@ -242,8 +276,9 @@ fn ping_pong_parks(idle: IdleMode) -> u64 {
         })
         .build()
         .unwrap();
-    let (a_tx, a_rx) = async_channel::bounded::<u32>(1);
-    let (b_tx, b_rx) = async_channel::bounded::<u32>(1);
+    // Requests carry when they were sent, replies when they were sent.
+    let (a_tx, a_rx) = async_channel::bounded::<Instant>(1);
+    let (b_tx, b_rx) = async_channel::bounded::<Instant>(1);
     let spin = |us: u64| {
         let t = Instant::now();
         while t.elapsed() < Duration::from_micros(us) {
@@ -255,28 +290,51 @@ fn ping_pong_parks(idle: IdleMode) -> u64 {
     // comes a thread wake-up (tens of us here) plus 3 us after the request,
     // well under the 300 us park cost.
     let pong = thread::spawn(move || {
-        while let Ok(v) = b_rx.recv_blocking() {
+        while let Ok(_sent) = b_rx.recv_blocking() {
             spin(3);
-            if a_tx.send_blocking(v + 1).is_err() {
+            if a_tx.send_blocking(Instant::now()).is_err() {
                 break;
             }
         }
     });
     let ping = rt.spawn(async move {
-        for i in 0..2_000 {
-            b_tx.send(i).await.unwrap();
-            let _ = a_rx.recv().await.unwrap();
+        let handle = hwsched::Handle::current();
+        let mut r = Rounds {
+            short: 0,
+            waited: 0,
+            parked: 0,
+            all: 0,
+        };
+        while (r.short < PREMISE_ROUNDS || r.waited < PREMISE_ROUNDS) && r.all < 20_000 {
+            r.all += 1;
+            // The worker this task runs on, which goes idle if the reply
+            // is not there: its own parks (the other worker's are not
+            // about this round).
+            let me = hwsched::worker_index().expect("on a worker");
+            let parks = handle.stats().workers[me].parks;
+            let sent = Instant::now();
+            b_tx.send(sent).await.unwrap();
+            let (replied, waited) = match a_rx.try_recv() {
+                Ok(at) => (at, false),
+                Err(_) => (a_rx.recv().await.unwrap(), true),
+            };
+            if replied.saturating_duration_since(sent) < SHORT_GAP {
+                r.short += 1;
+                r.waited += u64::from(waited);
+                if handle.stats().workers[me].parks > parks {
+                    r.parked += 1;
+                }
+            }
             spin(3);
         }
+        r
     });
-    let before = rt.stats().total().parks;
-    rt.block_on(ping).unwrap();
-    let parks = rt.stats().total().parks - before;
+    let rounds = rt.block_on(ping).unwrap();
     if std::env::var_os("HWSCHED_TEST_VERBOSE").is_some() {
         println!("{}", rt.stats());
     }
     pong.join().unwrap();
-    parks
+    rounds
 }
 
 #[test]
@@ -284,14 +342,36 @@ fn governed_idle_parks_far_less_than_always_park_on_short_gaps() {
     bounded(120, "governor_ping_pong", || {
         let park = ping_pong_parks(IdleMode::AlwaysPark);
         let governed = ping_pong_parks(IdleMode::Governed);
-        println!("ping-pong parks: AlwaysPark {park}, Governed {governed}");
+        println!("ping-pong rounds: AlwaysPark {park:?}, Governed {governed:?}");
+        // AlwaysPark's premise: rounds where its worker had a gap to park
+        // in. Its rate over those is what parking on every short gap costs.
         assert!(
-            park >= 1000,
-            "AlwaysPark should park on most of 2000 rounds, parked {park}"
+            park.waited >= PREMISE_ROUNDS / 4,
+            "AlwaysPark: only {} of {} rounds had a short idle gap: the premise did not hold \
+             often enough to compare",
+            park.waited,
+            park.all
         );
+        let always = park.parked as f64 / park.waited as f64;
         assert!(
-            governed * 2 <= park,
-            "Governed parked {governed}, AlwaysPark {park}"
+            always >= 0.5,
+            "AlwaysPark should park on most short rounds with an idle gap: {park:?}"
+        );
+        // Governed, over every short round: spinning through a gap (and
+        // so often leaving none, the reply already there when the task
+        // looks) is what it is for.
+        assert!(
+            governed.short >= PREMISE_ROUNDS / 4,
+            "Governed: only {} of {} rounds were short: the premise did not hold often enough \
+             to compare",
+            governed.short,
+            governed.all
+        );
+        let gov = governed.parked as f64 / governed.short as f64;
+        assert!(
+            gov * 2.0 <= always,
+            "Governed parked on {gov:.2} of its short rounds ({governed:?}), AlwaysPark on \
+             {always:.2} of those with a gap ({park:?})"
         );
     });
 }

@@ -17,10 +17,19 @@
 //! placement before it (which worker) is left out. What is still the
 //! model's own:
 //! - the worker's loop around `Mailbox::wait`;
-//! - the registry's wake-up, a no-op here: the tasks it wakes take the
-//!   schedule path above, and `abort.rs`'s
+//! - the registry's wake-up: a no-op, or the schedule path above for the
+//!   one task pending on a waker (`abort.rs`'s
 //!   `shutdown_wakes_a_task_registering_concurrently` checks it on the
-//!   production registry.
+//!   production registry);
+//! - the blocking pool's wait for its running closures (`BlockingPool::wait`,
+//!   a `std` mutex and condvar outside the loom shim): a join of the
+//!   closure's thread, passed to `final_drain` as its `wait_running` step;
+//! - a task's `JoinHandle`, on which that closure blocks: a loom mutex and
+//!   condvar, set when the task is cancelled.
+//!
+//! `a_blocking_closure_waiting_on_a_task_sees_it_cancelled` checks the
+//! order of `final_drain`: pending tasks are cancelled before the running
+//! blocking closures are waited for.
 //!
 //! Checked in every interleaving: the item is run or dropped exactly once
 //! (a drop-counting item), nothing is left in the inbox or the graveyard
@@ -41,7 +50,7 @@ use hwsched::park::{Mailbox, Wait};
 use hwsched::queue::Local;
 use hwsched::shared::{announce_shutdown, drain_inboxes, final_drain, Graveyard};
 use loom::sync::atomic::AtomicBool;
-use loom::sync::Arc;
+use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Task};
 
@@ -57,7 +66,42 @@ struct Shared {
     /// interleavings): whether the waker's task passed `admit`, so that a
     /// burial after it is the delivery's re-check.
     admitted: std::sync::atomic::AtomicBool,
+    /// What a blocking closure waits on: the pending task's completion (its
+    /// `JoinHandle`), set when that task is cancelled; `None` in the models
+    /// without such a closure.
+    done: Option<Done>,
     cases: std::sync::Arc<Cases>,
+}
+
+/// A task's completion as its `JoinHandle` sees it: a flag and a condvar
+/// (a blocking closure waiting on the handle, or on a channel whose sender
+/// the task holds, blocks on one of these).
+struct Done {
+    finished: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Done {
+    fn new() -> Done {
+        Done {
+            finished: Mutex::new(false),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// The task is gone (here: cancelled): wake whoever waits.
+    fn set(&self) {
+        *self.finished.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+
+    /// Blocks until [`set`](Self::set).
+    fn wait(&self) {
+        let mut finished = self.finished.lock().unwrap();
+        while !*finished {
+            finished = self.cv.wait(finished).unwrap();
+        }
+    }
 }
 
 impl Workers<Task> for Shared {
@@ -85,13 +129,17 @@ impl Workers<Task> for Shared {
         );
         self.graveyard.bury(t, |t| {
             self.cases.hit("reaped by the burier itself");
-            t.cancel();
+            self.cancel(t);
         });
     }
 }
 
 impl Shared {
     fn new(cases: &std::sync::Arc<Cases>) -> Arc<Shared> {
+        Self::with_done(cases, None)
+    }
+
+    fn with_done(cases: &std::sync::Arc<Cases>, done: Option<Done>) -> Arc<Shared> {
         Arc::new(Shared {
             shutdown: AtomicBool::new(false),
             graveyard: Graveyard::new(),
@@ -99,13 +147,28 @@ impl Shared {
             idle: Sleepers::new(1, &[0..1]),
             all: 0..1,
             admitted: std::sync::atomic::AtomicBool::new(false),
+            done,
             cases: cases.clone(),
         })
     }
 
+    /// Drops a task without running it (`drop_task`): its handle resolves
+    /// `Cancelled`, which a waiting closure sees.
+    /// Task 0 is the one a blocking closure waits on, if any.
+    fn cancel(&self, t: Task) {
+        let id = t.id();
+        t.cancel();
+        if let (0, Some(done)) = (id, &self.done) {
+            done.set();
+        }
+    }
+
     /// `Runtime::shutdown` after the workers are joined:
     /// `shared::final_drain`, recording which step dropped what.
-    fn final_drain(&self) {
+    /// `wake_waiting` wakes the tasks pending on a waker (the registry's
+    /// `close_and_wake_all`); `wait_running` waits for the blocking pool's
+    /// running closures (`BlockingPool::wait`).
+    fn final_drain(&self, wake_waiting: impl FnOnce(), wait_running: impl FnOnce()) {
         // Which call of the inbox drain we are at: a graveyard drop after
         // the last one is `Graveyard::close`'s (the loop ends with a drain
         // that found nothing, after a reap that found nothing).
@@ -117,15 +180,16 @@ impl Shared {
                 drains.set(drains.get() + 1);
                 drain_inboxes([&self.mb], |t| {
                     self.cases.hit("dropped by the shutdown's inbox drain");
-                    t.cancel();
+                    self.cancel(t);
                 })
             },
-            || {},
+            wake_waiting,
+            wait_running,
             |t| {
                 let mut v = reaped_at.take();
                 v.push(drains.get());
                 reaped_at.set(v);
-                t.cancel();
+                self.cancel(t);
             },
         );
         for d in reaped_at.take() {
@@ -209,7 +273,7 @@ fn shutdown_races_delivery_and_worker() {
             };
             announce_shutdown(&s.shutdown, [&s.mb.parker]);
             w.join().unwrap();
-            s.final_drain();
+            s.final_drain(|| {}, || {});
             waker.join().unwrap();
             s.assert_empty();
             ledger.assert_each_once();
@@ -241,7 +305,7 @@ fn burial_races_the_final_drain() {
                 // `schedule::schedule` after the flag: `admit` buries it.
                 thread::spawn(move || assert!(handoff::admit(&*s, t).is_none()))
             };
-            s.final_drain();
+            s.final_drain(|| {}, || {});
             burier.join().unwrap();
             s.assert_empty();
             ledger.assert_each_once();
@@ -265,13 +329,56 @@ fn burial_after_the_reaper_finished() {
             let ledger = Ledger::new(1);
             let s = Shared::new(&cases);
             announce_shutdown(&s.shutdown, [&s.mb.parker]);
-            s.final_drain();
+            s.final_drain(|| {}, || {});
             let burier = {
                 let (s, t) = (s.clone(), ledger.task(0));
                 // `schedule::schedule` after the flag: `admit` buries it.
                 thread::spawn(move || assert!(handoff::admit(&*s, t).is_none()))
             };
             burier.join().unwrap();
+            s.assert_empty();
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+#[test]
+fn a_blocking_closure_waiting_on_a_task_sees_it_cancelled() {
+    // A blocking closure (a pool thread) waits on a task that is pending on
+    // a waker (its `JoinHandle`, or a channel whose sender the task holds)
+    // while the runtime shuts down. The shutdown wakes the pending task
+    // (the registry's `close_and_wake_all`: `schedule` buries it) and reaps
+    // it before it waits for the pool (`wait_running` joins the closure's
+    // thread), so the closure sees the task cancelled and returns. Waiting
+    // for the pool first is a deadlock: loom reports it (the closure waits
+    // on the task, the shutdown on the closure).
+    let cases = Cases::new(&[
+        "buried by schedule's early check",
+        "reaped by the shutdown's loop",
+        "the closure saw its task cancelled",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(1);
+            let s = Shared::with_done(&cases, Some(Done::new()));
+            let w = {
+                let s = s.clone();
+                thread::spawn(move || worker(&s))
+            };
+            let closure = {
+                let (s, cases) = (s.clone(), cases.clone());
+                thread::spawn(move || {
+                    s.done.as_ref().unwrap().wait();
+                    cases.hit("the closure saw its task cancelled");
+                })
+            };
+            // Task 0: pending on a waker, until the shutdown wakes it.
+            let pending = ledger.task(0);
+            announce_shutdown(&s.shutdown, [&s.mb.parker]);
+            w.join().unwrap();
+            s.final_drain(|| schedule(&s, pending), || closure.join().unwrap());
             s.assert_empty();
             ledger.assert_each_once();
         }

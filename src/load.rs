@@ -28,12 +28,10 @@
 //! reduced to what a runtime sees (seed 003): `has_spare` when load is below
 //! the group's weight, `fully_busy` at exactly the weight, `overloaded` above.
 
-use std::ops::Range;
-
 use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicU64, Ordering};
-use crate::topology::Topology;
+use crate::topology::{Span, Topology};
 
 /// Running and queued counts of a group, as read from its counter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -217,16 +215,17 @@ impl Publisher {
     }
 }
 
-/// `(end, counter index)` of the spans that start at one worker.
-type SpansFrom = Box<[(usize, usize)]>;
+/// `(span, counter index)` of the spans that start at one worker.
+type SpansFrom = Box<[(Span, usize)]>;
 
 /// Every group counter of a runtime, and each worker's ancestors.
 #[derive(Debug)]
 pub struct LoadMap {
     groups: Box<[GroupLoad]>,
-    /// Per first worker of a span: `(end, counter index)` of each span that
-    /// starts there (at most one per level, plus the worker itself), so a
-    /// lookup is a short scan of one array entry: no hashing.
+    /// Per first worker of a span: `(span, counter index)` of each span
+    /// that starts there (about one per level, plus the worker itself), so
+    /// a lookup is a short scan of one array entry, comparing ranges: no
+    /// hashing.
     by_start: Box<[SpansFrom]>,
     /// Per worker: its own counter first, then each level's, smallest first.
     ancestors: Vec<Vec<usize>>,
@@ -238,33 +237,28 @@ impl LoadMap {
     pub fn new(topology: &Topology) -> Self {
         let spans = topology.all_spans();
         let n = topology.workers();
-        let mut by_start: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n.max(1)];
+        let mut by_start: Vec<Vec<(Span, usize)>> = vec![Vec::new(); n.max(1)];
         for (i, s) in spans.iter().enumerate() {
-            if !by_start[s.start].iter().any(|&(e, _)| e == s.end) {
-                by_start[s.start].push((s.end, i));
+            if !by_start[s.first()].iter().any(|(e, _)| e == s) {
+                by_start[s.first()].push((s.clone(), i));
             }
         }
         let by_start: Box<[SpansFrom]> = by_start.into_iter().map(Vec::into_boxed_slice).collect();
-        let find = |start: usize, end: usize| -> usize {
-            by_start[start]
+        let find = |span: &Span| -> usize {
+            by_start[span.first()]
                 .iter()
-                .find(|&&(e, _)| e == end)
+                .find(|(e, _)| e == span)
                 .map(|&(_, i)| i)
                 .expect("every level span of the topology has a counter")
         };
         let ancestors = (0..n)
             .map(|w| {
-                let mut a = vec![find(w, w + 1)];
-                a.extend(
-                    topology
-                        .levels(w)
-                        .iter()
-                        .map(|l| find(l.span.start, l.span.end)),
-                );
+                let mut a = vec![find(&Span::single(w))];
+                a.extend(topology.levels(w).iter().map(|l| find(&l.span)));
                 a
             })
             .collect();
-        let machine = find(0, n);
+        let machine = find(&Span::range(0..n));
         LoadMap {
             groups: spans.iter().map(|_| GroupLoad::new()).collect(),
             by_start,
@@ -275,17 +269,17 @@ impl LoadMap {
 
     /// The counter of a span of the tree (a level's span, a group, or one
     /// worker). Panics on a span that is not in the tree.
-    pub fn group(&self, span: &Range<usize>) -> &GroupLoad {
-        let i = self.by_start[span.start]
+    pub fn group(&self, span: &Span) -> &GroupLoad {
+        let i = self.by_start[span.first()]
             .iter()
-            .find(|&&(e, _)| e == span.end)
+            .find(|(e, _)| e == span)
             .map(|&(_, i)| i)
             .unwrap_or_else(|| panic!("no load counter for span {span:?}"));
         &self.groups[i]
     }
 
     /// Reads a span's load.
-    pub fn load(&self, span: &Range<usize>) -> Load {
+    pub fn load(&self, span: &Span) -> Load {
         self.group(span).read()
     }
 
@@ -457,8 +451,8 @@ mod tests {
             }
         }
         for span in topo.all_spans() {
-            let r: u32 = span.clone().map(|w| current[w].running).sum();
-            let q: u32 = span.clone().map(|w| current[w].queued).sum();
+            let r: u32 = span.iter().map(|w| current[w].running).sum();
+            let q: u32 = span.iter().map(|w| current[w].queued).sum();
             assert_eq!(
                 map.load(&span),
                 Load {

@@ -667,6 +667,14 @@ impl Sim {
             .map(|l| l.kind.name())
             .collect();
         let mut st = Stats::new(workers, self.stats[self.n].clone(), names);
+        // shared.rs: each worker's names where the chains differ.
+        let topo = &self.cfg.topology;
+        let chains: Vec<Vec<&'static str>> = (0..self.n)
+            .map(|w| topo.levels(w).iter().map(|l| l.kind.name()).collect())
+            .collect();
+        if chains.windows(2).any(|p| p[0] != p[1]) {
+            st.worker_level_names = chains;
+        }
         if self.cfg.tunables.park_cost.is_some() || self.cfg.tunables.idle == IdleMode::Governed {
             st.park_cost = Duration::from_nanos(self.governor_park_cost());
         }

@@ -1086,9 +1086,9 @@ fn numa_distances_make_numa_group_levels() {
         );
         assert_eq!(topo.llc_span(w), pack..pack + 2, "worker {w}");
     }
-    // A 64-node IA64 machine: nodes of 2 packages, distances 10, 15 (4
-    // nodes), 20 (12 nodes around them, not contiguous), 25 (40 nodes) and
-    // 30: the kernel's spans 16, 48 and 160 workers below the machine.
+    // A 64-node IA64 machine: nodes of 2 packages, distances 10, 22 (4
+    // nodes), 26 (12 nodes, not contiguous for every node), 30 (40 nodes)
+    // and 34: the kernel's spans 16, 48 and 160 workers below the machine.
     let big = real("ia64-64numa", None);
     assert_eq!(big.workers(), 256);
     for w in [0, 100, 255] {
@@ -1298,5 +1298,51 @@ fn a_hybrid_runtime_wakes_a_big_core_for_an_outside_spawn() {
                 topo.capacity(w)
             );
         }
+    });
+}
+
+/// A runtime on a machine whose NUMA levels are bitmaps (the Magny-Cours
+/// export: node 0's level of distance 16 is nodes 0, 1, 2, 4 and 6) runs
+/// every task, spread over workers by the walk and the wake searches over
+/// those spans, and its stats name each row by every worker's level.
+#[test]
+fn a_runtime_on_overlapping_numa_levels_runs_every_task() {
+    common::with_timeout(120, "overlapping_numa_runtime", || {
+        let path =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/topologies/magnycours-8numa.xml");
+        let rt = hwsched::Runtime::builder()
+            .topology(TopologySource::Xml(path))
+            .build()
+            .expect("magny-cours runtime");
+        assert_eq!(rt.workers(), 48);
+        let ran: Vec<usize> = rt.block_on(async {
+            let handles: Vec<_> = (0..2000)
+                .map(|i| {
+                    hwsched::spawn(async move {
+                        // Some work, so that idle workers steal.
+                        let mut x = i as u64;
+                        for _ in 0..2000 {
+                            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                        }
+                        let _ = x;
+                        hwsched::worker_index().expect("on a worker")
+                    })
+                })
+                .collect();
+            let mut out = Vec::with_capacity(handles.len());
+            for h in handles {
+                out.push(h.await.expect("task"));
+            }
+            out
+        });
+        assert_eq!(ran.len(), 2000);
+        let distinct: BTreeSet<usize> = ran.iter().copied().collect();
+        assert!(distinct.len() > 1, "every task ran on {distinct:?}");
+        let stats = rt.stats();
+        assert!(
+            stats.row_names().iter().any(|r| r.contains("NUMA group 1")),
+            "{:?}",
+            stats.row_names()
+        );
     });
 }

@@ -56,6 +56,18 @@ fn compare(path: &Path, workers: Option<usize>) -> Vec<String> {
         .collect();
     let kernel = oracle::domains(path, &os);
     let mut out = Vec::new();
+    let numa_type = match kernel.numa_type {
+        oracle::NumaType::Direct => hwsched::NumaTopology::Direct,
+        oracle::NumaType::GluelessMesh => hwsched::NumaTopology::GluelessMesh,
+        oracle::NumaType::Backplane => hwsched::NumaTopology::Backplane,
+    };
+    if topo.numa_topology() != numa_type {
+        out.push(format!(
+            "{name}: NUMA topology {:?}, kernel's {numa_type:?} (distances {:?})",
+            topo.numa_topology(),
+            kernel.distances
+        ));
+    }
     for w in 0..topo.workers() {
         let ours = chain(&topo, w);
         if ours != kernel.chains[w] {

@@ -983,12 +983,13 @@ impl Topology {
         // kernel's PKG level is the node's CPUs) and the NUMA levels come
         // from the matrix alone; without one, hwloc's packages and Groups
         // above the nodes stand for the distances.
+        let mut cut_ids: std::collections::HashMap<(u64, Option<u64>), u64> = Default::default();
         let cut_packages = key_spans(
             &pus.iter()
                 .map(|p| {
                     p.keys[PACKAGE_SLOT].map(|k| {
-                        k.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                            ^ p.keys[NUMA_SLOT].unwrap_or(u64::MAX)
+                        let next = cut_ids.len() as u64;
+                        *cut_ids.entry((k, p.keys[NUMA_SLOT])).or_insert(next)
                     })
                 })
                 .collect::<Vec<_>>(),

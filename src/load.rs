@@ -227,7 +227,10 @@ pub struct LoadMap {
     /// a lookup is a short scan of one array entry, comparing ranges: no
     /// hashing.
     by_start: Box<[SpansFrom]>,
-    /// Per worker: its own counter first, then each level's, smallest first.
+    /// Per worker: the counters of every span holding it, smallest first:
+    /// its own, its levels', and, where the kernel's NUMA spans overlap,
+    /// the other nodes' spans and groups that hold it (a span's counter is
+    /// the sum over all its members, whose chain it is or not).
     ancestors: Vec<Vec<usize>>,
     machine: usize,
 }
@@ -251,13 +254,17 @@ impl LoadMap {
                 .map(|&(_, i)| i)
                 .expect("every level span of the topology has a counter")
         };
-        let ancestors = (0..n)
-            .map(|w| {
-                let mut a = vec![find(&Span::single(w))];
-                a.extend(topology.levels(w).iter().map(|l| find(&l.span)));
-                a
-            })
-            .collect();
+        // Every span of a worker's chain holds it; on a tree those are all
+        // (`all_spans` lists larger spans first: reversed, smallest first).
+        let mut ancestors: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, s) in spans.iter().enumerate().rev() {
+            if find(s) == i {
+                for w in s.iter() {
+                    ancestors[w].push(i);
+                }
+            }
+        }
+        debug_assert!((0..n).all(|w| ancestors[w].first() == Some(&find(&Span::single(w)))));
         let machine = find(&Span::range(0..n));
         LoadMap {
             groups: spans.iter().map(|_| GroupLoad::new()).collect(),
@@ -421,46 +428,63 @@ mod tests {
 
     #[test]
     fn group_counters_equal_the_sum_of_contributions_once_all_have_published() {
-        let topo = Topology::new(
-            &TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()),
-            None,
-        )
-        .unwrap();
-        let map = LoadMap::new(&topo);
-        let mut pubs: Vec<Publisher> = (0..32).map(|_| Publisher::new()).collect();
-        let mut rng = 12345u64;
-        let mut now = 0;
-        let mut current = vec![c(0, 0); 32];
-        for step in 0..20_000u64 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let w = (rng % 32) as usize;
-            current[w] = c((rng >> 8) as u32 % 2, (rng >> 16) as u32 % 300);
-            now += 50_000; // 50 us per step: most updates are held back
-                           // Every 97th step the worker "parks": a forced publish.
-            let force = step % 97 == 0;
-            if let Publish::Now { running, queued } = pubs[w].decide(now, current[w], MS, force) {
-                map.publish(w, running, queued);
+        let xml = |name: &str| {
+            TopologySource::Xml(
+                std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/topologies")
+                    .join(name),
+            )
+        };
+        // A tree, and two machines whose NUMA spans overlap (one of them
+        // with bitmap spans): every span's counter is the sum over all its
+        // members, also those whose chain it is not.
+        for source in [
+            TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()),
+            xml("kunpeng920.xml"),
+            xml("magnycours-8numa.xml"),
+        ] {
+            let topo = Topology::new(&source, None).unwrap();
+            let n = topo.workers();
+            let map = LoadMap::new(&topo);
+            let mut pubs: Vec<Publisher> = (0..n).map(|_| Publisher::new()).collect();
+            let mut rng = 12345u64;
+            let mut now = 0;
+            let mut current = vec![c(0, 0); n];
+            for step in 0..20_000u64 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let w = (rng % n as u64) as usize;
+                current[w] = c((rng >> 8) as u32 % 2, (rng >> 16) as u32 % 300);
+                // 50 us per step: most updates are held back. Every 97th
+                // step the worker "parks": a forced publish.
+                now += 50_000;
+                let force = step % 97 == 0;
+                if let Publish::Now { running, queued } = pubs[w].decide(now, current[w], MS, force)
+                {
+                    map.publish(w, running, queued);
+                }
             }
-        }
-        // Every worker publishes what it holds (as before parking).
-        for w in 0..32 {
-            if let Publish::Now { running, queued } = pubs[w].decide(now, current[w], MS, true) {
-                map.publish(w, running, queued);
+            // Every worker publishes what it holds (as before parking).
+            for w in 0..n {
+                if let Publish::Now { running, queued } = pubs[w].decide(now, current[w], MS, true)
+                {
+                    map.publish(w, running, queued);
+                }
             }
-        }
-        for span in topo.all_spans() {
-            let r: u32 = span.iter().map(|w| current[w].running).sum();
-            let q: u32 = span.iter().map(|w| current[w].queued).sum();
-            assert_eq!(
-                map.load(&span),
-                Load {
-                    running: r,
-                    queued: q
-                },
-                "span {span:?}"
-            );
+            for span in topo.all_spans() {
+                let r: u32 = span.iter().map(|w| current[w].running).sum();
+                let q: u32 = span.iter().map(|w| current[w].queued).sum();
+                assert_eq!(
+                    map.load(&span),
+                    Load {
+                        running: r,
+                        queued: q
+                    },
+                    "{}: span {span}",
+                    topo.description()
+                );
+            }
         }
     }
 

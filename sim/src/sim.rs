@@ -386,15 +386,18 @@ impl Sim {
                 .max()
                 .unwrap_or(Tier::Local)
         };
-        let ancestors: Vec<Vec<(usize, Tier)>> = (0..n)
-            .map(|w| {
-                let mut a = vec![(span_index[&Span::single(w)], Tier::Local)];
-                for l in topo.levels(w) {
-                    a.push((span_index[&l.span], far(w, &l.span)));
+        // load.rs: every span holding the worker (its chain's, and where the
+        // kernel's NUMA spans overlap, other nodes' that hold it).
+        let mut ancestors: Vec<Vec<(usize, Tier)>> = vec![Vec::new(); n];
+        for s in spans.iter().rev() {
+            let i = span_index[s];
+            for w in s.iter() {
+                if !ancestors[w].iter().any(|&(g, _)| g == i) {
+                    let tier = if s.len() == 1 { Tier::Local } else { far(w, s) };
+                    ancestors[w].push((i, tier));
                 }
-                a
-            })
-            .collect();
+            }
+        }
         let machine = span_index[&Span::range(0..n)];
         let mut llc_starts: Vec<usize> = (0..n).map(|w| topo.llc_span(w).start).collect();
         llc_starts.dedup();

@@ -814,7 +814,9 @@ impl Topology {
     /// sibling, the most capable cores first on a hybrid machine (the
     /// kernel's asymmetric packing), spread round-robin over packages,
     /// caches and cores, and the chosen PUs keep hwloc's logical order so
-    /// spans stay contiguous.
+    /// that cores, caches, nodes and packages stay contiguous ranges of
+    /// workers (the kernel's NUMA levels may still be bitmaps: see
+    /// [`Span`](crate::Span)).
     pub fn new(source: &TopologySource, workers: Option<usize>) -> Result<Topology, BuildError> {
         Topology::with_cpus(source, workers, None)
     }

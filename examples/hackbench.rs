@@ -30,7 +30,8 @@ hackbench (perf bench sched messaging, pipe mode) with tasks for processes.
       --workers N         worker threads (default: one per allowed CPU, or
                           every PU of --topology)
       --topology S        hwloc synthetic topology for hwsched, e.g.
-                          \"pack:2 l3:2 core:4 pu:2\"
+                          \"pack:2 l3:2 core:4 pu:2\", or an XML export
+                          (a path ending in .xml)
       --runs N            repeat N times and print the median (1)
   hwsched tunables:
       --sis M             prop | util | full | off (prop)

@@ -67,16 +67,15 @@
 //! words read, are counted in [`Stats`](crate::Stats) (`walk_touched`,
 //! `recheck_words`).
 
-use std::ops::Range;
-
 use crate::load::{GroupClass, Load};
+use crate::topology::Span;
 
 /// Nanoseconds in the decay period of [`LevelCost`] (the kernel's `HZ`).
 pub const DECAY_PERIOD_NS: u64 = 1_000_000_000;
 
 /// The group of a level that a walk steals from: the busiest, by
 /// [`GroupClass::busyness`] of its [`Load`] (overloaded before fully busy),
-/// among `groups` other than the one holding `searched` (the span already
+/// among `groups` other than those holding `searched` (the span already
 /// searched), skipping groups whose load shows nothing queued; groups are
 /// read from `start` (wrapping), and the first of equals wins. `None` when
 /// no other group shows queued work. The kernel's `find_busiest_group()`
@@ -85,29 +84,31 @@ pub const DECAY_PERIOD_NS: u64 = 1_000_000_000;
 ///
 /// ```
 /// use hwsched::policy::{busiest_group, Load};
-/// let groups = [0..4, 4..8, 8..12];
-/// let load = |g: &std::ops::Range<usize>| match g.start {
+/// use hwsched::Span;
+/// let groups = [Span::from(0..4), Span::from(4..8), Span::from(8..12)];
+/// let load = |g: &Span| match g.first() {
 ///     4 => Load { running: 4, queued: 1 },
 ///     8 => Load { running: 4, queued: 6 },
 ///     _ => Load { running: 4, queued: 9 },
 /// };
 /// // Worker 1 searched its own group (0..4, the busiest): the busiest other.
-/// assert_eq!(busiest_group(&groups, &(0..4), 0, load), Some(&(8..12)));
+/// let searched = Span::from(0..4);
+/// assert_eq!(busiest_group(&groups, &searched, 0, load), Some(&groups[2]));
 /// // Nothing queued elsewhere by the counters: none.
-/// let idle = |_: &std::ops::Range<usize>| Load { running: 1, queued: 0 };
-/// assert_eq!(busiest_group(&groups, &(0..4), 0, idle), None);
+/// let idle = |_: &Span| Load { running: 1, queued: 0 };
+/// assert_eq!(busiest_group(&groups, &searched, 0, idle), None);
 /// ```
 #[inline]
 pub fn busiest_group<'a>(
-    groups: &'a [Range<usize>],
-    searched: &Range<usize>,
+    groups: &'a [Span],
+    searched: &Span,
     start: usize,
-    mut load: impl FnMut(&Range<usize>) -> Load,
-) -> Option<&'a Range<usize>> {
-    let mut best: Option<(i64, &Range<usize>)> = None;
+    mut load: impl FnMut(&Span) -> Load,
+) -> Option<&'a Span> {
+    let mut best: Option<(i64, &Span)> = None;
     for i in 0..groups.len() {
         let g = &groups[(start + i) % groups.len()];
-        if g.start <= searched.start && searched.end <= g.end {
+        if searched.is_subset(g) {
             continue;
         }
         let l = load(g);

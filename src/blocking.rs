@@ -518,7 +518,9 @@ pub(crate) fn affinity_masks(topo: &Topology) -> (Vec<Vec<usize>>, Vec<usize>) {
         // clustering it is the LLC level's), the package when one node
         // holds several packages (or hwloc reports a single node).
         let numa = topo.numa_span(w);
-        let package = topo.level(w, LevelKind::Package).map(|l| l.span.clone());
+        let package = topo
+            .level(w, LevelKind::Package)
+            .map(|l| l.span.hull().clone());
         let span = match package {
             Some(p) if numa.len() <= 1 || p.len() < numa.len() => p,
             _ if numa.len() > 1 => numa,
@@ -1116,7 +1118,7 @@ mod tests {
         for (w, &i) in of.iter().enumerate() {
             let span = topo
                 .level(w, LevelKind::Package)
-                .map_or(0..3, |l| l.span.clone());
+                .map_or(0..3, |l| l.span.hull().clone());
             assert_eq!(masks[i], os(&topo, span), "worker {w}");
         }
         // A worker alone in its package has no package level: it gets

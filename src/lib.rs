@@ -108,5 +108,5 @@ pub use join_set::JoinSet;
 pub use runtime::{spawn, spawn_blocking, worker_index, Builder, Runtime};
 pub use stats::{Stats, WorkerStats};
 pub use task::{yield_now, AbortHandle, JoinError, JoinHandle, Panic, YieldNow};
-pub use topology::{Level, LevelKind, Topology, TopologySource};
+pub use topology::{Level, LevelKind, NumaTopology, Span, Topology, TopologySource};
 pub use tunables::{IdleMode, SisMode, StealWalk, Tunables};

@@ -28,12 +28,10 @@
 //! reduced to what a runtime sees (seed 003): `has_spare` when load is below
 //! the group's weight, `fully_busy` at exactly the weight, `overloaded` above.
 
-use std::ops::Range;
-
 use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicU64, Ordering};
-use crate::topology::Topology;
+use crate::topology::{Span, Topology};
 
 /// Running and queued counts of a group, as read from its counter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -217,18 +215,22 @@ impl Publisher {
     }
 }
 
-/// `(end, counter index)` of the spans that start at one worker.
-type SpansFrom = Box<[(usize, usize)]>;
+/// `(span, counter index)` of the spans that start at one worker.
+type SpansFrom = Box<[(Span, usize)]>;
 
 /// Every group counter of a runtime, and each worker's ancestors.
 #[derive(Debug)]
 pub struct LoadMap {
     groups: Box<[GroupLoad]>,
-    /// Per first worker of a span: `(end, counter index)` of each span that
-    /// starts there (at most one per level, plus the worker itself), so a
-    /// lookup is a short scan of one array entry: no hashing.
+    /// Per first worker of a span: `(span, counter index)` of each span
+    /// that starts there (about one per level, plus the worker itself), so
+    /// a lookup is a short scan of one array entry, comparing ranges: no
+    /// hashing.
     by_start: Box<[SpansFrom]>,
-    /// Per worker: its own counter first, then each level's, smallest first.
+    /// Per worker: the counters of every span holding it, smallest first:
+    /// its own, its levels', and, where the kernel's NUMA spans overlap,
+    /// the other nodes' spans and groups that hold it (a span's counter is
+    /// the sum over all its members, whose chain it is or not).
     ancestors: Vec<Vec<usize>>,
     machine: usize,
 }
@@ -238,33 +240,32 @@ impl LoadMap {
     pub fn new(topology: &Topology) -> Self {
         let spans = topology.all_spans();
         let n = topology.workers();
-        let mut by_start: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n.max(1)];
+        let mut by_start: Vec<Vec<(Span, usize)>> = vec![Vec::new(); n.max(1)];
         for (i, s) in spans.iter().enumerate() {
-            if !by_start[s.start].iter().any(|&(e, _)| e == s.end) {
-                by_start[s.start].push((s.end, i));
+            if !by_start[s.first()].iter().any(|(e, _)| e == s) {
+                by_start[s.first()].push((s.clone(), i));
             }
         }
         let by_start: Box<[SpansFrom]> = by_start.into_iter().map(Vec::into_boxed_slice).collect();
-        let find = |start: usize, end: usize| -> usize {
-            by_start[start]
+        let find = |span: &Span| -> usize {
+            by_start[span.first()]
                 .iter()
-                .find(|&&(e, _)| e == end)
+                .find(|(e, _)| e == span)
                 .map(|&(_, i)| i)
                 .expect("every level span of the topology has a counter")
         };
-        let ancestors = (0..n)
-            .map(|w| {
-                let mut a = vec![find(w, w + 1)];
-                a.extend(
-                    topology
-                        .levels(w)
-                        .iter()
-                        .map(|l| find(l.span.start, l.span.end)),
-                );
-                a
-            })
-            .collect();
-        let machine = find(0, n);
+        // Every span of a worker's chain holds it; on a tree those are all
+        // (`all_spans` lists larger spans first: reversed, smallest first).
+        let mut ancestors: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, s) in spans.iter().enumerate().rev() {
+            if find(s) == i {
+                for w in s.iter() {
+                    ancestors[w].push(i);
+                }
+            }
+        }
+        debug_assert!((0..n).all(|w| ancestors[w].first() == Some(&find(&Span::single(w)))));
+        let machine = find(&Span::range(0..n));
         LoadMap {
             groups: spans.iter().map(|_| GroupLoad::new()).collect(),
             by_start,
@@ -275,17 +276,17 @@ impl LoadMap {
 
     /// The counter of a span of the tree (a level's span, a group, or one
     /// worker). Panics on a span that is not in the tree.
-    pub fn group(&self, span: &Range<usize>) -> &GroupLoad {
-        let i = self.by_start[span.start]
+    pub fn group(&self, span: &Span) -> &GroupLoad {
+        let i = self.by_start[span.first()]
             .iter()
-            .find(|&&(e, _)| e == span.end)
+            .find(|(e, _)| e == span)
             .map(|&(_, i)| i)
             .unwrap_or_else(|| panic!("no load counter for span {span:?}"));
         &self.groups[i]
     }
 
     /// Reads a span's load.
-    pub fn load(&self, span: &Range<usize>) -> Load {
+    pub fn load(&self, span: &Span) -> Load {
         self.group(span).read()
     }
 
@@ -427,46 +428,63 @@ mod tests {
 
     #[test]
     fn group_counters_equal_the_sum_of_contributions_once_all_have_published() {
-        let topo = Topology::new(
-            &TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()),
-            None,
-        )
-        .unwrap();
-        let map = LoadMap::new(&topo);
-        let mut pubs: Vec<Publisher> = (0..32).map(|_| Publisher::new()).collect();
-        let mut rng = 12345u64;
-        let mut now = 0;
-        let mut current = vec![c(0, 0); 32];
-        for step in 0..20_000u64 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let w = (rng % 32) as usize;
-            current[w] = c((rng >> 8) as u32 % 2, (rng >> 16) as u32 % 300);
-            now += 50_000; // 50 us per step: most updates are held back
-                           // Every 97th step the worker "parks": a forced publish.
-            let force = step % 97 == 0;
-            if let Publish::Now { running, queued } = pubs[w].decide(now, current[w], MS, force) {
-                map.publish(w, running, queued);
+        let xml = |name: &str| {
+            TopologySource::Xml(
+                std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/topologies")
+                    .join(name),
+            )
+        };
+        // A tree, and two machines whose NUMA spans overlap (one of them
+        // with bitmap spans): every span's counter is the sum over all its
+        // members, also those whose chain it is not.
+        for source in [
+            TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()),
+            xml("kunpeng920.xml"),
+            xml("magnycours-8numa.xml"),
+        ] {
+            let topo = Topology::new(&source, None).unwrap();
+            let n = topo.workers();
+            let map = LoadMap::new(&topo);
+            let mut pubs: Vec<Publisher> = (0..n).map(|_| Publisher::new()).collect();
+            let mut rng = 12345u64;
+            let mut now = 0;
+            let mut current = vec![c(0, 0); n];
+            for step in 0..20_000u64 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let w = (rng % n as u64) as usize;
+                current[w] = c((rng >> 8) as u32 % 2, (rng >> 16) as u32 % 300);
+                // 50 us per step: most updates are held back. Every 97th
+                // step the worker "parks": a forced publish.
+                now += 50_000;
+                let force = step % 97 == 0;
+                if let Publish::Now { running, queued } = pubs[w].decide(now, current[w], MS, force)
+                {
+                    map.publish(w, running, queued);
+                }
             }
-        }
-        // Every worker publishes what it holds (as before parking).
-        for w in 0..32 {
-            if let Publish::Now { running, queued } = pubs[w].decide(now, current[w], MS, true) {
-                map.publish(w, running, queued);
+            // Every worker publishes what it holds (as before parking).
+            for w in 0..n {
+                if let Publish::Now { running, queued } = pubs[w].decide(now, current[w], MS, true)
+                {
+                    map.publish(w, running, queued);
+                }
             }
-        }
-        for span in topo.all_spans() {
-            let r: u32 = span.clone().map(|w| current[w].running).sum();
-            let q: u32 = span.clone().map(|w| current[w].queued).sum();
-            assert_eq!(
-                map.load(&span),
-                Load {
-                    running: r,
-                    queued: q
-                },
-                "span {span:?}"
-            );
+            for span in topo.all_spans() {
+                let r: u32 = span.iter().map(|w| current[w].running).sum();
+                let q: u32 = span.iter().map(|w| current[w].queued).sum();
+                assert_eq!(
+                    map.load(&span),
+                    Load {
+                        running: r,
+                        queued: q
+                    },
+                    "{}: span {span}",
+                    topo.description()
+                );
+            }
         }
     }
 

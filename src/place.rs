@@ -18,15 +18,13 @@
 //! counter read digit by digit down the tree (mixed radix), so consecutive
 //! spawns go to different packages, then different caches, then cores.
 
-use std::ops::Range;
-
 use crate::load::Load;
-use crate::topology::Topology;
+use crate::topology::{Span, Topology};
 
 /// What placement reads: group loads and idle flags.
 pub trait PlacementView {
     /// The (possibly stale) load of a span.
-    fn load(&self, span: &Range<usize>) -> Load;
+    fn load(&self, span: &Span) -> Load;
     /// Claims worker `w` if it is idle (marks it not idle). Returns whether
     /// it was idle and is now claimed.
     fn claim_idle(&self, w: usize) -> bool;
@@ -136,7 +134,7 @@ pub fn place_external(topo: &Topology, view: &impl ExternalView, rr: usize) -> E
 /// The children of a span: a level's groups, or single workers.
 #[derive(Clone, Copy)]
 enum Kids<'a> {
-    Groups(&'a [Range<usize>]),
+    Groups(&'a [Span]),
     /// Single workers from this one (a span no level covers).
     Leaves(usize),
 }
@@ -144,23 +142,25 @@ enum Kids<'a> {
 /// Chooses a worker for an external spawn; `rr` is a round-robin ticket.
 /// Returns the worker and whether it was an idle one.
 pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) -> (usize, bool) {
-    let mut span = topo.root_span();
+    let mut span = Span::range(topo.root_span());
     let mut rr = rr;
     loop {
         let children = match topo.children(&span) {
             Some(c) => Kids::Groups(c),
-            None if span.len() <= 1 => return (span.start, false),
-            None => Kids::Leaves(span.start),
+            None if span.len() <= 1 => return (span.first(), false),
+            None => Kids::Leaves(span.first()),
         };
         let k = match children {
             Kids::Groups(c) => c.len(),
             Kids::Leaves(_) => span.len(),
         };
-        // No allocation: the i-th child is read in place.
-        let children = |i: usize| -> Range<usize> {
+        // No allocation: the i-th child is read in place (a range is
+        // copied; a bitmap span, only on the kernel's overlapping NUMA
+        // levels, shares its words).
+        let children = |i: usize| -> Span {
             match children {
                 Kids::Groups(c) => c[i].clone(),
-                Kids::Leaves(s) => s + i..s + i + 1,
+                Kids::Leaves(s) => Span::single(s + i),
             }
         };
         let rot = rr % k;
@@ -173,7 +173,7 @@ pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) 
             // reaches without a futex wake), else the least loaded.
             for parked in [false, true] {
                 for i in order.clone() {
-                    let w = children(i).start;
+                    let w = children(i).first();
                     if view.is_parked(w) == parked && view.claim_idle(w) {
                         return (w, true);
                     }
@@ -183,10 +183,10 @@ pub fn find_idlest_group(topo: &Topology, view: &impl PlacementView, rr: usize) 
             // worker stuck in a long poll cannot publish.
             let best = order
                 .min_by_key(|&i| {
-                    view.load(&children(i)).total() + view.backlog(children(i).start) as u64
+                    view.load(&children(i)).total() + view.backlog(children(i).first()) as u64
                 })
                 .unwrap_or(0);
-            return (children(best).start, false);
+            return (children(best).first(), false);
         }
         // Most spare workers first; then lowest load per worker; then the
         // round-robin order (min_by_key keeps the first of equals).
@@ -220,8 +220,8 @@ mod tests {
     }
 
     impl PlacementView for Scripted {
-        fn load(&self, span: &Range<usize>) -> Load {
-            span.clone().fold(Load::default(), |a, w| Load {
+        fn load(&self, span: &Span) -> Load {
+            span.iter().fold(Load::default(), |a, w| Load {
                 running: a.running + self.load[w].running,
                 queued: a.queued + self.load[w].queued,
             })
@@ -346,7 +346,7 @@ mod tests {
     }
 
     impl PlacementView for Protocol {
-        fn load(&self, span: &Range<usize>) -> Load {
+        fn load(&self, span: &Span) -> Load {
             self.base.load(span)
         }
         fn claim_idle(&self, w: usize) -> bool {

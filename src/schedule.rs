@@ -210,7 +210,7 @@ fn scan_depth(shared: &Shared, target: usize, avg_idle_ns: u64, avg_scan_cost_ns
         llc.len(),
         avg_idle_ns,
         avg_scan_cost_ns,
-        || shared.load.load(&llc).running,
+        || shared.load.load(&llc.clone().into()).running,
     )
 }
 
@@ -270,7 +270,7 @@ fn place(
 pub(crate) struct RuntimeView<'a>(pub(crate) &'a Shared);
 
 impl PlacementView for RuntimeView<'_> {
-    fn load(&self, span: &Range<usize>) -> Load {
+    fn load(&self, span: &crate::topology::Span) -> Load {
         self.0.load.load(span)
     }
     fn claim_idle(&self, w: usize) -> bool {

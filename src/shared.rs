@@ -157,6 +157,22 @@ impl Shared {
                 .iter()
                 .map(|l| l.kind.name())
                 .collect(),
+            worker_level_names: {
+                let names: Vec<Vec<&'static str>> = (0..self.topology.workers())
+                    .map(|w| {
+                        self.topology
+                            .levels(w)
+                            .iter()
+                            .map(|l| l.kind.name())
+                            .collect()
+                    })
+                    .collect();
+                if names.windows(2).all(|p| p[0] == p[1]) {
+                    Vec::new()
+                } else {
+                    names
+                }
+            },
             park_cost: Duration::from_nanos(self.park_cost_ns.load(Ordering::Relaxed)),
             spawned,
             retired,

@@ -22,8 +22,10 @@ use std::ops::Range;
 use crate::topology::{Level, Topology};
 
 /// The spans around a worker, nearest first: the spans of its `levels`
-/// (smallest first, as [`Topology::levels`] gives them), then `all` (every
-/// worker). Where a search for a worker or a queue near it looks.
+/// (smallest first, as [`Topology::levels`] gives them), each as its runs
+/// of contiguous workers (one range, except on the kernel's overlapping
+/// NUMA levels: see [`Span`](crate::Span)), then `all` (every worker).
+/// Where a search for a worker or a queue near it looks.
 ///
 /// ```
 /// use hwsched::{Topology, TopologySource};
@@ -39,7 +41,10 @@ pub fn near_spans<'a>(
     levels: &'a [Level],
     all: &'a Range<usize>,
 ) -> impl Iterator<Item = &'a Range<usize>> + Clone {
-    levels.iter().map(|l| &l.span).chain(std::iter::once(all))
+    levels
+        .iter()
+        .flat_map(|l| l.span.runs())
+        .chain(std::iter::once(all))
 }
 
 /// Where a parked worker is woken to search near a worker: `capable` (the
@@ -95,7 +100,11 @@ mod tests {
         let t = topo("pack:2 l3:1 core:2 pu:2");
         let all = 0..t.workers();
         let order: Vec<_> = near_spans(t.levels(3), &all).cloned().collect();
-        let mut expect: Vec<_> = t.levels(3).iter().map(|l| l.span.clone()).collect();
+        let mut expect: Vec<_> = t
+            .levels(3)
+            .iter()
+            .map(|l| l.span.as_range().expect("a range").clone())
+            .collect();
         expect.push(all.clone());
         assert_eq!(order, expect);
         assert!(order.windows(2).all(|p| p[0].len() <= p[1].len()));

@@ -14,8 +14,11 @@ use std::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
 
-/// Most levels a worker can have (SMT, LLC, NUMA, package, machine).
-pub const MAX_LEVELS: usize = 5;
+/// How many levels the per-level counters hold (SMT, cluster, LLC, the
+/// node, the kernel's NUMA levels, the machine): a worker with more (a
+/// machine with many distinct NUMA distances) counts its levels past the
+/// last slot in the last one.
+pub const MAX_LEVELS: usize = 8;
 
 macro_rules! counters {
     ($(#[$m:meta])* $name:ident, $snap:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }
@@ -223,6 +226,13 @@ pub struct Stats {
     pub external: WorkerStats,
     /// Level names of worker 0, smallest first (for the per-level columns).
     pub level_names: Vec<&'static str>,
+    /// Level names of each worker, smallest first, where workers' chains
+    /// differ (a hybrid machine: SMT on the big cores, clusters on the
+    /// little ones; the kernel's NUMA levels, one per distance that adds
+    /// workers to that node's span); empty when every worker's are
+    /// `level_names`. The per-level table names row `i` by every name found
+    /// at position `i` (`SMT/cluster`).
+    pub worker_level_names: Vec<Vec<&'static str>>,
     /// The park/unpark cost the idle governor uses (measured at start-up
     /// under [`IdleMode::Governed`](crate::IdleMode::Governed), or
     /// `Tunables::park_cost`); zero when neither applies.
@@ -296,6 +306,7 @@ impl Stats {
             workers,
             external,
             level_names,
+            worker_level_names: Vec::new(),
             park_cost: Duration::ZERO,
             spawned,
             retired,
@@ -310,6 +321,42 @@ impl Stats {
             io_registered: 0,
             io_rehomed: 0,
         }
+    }
+
+    /// The per-level table's row names: at each position, the distinct
+    /// names of the workers' levels there, in worker order, joined by `/`;
+    /// one row per counter slot at most (the last names every level past
+    /// it).
+    pub fn row_names(&self) -> Vec<String> {
+        let chains: Vec<&[&'static str]> = if self.worker_level_names.is_empty() {
+            vec![&self.level_names]
+        } else {
+            self.worker_level_names.iter().map(Vec::as_slice).collect()
+        };
+        let rows = chains
+            .iter()
+            .map(|c| c.len())
+            .max()
+            .unwrap_or(0)
+            .min(MAX_LEVELS);
+        (0..rows)
+            .map(|i| {
+                let mut names: Vec<&str> = Vec::new();
+                for c in &chains {
+                    let here = if i + 1 == MAX_LEVELS {
+                        &c[i.min(c.len())..]
+                    } else {
+                        c.get(i..=i).unwrap_or(&[])
+                    };
+                    for n in here {
+                        if !names.contains(n) {
+                            names.push(n);
+                        }
+                    }
+                }
+                names.join("/")
+            })
+            .collect()
     }
 
     /// Sum over workers and external threads.
@@ -449,7 +496,7 @@ impl fmt::Display for Stats {
             "{:>8} {:>9} {:>9} {:>9} {:>9} {:>12}",
             "level", "tried", "cut", "success", "moved", "max_cost w0"
         )?;
-        for (i, name) in self.level_names.iter().enumerate() {
+        for (i, name) in self.row_names().iter().enumerate() {
             let mc = self.workers.first().map(|w| w.max_cost_ns[i]).unwrap_or(0);
             writeln!(
                 f,
@@ -525,5 +572,42 @@ impl fmt::Display for Stats {
             t.spin_gave_up,
             t.spin_ns as f64 / 1e6
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_name_every_workers_level() {
+        let w = WorkerStats::default;
+        let mut s = Stats::new(vec![w(), w(), w()], w(), vec!["SMT", "machine"]);
+        // One chain: worker 0's names.
+        assert_eq!(s.row_names(), ["SMT", "machine"]);
+        // A hybrid: SMT on the big cores, a cluster on the little ones.
+        s.worker_level_names = vec![
+            vec!["SMT", "machine"],
+            vec!["SMT", "machine"],
+            vec!["cluster", "machine"],
+        ];
+        assert_eq!(s.row_names(), ["SMT/cluster", "machine"]);
+        let text = s.to_string();
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with("SMT/cluster")),
+            "{text}"
+        );
+        // Chains of different lengths; past the last slot, one row.
+        s.worker_level_names = vec![
+            vec!["LLC", "NUMA group 1", "machine"],
+            vec!["LLC", "machine"],
+            (0..MAX_LEVELS + 2).map(|_| "NUMA group").collect(),
+        ];
+        let rows = s.row_names();
+        assert_eq!(rows.len(), MAX_LEVELS);
+        assert_eq!(rows[0], "LLC/NUMA group");
+        assert_eq!(rows[1], "NUMA group 1/machine/NUMA group");
+        assert_eq!(rows[2], "machine/NUMA group");
     }
 }

@@ -482,7 +482,7 @@ struct ExternalRuntimeView<'a>(&'a Shared);
 
 impl crate::place::PlacementView for ExternalRuntimeView<'_> {
     #[inline]
-    fn load(&self, span: &std::ops::Range<usize>) -> crate::load::Load {
+    fn load(&self, span: &crate::topology::Span) -> crate::load::Load {
         crate::schedule::RuntimeView(self.0).load(span)
     }
     #[inline]
@@ -805,7 +805,7 @@ fn steal_from_level(
     shared: &Shared,
     core: &mut Core,
     level: usize,
-    searched: &std::ops::Range<usize>,
+    searched: &crate::topology::Span,
 ) -> Option<(Runnable, usize)> {
     let lvl = &shared.topology.levels(core.index)[level];
     let st = &shared.workers[core.index].stats;
@@ -821,26 +821,39 @@ fn steal_from_level(
         best = lvl
             .groups
             .iter()
-            .filter(|g| !(g.start <= searched.start && searched.end <= g.end))
+            .filter(|g| !searched.is_subset(g))
             .find(|g| {
-                let (any, n) = shared
-                    .idle
-                    .queued
-                    .any(g, Ordering::Relaxed, Some(core.index));
-                words += n as u64;
-                any
+                g.runs().iter().any(|run| {
+                    let (any, n) = shared
+                        .idle
+                        .queued
+                        .any(run, Ordering::Relaxed, Some(core.index));
+                    words += n as u64;
+                    any
+                })
             });
         WorkerCounters::bump(&st.recheck_words, words);
     }
     let group = best?;
     // Within the group, only members of the `queued` set (a word per 64
-    // workers), from a random start: the summary before the members.
-    let group = group.clone();
-    let off = group.start + core.rand(group.len());
+    // workers), from a random member on (wrapping): the summary before the
+    // members. A group is one run of workers except on the kernel's
+    // overlapping NUMA levels.
+    let runs = group.runs();
+    let (mut k, mut off) = (0, core.rand(group.len()));
+    while off >= runs[k].len() {
+        off -= runs[k].len();
+        k += 1;
+    }
+    let off = runs[k].start + off;
     let me = core.index;
     let mut touched = 0u64;
     let mut found = None;
-    for part in [off..group.end, group.start..off] {
+    let parts = std::iter::once(off..runs[k].end)
+        .chain(runs[k + 1..].iter().cloned())
+        .chain(runs[..k].iter().cloned())
+        .chain(std::iter::once(runs[k].start..off));
+    for part in parts {
         let (_, words) = shared.idle.find_queued(&part, me, |v| {
             touched += 1;
             found = steal_from(shared, core, v);
@@ -912,7 +925,7 @@ fn walk(
         }
     }
     let me = core.index;
-    let mut searched = me..me + 1;
+    let mut searched = crate::topology::Span::single(me);
     let mut balance = std::mem::replace(&mut core.balance, BalanceState::new(0, 1));
     let out = balance.walk_with(
         bounded,
@@ -925,18 +938,25 @@ fn walk(
     );
     core.balance = balance;
     for &i in &out.tried {
-        WorkerCounters::bump(&st.walk_tried[i], 1);
+        WorkerCounters::bump(&st.walk_tried[stat_slot(i)], 1);
     }
     if let Some(i) = out.cut_at {
-        WorkerCounters::bump(&st.walk_cut[i], 1);
+        WorkerCounters::bump(&st.walk_cut[stat_slot(i)], 1);
     }
     for (i, l) in core.balance.levels.iter().enumerate().take(MAX_LEVELS) {
         WorkerCounters::set(&st.max_cost_ns[i], l.max_ns);
     }
     let (level, (r, moved)) = out.found?;
-    WorkerCounters::bump(&st.walk_success[level], 1);
-    WorkerCounters::bump(&st.walk_moved[level], moved as u64);
+    WorkerCounters::bump(&st.walk_success[stat_slot(level)], 1);
+    WorkerCounters::bump(&st.walk_moved[stat_slot(level)], moved as u64);
     Some(r)
+}
+
+/// The per-level counter slot of level `i`: levels past [`MAX_LEVELS`]
+/// (a machine with more NUMA distances than that) count in the last slot.
+#[inline]
+fn stat_slot(i: usize) -> usize {
+    i.min(MAX_LEVELS - 1)
 }
 
 /// Marks the worker idle and sets its LLC's idle-core hint when its whole

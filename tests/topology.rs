@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 
 use hwsched::topology::{export_xml, pin_current_thread};
-use hwsched::{BuildError, LevelKind, Topology, TopologySource};
+use hwsched::{BuildError, LevelKind, Span, Topology, TopologySource};
 
 mod common;
 
@@ -35,6 +35,18 @@ impl Drop for TempFile {
     }
 }
 
+/// A span that must be a range.
+fn range(s: &Span) -> Range<usize> {
+    s.as_range()
+        .cloned()
+        .unwrap_or_else(|| panic!("{s} is not a range"))
+}
+
+/// Spans that must be ranges.
+fn ranges(g: &[Span]) -> Vec<Range<usize>> {
+    g.iter().map(range).collect()
+}
+
 fn kinds(topo: &Topology, w: usize) -> Vec<LevelKind> {
     topo.levels(w).iter().map(|l| l.kind).collect()
 }
@@ -46,60 +58,88 @@ fn check_invariants(topo: &Topology, what: &str) {
     assert_eq!(topo.root_span(), 0..n, "{what}: root span");
     for w in 0..n {
         let levels = topo.levels(w);
-        let mut prev: Range<usize> = w..w + 1;
+        let mut prev = Span::single(w);
         let mut seen_kinds: Vec<LevelKind> = Vec::new();
         for (i, l) in levels.iter().enumerate() {
-            let ctx = format!("{what}: worker {w} level {i} ({} {:?})", l.kind, l.span);
+            let ctx = format!("{what}: worker {w} level {i} ({} {})", l.kind, l.span);
             // Strictly increasing spans, each containing the previous one.
             assert!(
-                l.span.start <= prev.start && prev.end <= l.span.end,
-                "{ctx}: does not contain the previous span {prev:?}"
+                prev.is_subset(&l.span),
+                "{ctx}: does not contain the previous span {prev}"
             );
             assert!(
                 l.span.len() > prev.len(),
-                "{ctx}: not strictly larger than {prev:?}"
+                "{ctx}: not strictly larger than {prev}"
             );
-            assert!(l.span.end <= n, "{ctx}: past the last worker");
-            assert!(l.span.contains(&w), "{ctx}: does not contain the worker");
+            assert!(l.span.hull().end <= n, "{ctx}: past the last worker");
+            assert!(l.span.contains(w), "{ctx}: does not contain the worker");
             assert_eq!(l.weight(), l.span.len(), "{ctx}: weight");
+            assert_eq!(l.span.len(), l.span.iter().count(), "{ctx}: members");
+            // Only the kernel's NUMA levels (by distance) may be bitmaps.
+            assert!(
+                l.span.is_contiguous() || matches!(l.kind, LevelKind::NumaGroup(_)),
+                "{ctx}: not contiguous"
+            );
             // One level per kind (a NUMA node may hold several packages, so
             // kinds need not follow `LevelKind`'s order).
             assert!(!seen_kinds.contains(&l.kind), "{ctx}: kind repeated");
             seen_kinds.push(l.kind);
-            // Groups partition the span: contiguous, ordered, >= 2.
+            // Groups cover the span: at least 2, inside it, the worker's own
+            // group its previous level (or itself).
             assert!(
                 l.groups.len() >= 2,
                 "{ctx}: fewer than 2 groups: {:?}",
                 l.groups
             );
-            let mut at = l.span.start;
+            let mut covered = Vec::new();
             for g in &l.groups {
                 assert!(!g.is_empty(), "{ctx}: empty group in {:?}", l.groups);
-                assert_eq!(g.start, at, "{ctx}: groups {:?} not contiguous", l.groups);
-                at = g.end;
+                assert!(g.is_subset(&l.span), "{ctx}: group {g} outside it");
+                assert!(g.len() < l.span.len(), "{ctx}: group {g} is the span");
+                covered.extend(g.iter());
             }
+            covered.sort_unstable();
+            covered.dedup();
             assert_eq!(
-                at, l.span.end,
+                covered,
+                l.span.iter().collect::<Vec<_>>(),
                 "{ctx}: groups {:?} do not cover it",
                 l.groups
             );
-            // The worker's own group is its previous level (or itself).
-            assert_eq!(
-                l.group_of(w),
-                Some(&prev),
-                "{ctx}: the worker's group is not its previous span"
+            assert!(
+                l.groups.contains(&prev),
+                "{ctx}: the worker's previous span {prev} is not a group"
             );
-            // Every member sees the same level (the tree is coherent).
-            for x in l.span.clone() {
-                let same = topo.levels(x).iter().find(|m| m.span == l.span);
-                assert_eq!(same, Some(l), "{ctx}: worker {x} disagrees");
+            let overlapping = l.groups.iter().map(Span::len).sum::<usize>() > l.span.len();
+            if !overlapping {
+                // A partition, in worker order.
+                assert!(
+                    l.groups.windows(2).all(|p| p[0].hull().end <= p[1].first()),
+                    "{ctx}: groups {:?} out of order",
+                    l.groups
+                );
+                assert_eq!(l.group_of(w), Some(&prev), "{ctx}: own group");
             }
-            // Every group of more than one worker is a level of its members.
+            // Every member sees the same level (the tree is coherent), except
+            // on the kernel's NUMA levels, whose spans differ by node; above
+            // them, the groups are the members' own overlapping spans.
+            if !matches!(l.kind, LevelKind::NumaGroup(_)) {
+                for x in l.span.iter() {
+                    let same = topo.levels(x).iter().find(|m| m.span == l.span);
+                    assert!(
+                        same.is_some_and(
+                            |m| m.kind == l.kind && (overlapping || m.groups == l.groups)
+                        ),
+                        "{ctx}: worker {x} disagrees"
+                    );
+                }
+            }
+            // Every group of more than one worker is a level of a member.
             for g in &l.groups {
                 if g.len() > 1 {
                     assert!(
-                        topo.children(g).map_or(0, <[Range<usize>]>::len) >= 2,
-                        "{ctx}: group {g:?} is not a node of the tree"
+                        topo.children(g).map_or(0, <[Span]>::len) >= 2,
+                        "{ctx}: group {g} is not a node of the tree"
                     );
                 }
             }
@@ -129,7 +169,11 @@ fn check_invariants(topo: &Topology, what: &str) {
             "{what}: worker {w}: LLC {llc:?} crosses its NUMA node {node:?}"
         );
         if let Some(numa) = topo.level(w, LevelKind::Numa) {
-            assert_eq!(numa.span, node, "{what}: worker {w}: NUMA level");
+            assert!(
+                Span::from(node.clone()).is_subset(&numa.span),
+                "{what}: worker {w}: NUMA level {} without its node {node:?}",
+                numa.span
+            );
         }
         // Cache and cluster levels come below NUMA and package levels.
         let position = |k: LevelKind| levels.iter().position(|l| l.kind == k);
@@ -146,15 +190,33 @@ fn check_invariants(topo: &Topology, what: &str) {
             "{what}: worker {w}: capacity {cap}"
         );
     }
-    // all_spans: parents before children, every worker once as a leaf.
+    // all_spans: larger before smaller, every worker once as a leaf, every
+    // level's span and group among them.
     let spans = topo.all_spans();
-    assert_eq!(spans.first(), Some(&(0..n)), "{what}: all_spans root");
+    assert_eq!(
+        spans.first(),
+        Some(&Span::range(0..n)),
+        "{what}: all_spans root"
+    );
+    assert!(
+        spans.windows(2).all(|p| p[0].len() >= p[1].len()),
+        "{what}: order"
+    );
     let leaves: Vec<usize> = spans
         .iter()
         .filter(|s| s.len() == 1)
-        .map(|s| s.start)
+        .map(Span::first)
         .collect();
     assert_eq!(leaves, (0..n).collect::<Vec<_>>(), "{what}: leaves");
+    for w in 0..n {
+        for l in topo.levels(w) {
+            assert!(spans.contains(&l.span), "{what}: {} missing", l.span);
+            assert!(
+                l.groups.iter().all(|g| spans.contains(g)),
+                "{what}: a group missing"
+            );
+        }
+    }
     // Distinct PUs, in hwloc logical order.
     let logical: Vec<usize> = (0..n).map(|w| topo.place(w).logical_index).collect();
     assert!(
@@ -186,42 +248,45 @@ fn big_shape_has_32_workers_and_exact_levels() {
     let l0 = topo.levels(0);
     assert_eq!(l0[0].kind, LevelKind::Smt);
     assert_eq!(l0[0].span, 0..2);
-    assert_eq!(l0[0].groups, vec![0..1, 1..2]);
+    assert_eq!(ranges(&l0[0].groups), vec![0..1, 1..2]);
     assert_eq!(l0[1].kind, LevelKind::Llc);
     assert_eq!(l0[1].span, 0..8);
-    assert_eq!(l0[1].groups, vec![0..2, 2..4, 4..6, 6..8]);
+    assert_eq!(ranges(&l0[1].groups), vec![0..2, 2..4, 4..6, 6..8]);
     assert!(l0[1].shares_cache, "the L3 level shares a cache");
     assert_eq!(l0[2].kind, LevelKind::Package);
     assert_eq!(l0[2].span, 0..16);
-    assert_eq!(l0[2].groups, vec![0..8, 8..16]);
+    assert_eq!(ranges(&l0[2].groups), vec![0..8, 8..16]);
     assert_eq!(l0[3].kind, LevelKind::Machine);
     assert_eq!(l0[3].span, 0..32);
-    assert_eq!(l0[3].groups, vec![0..16, 16..32]);
+    assert_eq!(ranges(&l0[3].groups), vec![0..16, 16..32]);
 
     let l13 = topo.levels(13);
     assert_eq!(l13[0].kind, LevelKind::Smt);
     assert_eq!(l13[0].span, 12..14);
-    assert_eq!(l13[0].groups, vec![12..13, 13..14]);
+    assert_eq!(ranges(&l13[0].groups), vec![12..13, 13..14]);
     assert_eq!(l13[1].kind, LevelKind::Llc);
     assert_eq!(l13[1].span, 8..16);
-    assert_eq!(l13[1].groups, vec![8..10, 10..12, 12..14, 14..16]);
+    assert_eq!(ranges(&l13[1].groups), vec![8..10, 10..12, 12..14, 14..16]);
     assert_eq!(l13[2].kind, LevelKind::Package);
     assert_eq!(l13[2].span, 0..16);
-    assert_eq!(l13[2].groups, vec![0..8, 8..16]);
+    assert_eq!(ranges(&l13[2].groups), vec![0..8, 8..16]);
     assert_eq!(l13[3].kind, LevelKind::Machine);
     assert_eq!(l13[3].span, 0..32);
-    assert_eq!(l13[3].groups, vec![0..16, 16..32]);
+    assert_eq!(ranges(&l13[3].groups), vec![0..16, 16..32]);
 
     // The accessors agree with the levels.
     assert_eq!(
-        topo.level(13, LevelKind::Llc).map(|l| l.span.clone()),
+        topo.level(13, LevelKind::Llc).map(|l| range(&l.span)),
         Some(8..16)
     );
     assert_eq!(topo.level(13, LevelKind::Numa), None);
     assert_eq!(topo.core_span(13), 12..14);
     assert_eq!(topo.llc_span(13), 8..16);
-    assert_eq!(topo.children(&(0..32)), Some(&[0..16, 16..32][..]));
-    assert_eq!(topo.children(&(13..14)), None);
+    assert_eq!(
+        topo.children(&(0..32).into()).map(ranges),
+        Some(vec![0..16, 16..32])
+    );
+    assert_eq!(topo.children(&(13..14).into()), None);
 
     // A synthetic topology numbers PUs 0..32 in order.
     for w in 0..32 {
@@ -240,7 +305,7 @@ fn numa_shape_gains_a_numa_level() {
         .level(0, LevelKind::Numa)
         .unwrap_or_else(|| panic!("{desc}: no NUMA level: {:?}", topo.levels(0)));
     assert_eq!(numa.span, 0..4);
-    assert_eq!(numa.groups, vec![0..2, 2..4]);
+    assert_eq!(ranges(&numa.groups), vec![0..2, 2..4]);
     assert_eq!(
         kinds(&topo, 0),
         [
@@ -250,10 +315,10 @@ fn numa_shape_gains_a_numa_level() {
             LevelKind::Machine
         ]
     );
-    let numa5 = topo.level(5, LevelKind::Numa).map(|l| l.span.clone());
+    let numa5 = topo.level(5, LevelKind::Numa).map(|l| range(&l.span));
     assert_eq!(numa5, Some(4..8));
     assert_eq!(
-        topo.level(5, LevelKind::Package).map(|l| l.span.clone()),
+        topo.level(5, LevelKind::Package).map(|l| range(&l.span)),
         Some(0..8)
     );
     check_invariants(&topo, desc);
@@ -268,9 +333,9 @@ fn shape_without_smt_has_no_smt_level() {
         assert_eq!(topo.level(w, LevelKind::Smt), None, "worker {w}");
         assert_eq!(topo.core_span(w), w..w + 1);
         assert!(!topo.levels(w).is_empty(), "two cores still form a level");
-        assert_eq!(topo.levels(w).last().map(|l| l.span.clone()), Some(0..2));
+        assert_eq!(topo.levels(w).last().map(|l| range(&l.span)), Some(0..2));
         assert_eq!(
-            topo.levels(w).last().map(|l| l.groups.clone()),
+            topo.levels(w).last().map(|l| ranges(&l.groups)),
             Some(vec![0..1, 1..2])
         );
     }
@@ -327,15 +392,15 @@ fn four_of_32_take_one_pu_per_core_over_both_packages() {
         assert_eq!(topo.level(w, LevelKind::Smt), None, "worker {w}");
     }
     assert_eq!(
-        topo.level(0, LevelKind::Package).map(|l| l.span.clone()),
+        topo.level(0, LevelKind::Package).map(|l| range(&l.span)),
         Some(0..2)
     );
     assert_eq!(
-        topo.level(3, LevelKind::Package).map(|l| l.span.clone()),
+        topo.level(3, LevelKind::Package).map(|l| range(&l.span)),
         Some(2..4)
     );
     assert_eq!(
-        topo.level(0, LevelKind::Machine).map(|l| l.groups.clone()),
+        topo.level(0, LevelKind::Machine).map(|l| ranges(&l.groups)),
         Some(vec![0..2, 2..4])
     );
     check_invariants(&topo, "4 of 32");
@@ -353,11 +418,11 @@ fn sixteen_of_32_take_exactly_one_pu_per_core() {
     }
     // The cache and package structure survives: LLC 0..4, package 0..8.
     assert_eq!(
-        topo.level(0, LevelKind::Llc).map(|l| l.span.clone()),
+        topo.level(0, LevelKind::Llc).map(|l| range(&l.span)),
         Some(0..4)
     );
     assert_eq!(
-        topo.level(0, LevelKind::Package).map(|l| l.span.clone()),
+        topo.level(0, LevelKind::Package).map(|l| range(&l.span)),
         Some(0..8)
     );
     check_invariants(&topo, "16 of 32");
@@ -624,10 +689,10 @@ fn cpu_list_restricts_the_workers() {
     // CPUs 0 and 1 are SMT siblings; as they are also the whole package
     // here, the equal spans merge into one level (its kind is not checked).
     assert_eq!(topo.levels(0)[0].span, 0..2);
-    assert_eq!(topo.levels(0)[0].groups, vec![0..1, 1..2]);
+    assert_eq!(ranges(&topo.levels(0)[0].groups), vec![0..1, 1..2]);
     assert_eq!(topo.levels(3)[0].span, 2..4);
     assert_eq!(
-        topo.level(0, LevelKind::Machine).map(|l| l.groups.clone()),
+        topo.level(0, LevelKind::Machine).map(|l| ranges(&l.groups)),
         Some(vec![0..2, 2..4])
     );
     check_invariants(&topo, "cpus 0,1,16,17");
@@ -723,11 +788,11 @@ fn real(name: &str, workers: Option<usize>) -> Topology {
     topo
 }
 
-/// Worker `w`'s levels as (kind, span).
+/// Worker `w`'s levels as (kind, span), every span a range.
 fn tree(topo: &Topology, w: usize) -> Vec<(LevelKind, Range<usize>)> {
     topo.levels(w)
         .iter()
-        .map(|l| (l.kind, l.span.clone()))
+        .map(|l| (l.kind, range(&l.span)))
         .collect()
 }
 
@@ -801,6 +866,8 @@ fn cascade_lake_snc2_llc_stops_at_the_node() {
     // 2 x Xeon Gold 6230 (20 cores x 2 threads) in SNC2: one 27.5 MiB L3
     // per package over two NUMA nodes of 10 cores. The kernel's MC is the
     // node (LLC intersected with the node), not the 40-CPU L3.
+    // The package is the first NUMA level (the other node of the package is
+    // one distance away), as in the kernel.
     let topo = real("cascadelake-snc2", None);
     assert_eq!(topo.workers(), 80);
     for w in [0, 25, 79] {
@@ -810,7 +877,7 @@ fn cascade_lake_snc2_llc_stops_at_the_node() {
             vec![
                 (LevelKind::Smt, core..core + 2),
                 (LevelKind::Llc, node..node + 20),
-                (LevelKind::Package, pack..pack + 40),
+                (LevelKind::NumaGroup(1), pack..pack + 40),
                 (LevelKind::Machine, 0..80),
             ],
             "worker {w}"
@@ -915,25 +982,36 @@ fn hybrid_subsets_take_big_cores_first_then_little_then_siblings() {
 #[test]
 fn kunpeng_920_has_4_core_clusters_and_llc_per_node() {
     // 2 x Kunpeng 920 (64 cores each, no SMT): 4-core clusters (hwloc
-    // Groups), one 32 MiB L3 per 32-core die, which is a NUMA node; nodes
-    // 0-1 and 2-3 are 16 apart, 25..33 across packages. The kernel: CLS
-    // (4) -> MC (32) -> NUMA (64) -> NUMA (128); the 64-CPU level is the
-    // package here.
+    // Groups), one 32 MiB L3 per 32-core die, which is a NUMA node. Node
+    // distances: 0-1 and 2-3 16, 1-2 25, 0-2 and 1-3 32, 0-3 33. The
+    // kernel builds one NUMA level per distance: node 0 has NUMA 64 (16),
+    // 96 (32: nodes 0-2) and 128 (33); node 1 has 64, 96 (25) and 128 (32);
+    // node 3 has 64 (16), 96 (32: nodes 1-3) and 128. The spans overlap
+    // (node 0's 96 is not node 3's).
+    use LevelKind::{Cluster, Llc, Machine, NumaGroup};
     let topo = real("kunpeng920", None);
-    for w in [0, 37, 127] {
-        let (cl, die, pack) = (w / 4 * 4, w / 32 * 32, w / 64 * 64);
-        assert_eq!(
-            tree(&topo, w),
-            vec![
-                (LevelKind::Cluster, cl..cl + 4),
-                (LevelKind::Llc, die..die + 32),
-                (LevelKind::Package, pack..pack + 64),
-                (LevelKind::Machine, 0..128),
-            ],
-            "worker {w}"
-        );
-    }
+    let expect = |w: usize, numa: Vec<(LevelKind, Range<usize>)>| {
+        let (cl, die) = (w / 4 * 4, w / 32 * 32);
+        let mut t = vec![(Cluster, cl..cl + 4), (Llc, die..die + 32)];
+        t.extend(numa);
+        t.push((Machine, 0..128));
+        assert_eq!(tree(&topo, w), t, "worker {w}");
+    };
+    expect(0, vec![(NumaGroup(1), 0..64), (NumaGroup(3), 0..96)]);
+    expect(37, vec![(NumaGroup(1), 0..64), (NumaGroup(2), 0..96)]);
+    expect(64, vec![(NumaGroup(1), 64..128), (NumaGroup(2), 32..128)]);
+    expect(127, vec![(NumaGroup(1), 64..128), (NumaGroup(3), 32..128)]);
     llc_blocks(&topo, 32, "kunpeng920");
+    // Node 0's 96 has two groups: its own 64, and node 2 (node 2's 64 is
+    // 64..128, not inside it).
+    let l = topo.level(0, NumaGroup(3)).expect("the 96 level");
+    assert_eq!(ranges(&l.groups), vec![0..64, 64..96]);
+    // Node 1's 96: its own 64, then node 2's span inside it (its node).
+    let l = topo.level(37, NumaGroup(2)).expect("the 96 level");
+    assert_eq!(ranges(&l.groups), vec![0..64, 64..96]);
+    assert_eq!(topo.numa_topology(), hwsched::NumaTopology::GluelessMesh);
+    let text = topo.to_string();
+    assert!(text.contains("NUMA group 3 0..96"), "{text}");
 }
 
 #[test]
@@ -1008,23 +1086,97 @@ fn numa_distances_make_numa_group_levels() {
         );
         assert_eq!(topo.llc_span(w), pack..pack + 2, "worker {w}");
     }
-    // A 64-node IA64 machine: nodes of 2 packages, then two distance
-    // levels (4 and 16 nodes) below the machine.
+    // A 64-node IA64 machine: nodes of 2 packages, distances 10, 22 (4
+    // nodes), 26 (12 nodes, not contiguous for every node), 30 (40 nodes)
+    // and 34: the kernel's spans 16, 48 and 160 workers below the machine.
     let big = real("ia64-64numa", None);
     assert_eq!(big.workers(), 256);
     for w in [0, 100, 255] {
-        let (pack, node, g1, g2) = (w / 2 * 2, w / 4 * 4, w / 16 * 16, w / 64 * 64);
-        assert_eq!(
-            tree(&big, w),
-            vec![
-                (LevelKind::Package, pack..pack + 2),
-                (LevelKind::Numa, node..node + 4),
-                (LevelKind::NumaGroup(1), g1..g1 + 16),
-                (LevelKind::NumaGroup(2), g2..g2 + 64),
-                (LevelKind::Machine, 0..256),
-            ],
+        let sizes: Vec<usize> = big.levels(w).iter().map(|l| l.span.len()).collect();
+        assert_eq!(sizes, [2, 4, 16, 48, 160, 256], "worker {w}");
+        let (pack, node, g1) = (w / 2 * 2, w / 4 * 4, w / 16 * 16);
+        let l = big.levels(w);
+        assert_eq!(l[0].span, pack..pack + 2);
+        assert_eq!(l[1].span, node..node + 4);
+        assert_eq!(l[2].span, g1..g1 + 16);
+        assert!(
+            !l[3].span.is_contiguous() || !l[4].span.is_contiguous(),
             "worker {w}"
         );
+    }
+}
+
+#[test]
+fn overlapping_numa_levels_are_bitmaps() {
+    use LevelKind::{Llc, Machine, NumaGroup};
+    // AMD Magny-Cours, 4 packages of 2 nodes of 6 cores (48 workers),
+    // distances 10, 16 and 22: the kernel's MC 6, NUMA 30 or 42 (the
+    // nodes within 16 of the worker's: 5 or 7 of the 8), NUMA 48. Node 0's
+    // 30 is nodes 0, 1, 2, 4 and 6: not contiguous.
+    let topo = real("magnycours-8numa", None);
+    assert_eq!(topo.workers(), 48);
+    for w in 0..48 {
+        let l = topo.levels(w);
+        assert_eq!(l.len(), 3, "worker {w}");
+        assert_eq!((l[0].kind, l[0].span.len()), (Llc, 6), "worker {w}");
+        assert_eq!(l[1].kind, NumaGroup(1), "worker {w}");
+        assert!(
+            [30, 42].contains(&l[1].span.len()),
+            "worker {w}: {}",
+            l[1].span
+        );
+        assert_eq!(l[2].kind, Machine);
+        // The groups: its own node (one LLC) among them, each member's
+        // largest span inside (a node, or a 30 inside a 42).
+        assert!(l[1].groups.contains(&l[0].span), "worker {w}");
+    }
+    let near = &topo.levels(0)[1].span;
+    assert_eq!(near.runs(), [0..18, 24..30, 36..42]);
+    assert!(!near.is_contiguous() && near.contains(37) && !near.contains(20));
+    let text = topo.to_string();
+    assert!(text.contains("(overlapping NUMA spans)"), "{text}");
+    // 384 PUs in 24 nodes (2 threads, 8 cores per node): SMT 2, MC 16,
+    // NUMA 32 (node pairs), then the nodes one more hop away (node 0's:
+    // 224 workers, not contiguous), machine.
+    let big = real("em64t-24numa", None);
+    assert_eq!(big.workers(), 384);
+    let sizes = |w: usize| -> Vec<usize> { big.levels(w).iter().map(|l| l.span.len()).collect() };
+    assert_eq!(sizes(0), [2, 16, 32, 224, 384]);
+    assert!(!big.levels(0)[3].span.is_contiguous());
+    for w in [17, 200, 383] {
+        assert_eq!(sizes(w)[..3], [2, 16, 32], "worker {w}");
+        assert_eq!(sizes(w).last(), Some(&384), "worker {w}");
+    }
+    // Subsets keep the kernel's spans cut to the chosen workers.
+    let half = real("em64t-24numa", Some(192));
+    for w in 0..192 {
+        assert!(half.levels(w).len() >= 3, "worker {w}");
+    }
+}
+
+#[test]
+fn only_the_node_latency_matrix_makes_numa_levels() {
+    // 8 nodes of 2 cores, all 20 apart, with a package distance matrix of
+    // 10/20/40/80 and hwloc Groups made from it: the kernel has the node
+    // (2) and the machine (16), no level in between.
+    let topo = real("amd64-4distances", None);
+    for w in 0..topo.workers() {
+        let sizes: Vec<usize> = topo.levels(w).iter().map(|l| l.span.len()).collect();
+        assert_eq!(sizes, [2, topo.workers()], "worker {w}");
+    }
+    assert_eq!(topo.numa_topology(), hwsched::NumaTopology::Direct);
+}
+
+#[test]
+fn bulldozer_with_l1_caches_loads() {
+    // The whole export (L1 caches kept): each module's L1i, shared by its
+    // two cores, sits above their own L1d (hwloc's order for this
+    // machine). It loads, with the tree of the export without L1 caches.
+    let full = real("bulldozer-4p-l1", None);
+    let small = real("bulldozer-4p", None);
+    assert_eq!(full.workers(), small.workers());
+    for w in 0..full.workers() {
+        assert_eq!(tree(&full, w), tree(&small, w), "worker {w}");
     }
 }
 
@@ -1146,5 +1298,51 @@ fn a_hybrid_runtime_wakes_a_big_core_for_an_outside_spawn() {
                 topo.capacity(w)
             );
         }
+    });
+}
+
+/// A runtime on a machine whose NUMA levels are bitmaps (the Magny-Cours
+/// export: node 0's level of distance 16 is nodes 0, 1, 2, 4 and 6) runs
+/// every task, spread over workers by the walk and the wake searches over
+/// those spans, and its stats name each row by every worker's level.
+#[test]
+fn a_runtime_on_overlapping_numa_levels_runs_every_task() {
+    common::with_timeout(120, "overlapping_numa_runtime", || {
+        let path =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/topologies/magnycours-8numa.xml");
+        let rt = hwsched::Runtime::builder()
+            .topology(TopologySource::Xml(path))
+            .build()
+            .expect("magny-cours runtime");
+        assert_eq!(rt.workers(), 48);
+        let ran: Vec<usize> = rt.block_on(async {
+            let handles: Vec<_> = (0..2000)
+                .map(|i| {
+                    hwsched::spawn(async move {
+                        // Some work, so that idle workers steal.
+                        let mut x = i as u64;
+                        for _ in 0..2000 {
+                            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                        }
+                        let _ = x;
+                        hwsched::worker_index().expect("on a worker")
+                    })
+                })
+                .collect();
+            let mut out = Vec::with_capacity(handles.len());
+            for h in handles {
+                out.push(h.await.expect("task"));
+            }
+            out
+        });
+        assert_eq!(ran.len(), 2000);
+        let distinct: BTreeSet<usize> = ran.iter().copied().collect();
+        assert!(distinct.len() > 1, "every task ran on {distinct:?}");
+        let stats = rt.stats();
+        assert!(
+            stats.row_names().iter().any(|r| r.contains("NUMA group 1")),
+            "{:?}",
+            stats.row_names()
+        );
     });
 }

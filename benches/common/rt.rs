@@ -94,8 +94,9 @@ pub fn env_tunables(mut t: hwsched::Tunables) -> hwsched::Tunables {
     t
 }
 
-/// Builds a hwsched runtime; `topology` is a hwloc synthetic string or
-/// `None` for this machine, `workers` `None` for one per PU.
+/// Builds a hwsched runtime; `topology` is a hwloc synthetic string, the
+/// path of an XML export (ending in `.xml`), or `None` for this machine;
+/// `workers` `None` for one per PU.
 pub fn hwsched(
     name: &str,
     workers: Option<usize>,
@@ -104,7 +105,11 @@ pub fn hwsched(
 ) -> Result<Rt, hwsched::BuildError> {
     let mut b = hwsched::Runtime::builder().tunables(tunables);
     if let Some(t) = topology {
-        b = b.topology(hwsched::TopologySource::Synthetic(t.into()));
+        b = b.topology(if t.ends_with(".xml") {
+            hwsched::TopologySource::Xml(t.into())
+        } else {
+            hwsched::TopologySource::Synthetic(t.into())
+        });
     }
     if let Some(n) = workers {
         b = b.worker_threads(n);

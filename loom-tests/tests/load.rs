@@ -173,7 +173,11 @@ fn publishes_race_and_a_parked_worker_is_exact() {
                 let map = map.clone();
                 thread::spawn(move || worker_b(&map))
             };
-            let (ga, gb, group) = (map.group(&(0..1)), map.group(&(1..2)), map.group(&(0..2)));
+            let (ga, gb, group) = (
+                map.group(&(0..1).into()),
+                map.group(&(1..2).into()),
+                map.group(&(0..2).into()),
+            );
             let n = mb.deliver(ledger.task(0));
             let mid = group.read();
             assert!(

@@ -60,7 +60,9 @@ use hwsched::policy::{
     ExternalView, Governor, IdleChoice, IdleView, Load, Outcome, PlacementView, Publish, Publisher,
     SisConfig, SCAN_COST_SAMPLE,
 };
-use hwsched::{IdleMode, LevelKind, SisMode, Stats, StealWalk, Topology, Tunables, WorkerStats};
+use hwsched::{
+    IdleMode, LevelKind, SisMode, Span, Stats, StealWalk, Topology, Tunables, WorkerStats,
+};
 
 use crate::cost::{CostModel, Tier};
 use crate::report::Report;
@@ -460,7 +462,7 @@ pub struct Sim {
     searching: usize,
     awake: usize,
     loads: Vec<Load>,
-    span_index: HashMap<(usize, usize), usize>,
+    span_index: HashMap<Span, usize>,
     ancestors: Vec<Vec<(usize, Tier)>>,
     machine: usize,
     burst_target: usize,
@@ -501,6 +503,12 @@ pub struct Sim {
     io: Option<IoDriver>,
 }
 
+/// The per-level counter slot of level `i` (worker.rs `stat_slot`): levels
+/// past the counters' arrays count in the last slot.
+fn stat_slot(i: usize) -> usize {
+    i.min(WorkerStats::default().walk_tried.len() - 1)
+}
+
 /// How far apart workers `a` and `b` are: the smallest span of `a` that
 /// holds `b`. A cluster (cores sharing an L2) counts as the SMT tier, a
 /// NUMA group or the machine as remote.
@@ -510,7 +518,7 @@ fn tier_of(topo: &Topology, a: usize, b: usize) -> Tier {
     } else if topo.core_span(a).contains(&b)
         || topo
             .level(a, LevelKind::Cluster)
-            .is_some_and(|l| l.span.contains(&b))
+            .is_some_and(|l| l.span.contains(b))
     {
         Tier::Core
     } else if topo.llc_span(a).contains(&b) {
@@ -523,7 +531,7 @@ fn tier_of(topo: &Topology, a: usize, b: usize) -> Tier {
         let pkg = topo
             .level(a, LevelKind::Package)
             .map(|l| l.span.clone())
-            .filter(|s| s.contains(&b));
+            .filter(|s| s.contains(b));
         match (numa, pkg) {
             (Some(x), Some(p)) if p.len() < x.len() => Tier::Package,
             (Some(_), _) => Tier::Node,
@@ -549,23 +557,27 @@ impl Sim {
         let mut span_index = HashMap::new();
         for s in &spans {
             let k = span_index.len();
-            span_index.entry((s.start, s.end)).or_insert(k);
+            span_index.entry(s.clone()).or_insert(k);
         }
-        let far = |w: usize, s: &Range<usize>| {
-            let a = tier[w * n + s.start];
-            let b = tier[w * n + s.end - 1];
-            a.max(b)
+        let far = |w: usize, s: &Span| {
+            s.iter()
+                .map(|x| tier[w * n + x])
+                .max()
+                .unwrap_or(Tier::Local)
         };
-        let ancestors: Vec<Vec<(usize, Tier)>> = (0..n)
-            .map(|w| {
-                let mut a = vec![(span_index[&(w, w + 1)], Tier::Local)];
-                for l in topo.levels(w) {
-                    a.push((span_index[&(l.span.start, l.span.end)], far(w, &l.span)));
+        // load.rs: every span holding the worker (its chain's, and where the
+        // kernel's NUMA spans overlap, other nodes' that hold it).
+        let mut ancestors: Vec<Vec<(usize, Tier)>> = vec![Vec::new(); n];
+        for s in spans.iter().rev() {
+            let i = span_index[s];
+            for w in s.iter() {
+                if !ancestors[w].iter().any(|&(g, _)| g == i) {
+                    let tier = if s.len() == 1 { Tier::Local } else { far(w, s) };
+                    ancestors[w].push((i, tier));
                 }
-                a
-            })
-            .collect();
-        let machine = span_index[&(0, n)];
+            }
+        }
+        let machine = span_index[&Span::range(0..n)];
         let mut llc_starts: Vec<usize> = (0..n).map(|w| topo.llc_span(w).start).collect();
         llc_starts.dedup();
         let llc_of = (0..n)
@@ -838,6 +850,14 @@ impl Sim {
             .map(|l| l.kind.name())
             .collect();
         let mut st = Stats::new(workers, self.stats[self.n].clone(), names);
+        // shared.rs: each worker's names where the chains differ.
+        let topo = &self.cfg.topology;
+        let chains: Vec<Vec<&'static str>> = (0..self.n)
+            .map(|w| topo.levels(w).iter().map(|l| l.kind.name()).collect())
+            .collect();
+        if chains.windows(2).any(|p| p[0] != p[1]) {
+            st.worker_level_names = chains;
+        }
         if self.cfg.tunables.park_cost.is_some() || self.cfg.tunables.idle == IdleMode::Governed {
             st.park_cost = Duration::from_nanos(self.governor_park_cost());
         }
@@ -1451,7 +1471,7 @@ impl Sim {
             llc.len(),
             avg_idle_ns,
             avg_scan_cost_ns,
-            || self.load(&llc).running,
+            || self.load(&llc.clone().into()).running,
         )
     }
 
@@ -1773,8 +1793,8 @@ impl Sim {
 
     // ---- load.rs through worker.rs ----------------------------------------
 
-    fn load(&self, span: &Range<usize>) -> Load {
-        self.loads[self.span_index[&(span.start, span.end)]]
+    fn load(&self, span: &Span) -> Load {
+        self.loads[self.span_index[span]]
     }
 
     fn publish(&mut self, w: usize, d: Publish) {
@@ -2085,37 +2105,35 @@ impl Sim {
     /// Mirrors worker.rs `steal_from_level`: the busiest other group by the
     /// (stale) load counters, the production `busiest_group`; else the
     /// `queued` set; then the group's queued members from a random start.
-    fn steal_from_level(
-        &mut self,
-        w: usize,
-        level: usize,
-        searched: &Range<usize>,
-    ) -> Option<TaskId> {
+    fn steal_from_level(&mut self, w: usize, level: usize, searched: &Span) -> Option<TaskId> {
         let groups = self.cfg.topology.levels(w)[level].groups.clone();
         let start = self.rand(w, groups.len());
-        let inside = |g: &Range<usize>| g.start <= searched.start && searched.end <= g.end;
+        let inside = |g: &Span| searched.is_subset(g);
         // The production choice; each group's counter read costs a line.
         let mut read = 0;
         let mut best = busiest_group(&groups, searched, start, |g| {
-            read += self.line(w, g.start);
+            read += self.line(w, g.first());
             self.load(g)
         })
         .cloned();
         self.acc += read;
         if best.is_none() {
             for g in groups.iter().filter(|g| !inside(g)) {
-                self.k().recheck_words += g.len().div_ceil(64) as u64;
-                self.acc += g.len().div_ceil(64) as u64 * self.line(w, g.start);
-                if g.clone().any(|v| v != w && self.queued[v]) {
+                let words: usize = g.runs().iter().map(|r| r.len().div_ceil(64)).sum();
+                self.k().recheck_words += words as u64;
+                self.acc += words as u64 * self.line(w, g.first());
+                if g.iter().any(|v| v != w && self.queued[v]) {
                     best = Some(g.clone());
                     break;
                 }
             }
         }
         let group = best?;
-        let off = group.start + self.rand(w, group.len());
-        for part in [off..group.end, group.start..off] {
-            for v in part {
+        // worker.rs: from a random member on, wrapping over the runs.
+        let members: Vec<usize> = group.iter().collect();
+        let off = self.rand(w, members.len());
+        for part in [&members[off..], &members[..off]] {
+            for &v in part {
                 if v != w && self.queued[v] {
                     self.k().walk_touched += 1;
                     if let Some(t) = self.steal_from(w, v) {
@@ -2180,7 +2198,7 @@ impl Sim {
         }
         let clock = Cell::new(self.now + self.acc);
         let stolen_before = self.k().tasks_stolen;
-        let mut searched = w..w + 1;
+        let mut searched = Span::single(w);
         let mut balance = std::mem::replace(&mut self.workers[w].balance, BalanceState::new(0, 1));
         let clock_ns = self.cfg.cost.clock_ns;
         let out = balance.walk_with(
@@ -2197,16 +2215,16 @@ impl Sim {
         );
         self.workers[w].balance = balance;
         for &i in &out.tried {
-            self.k().walk_tried[i.min(4)] += 1;
+            self.k().walk_tried[stat_slot(i)] += 1;
         }
         if let Some(i) = out.cut_at {
-            self.k().walk_cut[i.min(4)] += 1;
+            self.k().walk_cut[stat_slot(i)] += 1;
         }
         let (level, t) = out.found?;
-        self.k().walk_success[level.min(4)] += 1;
+        self.k().walk_success[stat_slot(level)] += 1;
         // Only the successful steal moved tasks.
         let moved = self.k().tasks_stolen - stolen_before;
-        self.k().walk_moved[level.min(4)] += moved;
+        self.k().walk_moved[stat_slot(level)] += moved;
         Some(t)
     }
 
@@ -2551,7 +2569,7 @@ struct SimPlacement<'a> {
 }
 
 impl PlacementView for SimPlacement<'_> {
-    fn load(&self, span: &Range<usize>) -> Load {
+    fn load(&self, span: &Span) -> Load {
         self.sim.borrow().load(span)
     }
     fn claim_idle(&self, w: usize) -> bool {

@@ -10,8 +10,10 @@ use hwlocality::topology::export::xml::XMLExportFlags;
 use hwlocality::Topology as HwTopology;
 
 use super::domain::{
-    build_levels, LevelKind, Topology, WorkerPlace, CAPACITY_SCALE, MAX_NUMA_GROUP_LEVELS,
+    build_levels, LevelKind, NumaTopology, Topology, WorkerPlace, CAPACITY_SCALE,
+    MAX_NUMA_GROUP_LEVELS,
 };
+use super::span::Span;
 use super::xml::{Extras, NumaDistances};
 use crate::error::BuildError;
 
@@ -498,6 +500,7 @@ const FIXED_KINDS: [LevelKind; 6] = [
     LevelKind::Package,
     LevelKind::Machine,
 ];
+const CORE_SLOT: usize = 0;
 const NUMA_SLOT: usize = 3;
 const PACKAGE_SLOT: usize = 4;
 
@@ -624,11 +627,6 @@ fn spans_of(keys: &[Option<u64>]) -> Vec<Range<usize>> {
     out
 }
 
-/// One key per worker for one slot (`None`: no object of that kind).
-type Keys = Vec<Option<u64>>;
-/// The runs of a [`Keys`]: `(end, has a key)` of each, in worker order.
-type Runs = Vec<(usize, bool)>;
-
 /// The runs of equal keys in worker order: `(end, has a key)` of each.
 fn runs(keys: &[Option<u64>]) -> Vec<(usize, bool)> {
     let mut out = Vec::new();
@@ -640,93 +638,148 @@ fn runs(keys: &[Option<u64>]) -> Vec<(usize, bool)> {
     out
 }
 
-/// Whether every run of `finer` lies inside one run of `coarser`: every
-/// boundary of `coarser` is one of `finer`.
-fn refines(finer: &[(usize, bool)], coarser: &[(usize, bool)]) -> bool {
-    coarser
-        .iter()
-        .all(|(end, _)| finer.iter().any(|(e, _)| e == end))
-}
-
-/// The groupings of the workers' NUMA nodes by distance: for each distinct
-/// distance (smallest first), the nodes joined by distances up to it (the
-/// closure: the kernel's `sched_init_numa` levels, whose overlapping
-/// spans a range cannot hold, made a partition). One key vector per
-/// grouping that differs from the previous, not counting the final one
-/// (all nodes: the machine).
-fn distance_groupings(nodes: &[Option<u32>], dist: &NumaDistances) -> Vec<Vec<Option<u64>>> {
-    let mut ids: Vec<u32> = nodes.iter().flatten().copied().collect();
-    ids.sort_unstable();
-    ids.dedup();
-    // Each node's position in the matrix (nodes missing from it get no
-    // edge, and stay alone).
-    let index: std::collections::HashMap<u32, usize> = dist
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| (n, i))
+/// For each worker, the span of the workers with its key (`None`: no key):
+/// a range where they are contiguous, as hwloc's logical order makes them.
+fn key_spans(keys: &[Option<u64>]) -> Vec<Option<Span>> {
+    let mut members: std::collections::HashMap<u64, Vec<usize>> = Default::default();
+    for (w, k) in keys.iter().enumerate() {
+        if let Some(k) = k {
+            members.entry(*k).or_default().push(w);
+        }
+    }
+    let spans: std::collections::HashMap<u64, Span> = members
+        .into_iter()
+        .map(|(k, ws)| (k, Span::from_workers(ws)))
         .collect();
-    let at: Vec<Option<usize>> = ids.iter().map(|n| index.get(n).copied()).collect();
-    let mut edges: Vec<(u64, usize, usize)> = Vec::new();
-    for i in 0..ids.len() {
-        for j in i + 1..ids.len() {
-            let (Some(a), Some(b)) = (at[i], at[j]) else {
-                continue;
-            };
-            if let (Some(x), Some(y)) = (dist.at(a, b), dist.at(b, a)) {
-                edges.push((x.max(y), i, j));
-            }
-        }
-    }
-    edges.sort_unstable();
-    let mut parent: Vec<usize> = (0..ids.len()).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
-    let mut components = ids.len();
-    let mut out = Vec::new();
-    let mut e = 0;
-    while e < edges.len() && components > 1 {
-        let d = edges[e].0;
-        let before = components;
-        while e < edges.len() && edges[e].0 == d {
-            let (a, b) = (root(&mut parent, edges[e].1), root(&mut parent, edges[e].2));
-            if a != b {
-                parent[a.max(b)] = a.min(b);
-                components -= 1;
-            }
-            e += 1;
-        }
-        if components < before && components > 1 {
-            let keys = nodes
-                .iter()
-                .map(|n| {
-                    let i = ids.binary_search(&(*n)?).ok()?;
-                    Some(root(&mut parent, i) as u64)
-                })
-                .collect();
-            out.push(keys);
-        }
-    }
-    out
+    keys.iter().map(|k| k.map(|k| spans[&k].clone())).collect()
 }
 
-/// The NUMA group slots: groupings of the workers from the distance
-/// matrix and from hwloc `Group` objects above their NUMA nodes, finest
-/// first, each strictly coarser than the NUMA nodes and the one before,
-/// none equal to the packages' or the machine, at most
-/// [`MAX_NUMA_GROUP_LEVELS`].
-fn numa_groupings(pus: &[Pu<'_>], extras: &Extras) -> Vec<Vec<Option<u64>>> {
-    let mut cands: Vec<Vec<Option<u64>>> = Vec::new();
-    if let Some(dist) = &extras.numa_distances {
-        let nodes: Vec<Option<u32>> = pus.iter().map(|p| p.node).collect();
-        cands.extend(distance_groupings(&nodes, dist));
+/// The kernel's NUMA levels (`sched_init_numa`) from hwloc's NUMA latency
+/// matrix: the nodes that have CPUs (the kernel's `N_CPU` nodes; CPU-less
+/// memory nodes do not count) and the distances between them.
+struct NumaLevels {
+    /// OS indices of the nodes with CPUs, in hwloc's order.
+    nodes: Vec<u32>,
+    /// `matrix[a][b]`: the distance from node `a` to node `b` (the kernel's
+    /// `node_distance(a, b)`, its row for a CPU on `a`); `None` without a
+    /// matrix covering every node with CPUs.
+    matrix: Option<Vec<Vec<u64>>>,
+    /// The distinct distances, smallest first (the kernel's
+    /// `sched_domains_numa_distance`).
+    distances: Vec<u64>,
+}
+
+impl NumaLevels {
+    /// From the OS indices of the nodes with CPUs and hwloc's matrix.
+    fn new(nodes: Vec<u32>, dist: Option<&NumaDistances>) -> NumaLevels {
+        let matrix = dist.and_then(|d| {
+            let at: Vec<usize> = nodes
+                .iter()
+                .map(|os| d.nodes.iter().position(|n| n == os))
+                .collect::<Option<Vec<usize>>>()?;
+            at.iter()
+                .map(|&a| at.iter().map(|&b| d.at(a, b)).collect::<Option<Vec<u64>>>())
+                .collect::<Option<Vec<Vec<u64>>>>()
+        });
+        let mut distances: Vec<u64> = matrix.iter().flatten().flatten().copied().collect();
+        distances.sort_unstable();
+        distances.dedup();
+        NumaLevels {
+            nodes,
+            matrix,
+            distances,
+        }
     }
-    // hwloc Groups holding more than the worker's NUMA node, by depth.
+
+    /// The position of the node with OS index `os` among the nodes with CPUs.
+    fn index_of(&self, os: u32) -> Option<usize> {
+        self.nodes.iter().position(|&n| n == os)
+    }
+
+    /// For each worker (on the node `node_of[w]`, a position among the
+    /// nodes with CPUs), its NUMA levels: for the `k`-th distance `d` (from
+    /// 0, the local one: the kernel's `NODE` level, kind
+    /// [`LevelKind::Numa`]; then [`LevelKind::NumaGroup`]`(k)`), the
+    /// workers of every node within `d` of its node. `None` without a
+    /// matrix or for a worker without a node. Distances past
+    /// [`MAX_NUMA_GROUP_LEVELS`] are left out (the machine level is always
+    /// there).
+    fn spans(&self, node_of: &[Option<usize>]) -> Vec<Option<Vec<(LevelKind, Span)>>> {
+        let Some(m) = &self.matrix else {
+            return vec![None; node_of.len()];
+        };
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
+        for (w, node) in node_of.iter().enumerate() {
+            if let Some(a) = node {
+                members[*a].push(w);
+            }
+        }
+        let levels = self
+            .distances
+            .len()
+            .min(usize::from(MAX_NUMA_GROUP_LEVELS) + 1);
+        let per_node: Vec<Vec<(LevelKind, Span)>> = (0..self.nodes.len())
+            .map(|a| {
+                (0..levels)
+                    .map(|k| {
+                        let d = self.distances[k];
+                        let span = Span::from_workers(
+                            (0..self.nodes.len())
+                                .filter(|&b| m[a][b] <= d)
+                                .flat_map(|b| members[b].iter().copied()),
+                        );
+                        let kind = match u8::try_from(k) {
+                            Ok(0) => LevelKind::Numa,
+                            Ok(k) => LevelKind::NumaGroup(k),
+                            Err(_) => LevelKind::Machine,
+                        };
+                        (kind, span)
+                    })
+                    .filter(|(_, span)| !span.is_empty())
+                    .collect()
+            })
+            .collect();
+        node_of
+            .iter()
+            .map(|node| node.map(|a| per_node[a].clone()))
+            .collect()
+    }
+
+    /// The kernel's `init_numa_topology_type`: at most one distance past
+    /// the local one is direct; otherwise two nodes at the largest distance
+    /// with a node nearer to both make a glueless mesh, without one a
+    /// backplane.
+    fn kind(&self) -> NumaTopology {
+        let Some(m) = &self.matrix else {
+            return NumaTopology::Direct;
+        };
+        let Some(&max) = self.distances.last() else {
+            return NumaTopology::Direct;
+        };
+        if self.distances.len() <= 2 {
+            return NumaTopology::Direct;
+        }
+        let n = m.len();
+        for a in 0..n {
+            for b in 0..n {
+                if m[a][b] < max {
+                    continue;
+                }
+                if (0..n).any(|c| m[a][c] < max && m[b][c] < max) {
+                    return NumaTopology::GluelessMesh;
+                }
+                return NumaTopology::Backplane;
+            }
+        }
+        NumaTopology::Direct
+    }
+}
+
+/// Per depth of hwloc `Group`s holding more than a worker's NUMA node, the
+/// span of each worker's Group at that depth (used only without a latency
+/// matrix: hwloc made them from distances, or the machine's firmware
+/// reports them), kinds [`LevelKind::NumaGroup`] by depth, outermost last.
+fn groups_above_nodes(pus: &[Pu<'_>]) -> Vec<Vec<Option<(LevelKind, Span)>>> {
     let mut by_depth: std::collections::BTreeMap<usize, Vec<Option<u64>>> = Default::default();
     for (i, p) in pus.iter().enumerate() {
         for a in p.obj.ancestors() {
@@ -738,26 +791,19 @@ fn numa_groupings(pus: &[Pu<'_>], extras: &Extras) -> Vec<Vec<Option<u64>>> {
             }
         }
     }
-    cands.extend(by_depth.into_values());
-    let column = |slot: usize| -> Vec<Option<u64>> { pus.iter().map(|p| p.keys[slot]).collect() };
-    let node_runs = runs(&column(NUMA_SLOT));
-    let package_runs = runs(&column(PACKAGE_SLOT));
-    let mut cands: Vec<(Runs, Keys)> = cands.into_iter().map(|c| (runs(&c), c)).collect();
-    // Finest first; a stable sort keeps distances before Groups.
-    cands.sort_by_key(|(r, _)| std::cmp::Reverse(r.len()));
-    let mut kept: Vec<(Runs, Keys)> = Vec::new();
-    for (r, keys) in cands {
-        let prev = kept.last().map_or(&node_runs, |(p, _)| p);
-        let trivial = r.len() < 2 || r == node_runs || r == package_runs;
-        if trivial || r == *prev || !refines(prev, &r) {
-            continue;
-        }
-        kept.push((r, keys));
-        if kept.len() == usize::from(MAX_NUMA_GROUP_LEVELS) {
-            break;
-        }
-    }
-    kept.into_iter().map(|(_, k)| k).collect()
+    by_depth
+        .into_values()
+        .rev()
+        .take(usize::from(MAX_NUMA_GROUP_LEVELS))
+        .enumerate()
+        .map(|(i, keys)| {
+            let kind = LevelKind::NumaGroup(u8::try_from(i + 1).unwrap_or(MAX_NUMA_GROUP_LEVELS));
+            key_spans(&keys)
+                .into_iter()
+                .map(|s| s.map(|s| (kind, s)))
+                .collect()
+        })
+        .collect()
 }
 
 impl Topology {
@@ -768,7 +814,9 @@ impl Topology {
     /// sibling, the most capable cores first on a hybrid machine (the
     /// kernel's asymmetric packing), spread round-robin over packages,
     /// caches and cores, and the chosen PUs keep hwloc's logical order so
-    /// spans stay contiguous.
+    /// that cores, caches, nodes and packages stay contiguous ranges of
+    /// workers (the kernel's NUMA levels may still be bitmaps: see
+    /// [`Span`](crate::Span)).
     pub fn new(source: &TopologySource, workers: Option<usize>) -> Result<Topology, BuildError> {
         Topology::with_cpus(source, workers, None)
     }
@@ -817,7 +865,14 @@ impl Topology {
                     continue;
                 }
             }
-            let node = numa.iter().find(|(_, _, set)| set.is_set(os));
+            // Its node: the nearest of the nodes whose locality holds it
+            // (hwloc attaches a CPU-less memory node, such as a memory
+            // tier or a GPU's memory, above several CPU nodes: its cpuset
+            // is theirs).
+            let node = numa
+                .iter()
+                .filter(|(_, _, set)| set.is_set(os))
+                .min_by_key(|(_, _, set)| set.weight().unwrap_or(usize::MAX));
             let numa_key = node.map(|(k, _, _)| *k);
             let llc = llc_of(obj);
             let package = ancestor_key(obj, ObjectType::Package);
@@ -860,6 +915,14 @@ impl Topology {
             });
         }
         let total_pus = pus.len();
+        // The nodes with CPUs (the kernel's `N_CPU` nodes), in hwloc's
+        // order: hwloc gives a CPU-less node the CPUs near it as its
+        // cpuset, so a node counts when it is some PU's node.
+        let cpu_nodes: Vec<u32> = numa
+            .iter()
+            .map(|(_, os, _)| *os)
+            .filter(|os| pus.iter().any(|p| p.node == Some(*os)))
+            .collect();
         if let Some(cpus) = cpus {
             if cpus.is_empty() {
                 return Err(BuildError::EmptyCpuset {
@@ -913,25 +976,65 @@ impl Topology {
             });
         }
 
-        let groupings = numa_groupings(&pus, &extras);
-        let mut kinds: Vec<LevelKind> = FIXED_KINDS.to_vec();
-        kinds.extend(
-            (1..=MAX_NUMA_GROUP_LEVELS)
-                .take(groupings.len())
-                .map(LevelKind::NumaGroup),
+        let numa_levels = NumaLevels::new(cpu_nodes, extras.numa_distances.as_ref());
+        let n = pus.len();
+        let slot_spans: Vec<Vec<Option<Span>>> = (0..FIXED_KINDS.len())
+            .map(|slot| key_spans(&pus.iter().map(|p| p.keys[slot]).collect::<Vec<_>>()))
+            .collect();
+        // With a latency matrix the package is cut at the node (the
+        // kernel's PKG level is the node's CPUs) and the NUMA levels come
+        // from the matrix alone; without one, hwloc's packages and Groups
+        // above the nodes stand for the distances.
+        let mut cut_ids: std::collections::HashMap<(u64, Option<u64>), u64> = Default::default();
+        let cut_packages = key_spans(
+            &pus.iter()
+                .map(|p| {
+                    p.keys[PACKAGE_SLOT].map(|k| {
+                        let next = cut_ids.len() as u64;
+                        *cut_ids.entry((k, p.keys[NUMA_SLOT])).or_insert(next)
+                    })
+                })
+                .collect::<Vec<_>>(),
         );
-        let keys: Vec<Vec<Option<u64>>> = pus
+        let node_of: Vec<Option<usize>> = pus
             .iter()
-            .enumerate()
-            .map(|(w, p)| {
-                let mut k = p.keys.to_vec();
-                k.extend(groupings.iter().map(|g| g[w]));
-                k
+            .map(|p| p.node.and_then(|os| numa_levels.index_of(os)))
+            .collect();
+        let distance_spans = numa_levels.spans(&node_of);
+        let group_spans = if numa_levels.matrix.is_none() {
+            groups_above_nodes(&pus)
+        } else {
+            Vec::new()
+        };
+        let cands: Vec<Vec<(LevelKind, Span)>> = (0..n)
+            .map(|w| {
+                let mut c: Vec<(LevelKind, Span)> = Vec::new();
+                for (slot, kind) in FIXED_KINDS.iter().enumerate() {
+                    let span = match *kind {
+                        // A PU without a node (hwloc reports none, or its
+                        // node is disallowed) keeps its whole package.
+                        LevelKind::Package
+                            if numa_levels.matrix.is_some() && pus[w].keys[NUMA_SLOT].is_some() =>
+                        {
+                            &cut_packages[w]
+                        }
+                        LevelKind::Numa if distance_spans[w].is_some() => continue,
+                        _ => &slot_spans[slot][w],
+                    };
+                    if let Some(span) = span {
+                        c.push((*kind, span.clone()));
+                    }
+                }
+                if let Some(levels) = &distance_spans[w] {
+                    c.extend(levels.iter().cloned());
+                }
+                c.extend(group_spans[..].iter().filter_map(|g| g[w].clone()));
+                c
             })
             .collect();
-        let cache = |span: &Range<usize>| -> (bool, Option<u64>) {
-            let first = pus[span.start].obj;
-            let last = pus[span.end - 1].obj;
+        let cache = |span: &Span| -> (bool, Option<u64>) {
+            let first = pus[span.first()].obj;
+            let last = pus[span.hull().end - 1].obj;
             let Some(common) = first.first_common_ancestor(last) else {
                 return (false, None);
             };
@@ -951,20 +1054,22 @@ impl Topology {
                 None => (false, None),
             }
         };
-        let levels = build_levels(&kinds, &keys, &cache);
+        let levels = build_levels(cands, &cache);
         let llc_spans = spans_of(&pus.iter().map(|p| p.llc_span_key).collect::<Vec<_>>());
         let numa_spans = spans_of(&pus.iter().map(|p| p.keys[NUMA_SLOT]).collect::<Vec<_>>());
+        let core_spans = spans_of(&pus.iter().map(|p| p.keys[CORE_SLOT]).collect::<Vec<_>>());
         let places = pus
             .iter()
             .zip(levels)
-            .zip(llc_spans.into_iter().zip(numa_spans))
-            .map(|((p, levels), (llc, numa))| WorkerPlace {
+            .zip(llc_spans.into_iter().zip(numa_spans).zip(core_spans))
+            .map(|((p, levels), ((llc, numa), core))| WorkerPlace {
                 os_index: p.obj.os_index().unwrap_or(0),
                 logical_index: p.obj.logical_index(),
                 capacity: p.capacity,
                 levels,
                 llc,
                 numa,
+                core,
             })
             .collect::<Vec<WorkerPlace>>();
         let asymmetric = places.windows(2).any(|p| p[0].capacity != p[1].capacity);
@@ -974,6 +1079,7 @@ impl Topology {
             total_pus,
             places,
             asymmetric,
+            numa_topology: numa_levels.kind(),
         })
     }
 }
@@ -1001,40 +1107,78 @@ mod tests {
         synthetic_size(desc).pus
     }
 
-    fn matrix(nodes: &[u32], values: &[u64]) -> NumaDistances {
-        NumaDistances {
+    fn levels_of(nodes: &[u32], values: &[u64]) -> NumaLevels {
+        NumaLevels {
             nodes: nodes.to_vec(),
-            values: values.to_vec(),
+            matrix: Some(values.chunks(nodes.len()).map(<[u64]>::to_vec).collect()),
+            distances: {
+                let mut d = values.to_vec();
+                d.sort_unstable();
+                d.dedup();
+                d
+            },
         }
     }
 
     #[test]
-    fn distance_groupings_close_over_each_distance() {
-        // Kunpeng 920: 0-1 and 2-3 at 16, 1-2 at 25, the rest 32/33: one
-        // grouping (pairs); at 25 everything is joined (the machine).
-        let d = matrix(
+    fn numa_levels_follow_each_nodes_row() {
+        // Kunpeng 920: 0-1 and 2-3 at 16, 1-2 at 25, 0-2 and 1-3 at 32,
+        // 0-3 at 33. Node 0's levels: {0}, {0,1}, {0,1} (25), {0,1,2},
+        // all; node 1's: {1}, {0,1}, {0,1,2}, all, all.
+        let l = levels_of(
             &[0, 1, 2, 3],
             &[
                 10, 16, 32, 33, 16, 10, 25, 32, 32, 25, 10, 16, 33, 32, 16, 10,
             ],
         );
-        let nodes = [Some(0), Some(0), Some(1), Some(2), Some(3), Some(3)];
-        let g = distance_groupings(&nodes, &d);
-        assert_eq!(g.len(), 1, "{g:?}");
-        assert_eq!(runs(&g[0]), vec![(3, true), (6, true)]);
-        // Asymmetric entries count as their larger value; a node missing
-        // from the matrix stays alone; workers without a node have no key.
-        // Here 0-2 is 20, 0-1 is 30 (not 12), 1-2 is 40: {0, 2} first, then
-        // {0, 1, 2}; node 7 keeps the whole from being one group.
-        let d = matrix(&[0, 1, 2], &[10, 12, 20, 30, 10, 40, 20, 40, 10]);
-        let g = distance_groupings(&[Some(0), Some(1), Some(2), Some(7), None], &d);
-        assert_eq!(g.len(), 2, "{g:?}");
-        assert_eq!(g[0][0], g[0][2], "{g:?}");
-        assert_ne!(g[0][0], g[0][1], "{g:?}");
-        assert_eq!(g[1][0], g[1][1], "{g:?}");
-        assert_eq!(g[0][3..], [Some(3), None], "{g:?}");
-        // No matrix entry between the nodes: nothing to group.
-        assert!(distance_groupings(&[Some(5), Some(6)], &d).is_empty());
+        let node_of = [Some(0), Some(0), Some(1), Some(2), Some(3), None];
+        let spans = l.spans(&node_of);
+        let sets = |w: usize| -> Vec<Vec<usize>> {
+            spans[w]
+                .as_ref()
+                .expect("levels")
+                .iter()
+                .map(|(_, s)| s.iter().collect())
+                .collect()
+        };
+        assert_eq!(
+            sets(0),
+            [
+                vec![0, 1],
+                vec![0, 1, 2],
+                vec![0, 1, 2],
+                vec![0, 1, 2, 3],
+                vec![0, 1, 2, 3, 4]
+            ]
+        );
+        assert_eq!(
+            sets(2),
+            [
+                vec![2],
+                vec![0, 1, 2],
+                vec![0, 1, 2, 3],
+                vec![0, 1, 2, 3, 4],
+                vec![0, 1, 2, 3, 4]
+            ]
+        );
+        assert_eq!(sets(4)[2], [3, 4]);
+        assert!(spans[5].is_none(), "no node, no NUMA level");
+        assert_eq!(spans[0].as_ref().unwrap()[0].0, LevelKind::Numa);
+        assert_eq!(spans[0].as_ref().unwrap()[1].0, LevelKind::NumaGroup(1));
+        // 4 distances, and 0 and 3 (the farthest) are both nearer to 1.
+        assert_eq!(l.kind(), NumaTopology::GluelessMesh);
+        // Non-contiguous: nodes 0 and 2 are near, 1 is far from both.
+        let l = levels_of(&[0, 1, 2], &[10, 30, 20, 30, 10, 30, 20, 30, 10]);
+        let spans = l.spans(&[Some(0), Some(1), Some(2)]);
+        let near = &spans[0].as_ref().unwrap()[1].1;
+        assert_eq!(near.runs(), [0..1, 2..3]);
+        // The two farthest (0 and 1, at 30) have no node nearer to both.
+        assert_eq!(l.kind(), NumaTopology::Backplane);
+        // One remote distance: direct.
+        assert_eq!(
+            levels_of(&[0, 1], &[10, 20, 20, 10]).kind(),
+            NumaTopology::Direct
+        );
     }
 
     #[test]
@@ -1086,8 +1230,14 @@ mod tests {
         // A key split by another: every worker alone.
         let split = [Some(1), Some(2), Some(1)];
         assert_eq!(spans_of(&split), vec![0..1, 1..2, 2..3]);
-        assert!(refines(&runs(&keys), &[(6, true)]));
-        assert!(!refines(&[(6, true)], &runs(&keys)));
+        // As spans: a split key is a bitmap.
+        let spans = key_spans(&split);
+        assert_eq!(
+            spans[0].as_ref().map(|s| s.runs().to_vec()),
+            Some(vec![0..1, 2..3])
+        );
+        assert_eq!(key_spans(&keys)[4], Some(Span::range(3..6)));
+        assert_eq!(key_spans(&keys)[2], None);
     }
 
     #[test]

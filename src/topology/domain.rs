@@ -1,13 +1,18 @@
 //! The domain tree: levels, spans and groups, and its `Display`.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 
-/// The most NUMA group levels (from hwloc's distance matrix or `Group`
-/// objects above the NUMA nodes) a worker gets: the kernel's
-/// `sched_init_numa` builds one level per distinct distance; past the third
-/// one the levels are mostly the whole machine again.
-pub const MAX_NUMA_GROUP_LEVELS: u8 = 3;
+use super::span::Span;
+
+/// The most NUMA group levels (one per distinct distance of hwloc's NUMA
+/// latency matrix above the local one, as the kernel's `sched_init_numa`
+/// builds them, or hwloc `Group`s and packages above the NUMA nodes where
+/// there is no matrix) a worker gets. Real machines have at most four or
+/// five distinct distances; a matrix with more keeps its first ones and the
+/// machine.
+pub const MAX_NUMA_GROUP_LEVELS: u8 = 6;
 
 /// What a [`Level`] groups together.
 ///
@@ -33,11 +38,14 @@ pub enum LevelKind {
     Numa,
     /// PUs of one package (socket).
     Package,
-    /// NUMA nodes close to each other: the `n`-th (from 1, at most
-    /// [`MAX_NUMA_GROUP_LEVELS`]) grouping of the nodes by hwloc's distance
-    /// matrix (nodes joined by distances up to a threshold, one level per
-    /// distinct distance as in the kernel's `sched_init_numa`) or by hwloc
-    /// `Group` objects above the nodes.
+    /// NUMA nodes close to each other, the kernel's `NUMA` levels
+    /// (`sched_init_numa`): with hwloc's NUMA latency matrix, the `n`-th
+    /// distinct distance above the local one (from 1, at most
+    /// [`MAX_NUMA_GROUP_LEVELS`]) spans, for a worker on node `a`, the
+    /// workers of every node within that distance of `a`. These spans differ
+    /// from node to node, may overlap and need not be contiguous (the
+    /// kernel's `SD_OVERLAP`). Without a matrix, the hwloc `Group`s and
+    /// packages above the worker's node, smallest first.
     NumaGroup(u8),
     /// Every worker of the runtime.
     Machine,
@@ -45,7 +53,7 @@ pub enum LevelKind {
 
 impl LevelKind {
     /// All kinds, smallest first.
-    pub const ALL: [LevelKind; 9] = [
+    pub const ALL: [LevelKind; 12] = [
         LevelKind::Smt,
         LevelKind::Cluster,
         LevelKind::Llc,
@@ -54,11 +62,14 @@ impl LevelKind {
         LevelKind::NumaGroup(1),
         LevelKind::NumaGroup(2),
         LevelKind::NumaGroup(3),
+        LevelKind::NumaGroup(4),
+        LevelKind::NumaGroup(5),
+        LevelKind::NumaGroup(6),
         LevelKind::Machine,
     ];
 
     /// A short name for tables: `SMT`, `cluster`, `LLC`, `NUMA`, `package`,
-    /// `NUMA group 1` .. `NUMA group 3`, `machine`.
+    /// `NUMA group 1` .. `NUMA group 6`, `machine`.
     pub fn name(self) -> &'static str {
         match self {
             LevelKind::Smt => "SMT",
@@ -69,6 +80,9 @@ impl LevelKind {
             LevelKind::NumaGroup(1) => "NUMA group 1",
             LevelKind::NumaGroup(2) => "NUMA group 2",
             LevelKind::NumaGroup(3) => "NUMA group 3",
+            LevelKind::NumaGroup(4) => "NUMA group 4",
+            LevelKind::NumaGroup(5) => "NUMA group 5",
+            LevelKind::NumaGroup(6) => "NUMA group 6",
             LevelKind::NumaGroup(_) => "NUMA group",
             LevelKind::Machine => "machine",
         }
@@ -77,8 +91,9 @@ impl LevelKind {
     /// Which of two equal spans keeps its level (the other is degenerate):
     /// the smaller kind, as the kernel keeps the child of a degenerate
     /// pair, except that the LLC is kept over a cluster (wake placement
-    /// looks for the LLC).
-    fn keep_rank(self) -> (u8, LevelKind) {
+    /// looks for the LLC). Also the order in which candidates of equal
+    /// size are built (`build_levels`).
+    pub(crate) fn keep_rank(self) -> (u8, LevelKind) {
         match self {
             LevelKind::Smt => (0, self),
             LevelKind::Llc => (1, self),
@@ -94,17 +109,23 @@ impl fmt::Display for LevelKind {
 }
 
 /// One scheduling level of one worker: the span of workers it covers and the
-/// child groups that partition it (the kernel's `sched_domain` and its
+/// child groups that cover it (the kernel's `sched_domain` and its
 /// `sched_group`s).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Level {
     /// What this level groups.
     pub kind: LevelKind,
-    /// The workers of this level, a contiguous range of worker ids.
-    pub span: Range<usize>,
-    /// The child spans partitioning `span`, in worker order; always at least 2
-    /// (a level with one group would be degenerate and is removed).
-    pub groups: Vec<Range<usize>>,
+    /// The workers of this level: a range, except for some of the kernel's
+    /// NUMA levels (see [`Span`]).
+    pub span: Span,
+    /// The child spans covering `span`: for each member not yet covered, in
+    /// worker order, its largest span strictly inside `span` (or the member
+    /// alone); always at least 2 (a level with one group would be
+    /// degenerate and is removed). They partition `span` except on the
+    /// kernel's overlapping NUMA levels, where other members' spans may
+    /// overlap this worker's own child, which is always one of the groups
+    /// (the kernel's `build_overlap_sched_groups`).
+    pub groups: Vec<Span>,
     /// Whether the PUs of this level share a CPU cache.
     pub shares_cache: bool,
     /// Size in bytes of the smallest cache shared by the whole span, if known.
@@ -117,9 +138,10 @@ impl Level {
         self.span.len()
     }
 
-    /// The group of this level that contains `worker`.
-    pub fn group_of(&self, worker: usize) -> Option<&Range<usize>> {
-        self.groups.iter().find(|g| g.contains(&worker))
+    /// The group of this level that contains `worker` (the first, where
+    /// groups overlap).
+    pub fn group_of(&self, worker: usize) -> Option<&Span> {
+        self.groups.iter().find(|g| g.contains(worker))
     }
 }
 
@@ -149,6 +171,8 @@ pub struct WorkerPlace {
     /// The span of the PU's NUMA node, whether or not it is a level of its
     /// own: see [`Topology::numa_span`].
     pub(crate) numa: Range<usize>,
+    /// The span of the PU's core: see [`Topology::core_span`].
+    pub(crate) core: Range<usize>,
 }
 
 /// The workers of a runtime and their domain tree.
@@ -157,7 +181,7 @@ pub struct WorkerPlace {
 /// use hwsched::{Topology, TopologySource};
 /// let topo = Topology::new(&TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()), None)?;
 /// assert_eq!(topo.workers(), 32);
-/// assert_eq!(topo.levels(13)[1].span, 8..16); // worker 13's LLC
+/// assert_eq!(topo.levels(13)[1].span, 8..16); // worker 13's LLC, a range
 /// println!("{topo}");
 /// # Ok::<(), hwsched::BuildError>(())
 /// ```
@@ -170,6 +194,25 @@ pub struct Topology {
     /// Whether the workers differ in capacity (computed once: placement
     /// asks on every wake).
     pub(crate) asymmetric: bool,
+    pub(crate) numa_topology: NumaTopology,
+}
+
+/// The kernel's classification of a machine's NUMA distances
+/// (`sched_numa_topology_type`, from `init_numa_topology_type`): how
+/// memory traffic between the two farthest nodes travels. The kernel's
+/// NUMA balancing uses it to choose where a task's memory group lives; the
+/// domain levels do not depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum NumaTopology {
+    /// One node, or every node one hop (one distance) from every other.
+    #[default]
+    Direct,
+    /// The two farthest nodes have a node nearer to both: traffic between
+    /// them passes through nodes that run tasks.
+    GluelessMesh,
+    /// The two farthest nodes have no node nearer to both: they reach each
+    /// other through a backplane.
+    Backplane,
 }
 
 impl Topology {
@@ -232,11 +275,11 @@ impl Topology {
         self.asymmetric
     }
 
-    /// The span of `worker`'s SMT core (the worker alone without SMT).
+    /// The span of `worker`'s SMT core (the worker alone without SMT), also
+    /// when it is no level of its own (a machine of one core: the machine
+    /// level).
     pub fn core_span(&self, worker: usize) -> Range<usize> {
-        self.level(worker, LevelKind::Smt)
-            .map(|l| l.span.clone())
-            .unwrap_or(worker..worker + 1)
+        self.places[worker].core.clone()
     }
 
     /// Whether this topology was discovered from this machine (its workers can
@@ -250,6 +293,12 @@ impl Topology {
         self.total_pus
     }
 
+    /// How the kernel would classify the NUMA distances
+    /// (`sched_numa_topology_type`, see [`NumaTopology`]).
+    pub fn numa_topology(&self) -> NumaTopology {
+        self.numa_topology
+    }
+
     /// Where the topology came from, e.g. `synthetic "core:2 pu:1"`.
     pub fn description(&self) -> &str {
         &self.description
@@ -260,66 +309,87 @@ impl Topology {
         0..self.workers()
     }
 
-    /// The child groups of `span` in the domain tree, or `None` when `span`
-    /// is a single worker (a leaf).
-    pub fn children(&self, span: &Range<usize>) -> Option<&[Range<usize>]> {
+    /// The child groups of `span` in the domain tree (the groups of a level
+    /// of one of its members whose span it is), or `None` when `span` is a
+    /// single worker (a leaf) or no level's span.
+    pub fn children(&self, span: &Span) -> Option<&[Span]> {
         if span.len() <= 1 {
             return None;
         }
-        self.levels(span.start)
-            .iter()
-            .find(|l| l.span == *span)
-            .map(|l| l.groups.as_slice())
+        span.iter().find_map(|x| {
+            self.levels(x)
+                .iter()
+                .find(|l| l.span == *span)
+                .map(|l| l.groups.as_slice())
+        })
     }
 
-    /// Every distinct span of the tree (levels' spans and single workers),
-    /// parents before children.
-    pub fn all_spans(&self) -> Vec<Range<usize>> {
+    /// Every distinct span of the tree (levels' spans, their groups and
+    /// single workers), larger before smaller (so parents before children).
+    pub fn all_spans(&self) -> Vec<Span> {
+        let mut seen: std::collections::HashSet<Span> = std::collections::HashSet::new();
         let mut out = Vec::new();
-        let mut stack = vec![self.root_span()];
-        while let Some(span) = stack.pop() {
-            if let Some(children) = self.children(&span) {
-                stack.extend(children.iter().rev().cloned());
-            } else if span.len() > 1 {
-                // No level covers this span (a topology without levels):
-                // its members are its leaves.
-                stack.extend(span.clone().rev().map(|w| w..w + 1));
+        let mut add = |s: &Span, out: &mut Vec<Span>| {
+            if seen.insert(s.clone()) {
+                out.push(s.clone());
             }
-            out.push(span);
+        };
+        add(&Span::range(self.root_span()), &mut out);
+        for p in &self.places {
+            for l in &p.levels {
+                add(&l.span, &mut out);
+                for g in &l.groups {
+                    add(g, &mut out);
+                }
+            }
         }
+        for w in 0..self.workers() {
+            add(&Span::single(w), &mut out);
+        }
+        out.sort_by(|a, b| {
+            b.len().cmp(&a.len()).then_with(|| {
+                a.runs()
+                    .iter()
+                    .map(|r| (r.start, r.end))
+                    .cmp(b.runs().iter().map(|r| (r.start, r.end)))
+            })
+        });
         out
     }
 
-    fn fmt_span(
-        &self,
-        f: &mut fmt::Formatter<'_>,
-        span: &Range<usize>,
-        depth: usize,
-    ) -> fmt::Result {
+    fn fmt_span(&self, f: &mut fmt::Formatter<'_>, span: &Span, depth: usize) -> fmt::Result {
         let indent = "  ".repeat(depth);
         if span.len() == 1 {
-            let p = &self.places[span.start];
+            let p = &self.places[span.first()];
             write!(
                 f,
                 "{indent}worker {} (PU L#{} P#{}",
-                span.start, p.logical_index, p.os_index
+                span.first(),
+                p.logical_index,
+                p.os_index
             )?;
             if self.is_asymmetric() {
                 write!(f, ", capacity {}", p.capacity)?;
             }
             return writeln!(f, ")");
         }
-        let level = self.levels(span.start).iter().find(|l| l.span == *span);
+        let level = span
+            .iter()
+            .find_map(|x| self.levels(x).iter().find(|l| l.span == *span));
         match level {
             Some(l) => {
                 write!(
                     f,
-                    "{indent}{} {}..{}, {} groups",
+                    "{indent}{} {}, {} groups",
                     l.kind,
-                    l.span.start,
-                    l.span.end,
+                    l.span,
                     l.groups.len()
                 )?;
+                if !l.span.is_contiguous()
+                    || l.groups.iter().map(Span::len).sum::<usize>() > l.span.len()
+                {
+                    write!(f, " (overlapping NUMA spans)")?;
+                }
                 if l.shares_cache {
                     match l.cache_size {
                         Some(sz) => write!(f, ", shared cache {}", fmt_bytes(sz))?,
@@ -332,13 +402,9 @@ impl Topology {
                 }
             }
             None => {
-                writeln!(
-                    f,
-                    "{indent}workers {}..{} (no levels)",
-                    span.start, span.end
-                )?;
-                for w in span.clone() {
-                    self.fmt_span(f, &(w..w + 1), depth + 1)?;
+                writeln!(f, "{indent}workers {span} (no levels)")?;
+                for w in span.iter() {
+                    self.fmt_span(f, &Span::single(w), depth + 1)?;
                 }
             }
         }
@@ -386,109 +452,105 @@ impl fmt::Display for Topology {
             }
         }
         writeln!(f)?;
-        self.fmt_span(f, &self.root_span(), 0)
+        self.fmt_span(f, &Span::range(self.root_span()), 0)
     }
 }
 
 /// Tells, for a span, whether its PUs share a cache and the cache's size.
-pub(crate) type CacheOf<'a> = dyn Fn(&Range<usize>) -> (bool, Option<u64>) + 'a;
+pub(crate) type CacheOf<'a> = dyn Fn(&Span) -> (bool, Option<u64>) + 'a;
 
-/// Builds every worker's levels from per-worker keys: `keys[worker][slot]`
-/// is the identity of the object of kind `kinds[slot]` containing the
-/// worker (`None`: this topology has no such object).
+/// Builds every worker's levels from its candidate spans:
+/// `cands[worker]` holds, for each kind this topology has, the span of the
+/// object of that kind around the worker (the kernel's topology level
+/// masks, already cut to the chosen workers).
 ///
-/// Workers with equal keys for a slot that are adjacent in worker order form
-/// one span; a slot whose objects are not contiguous (possible only in odd
-/// XML files) or that does not nest around the previous kept level is dropped
-/// for that worker, and a slot whose span equals a smaller one's is
-/// degenerate (see `LevelKind::keep_rank` for which of the two is kept).
-/// `cache` tells, for a span, whether its PUs share a cache and its size.
+/// As the kernel's `build_sched_domains` does, candidates are taken from
+/// the smallest (equal sizes in [`LevelKind::keep_rank`] order), each
+/// level's span is its candidate joined with the level below it
+/// (`build_sched_domain`'s fix-up of a span that does not hold its
+/// child's), and the build stops at the first span that is every worker;
+/// then a span of one worker or equal to the one below is degenerate and
+/// dropped (`sd_degenerate`, `sd_parent_degenerate`: the lower level is
+/// kept, except that an LLC equal to a cluster takes its place). A span of
+/// every worker is the machine level. `cache` tells, for a span, whether
+/// its PUs share a cache and its size.
 pub(crate) fn build_levels(
-    kinds: &[LevelKind],
-    keys: &[Vec<Option<u64>>],
+    cands: Vec<Vec<(LevelKind, Span)>>,
     cache: &CacheOf<'_>,
 ) -> Vec<Vec<Level>> {
-    let n = keys.len();
-    // spans[slot][worker]
-    let mut spans: Vec<Vec<Option<Range<usize>>>> = vec![vec![None; n]; kinds.len()];
-    for (k, spans_k) in spans.iter_mut().enumerate() {
-        let mut start = 0;
-        let mut contiguous = true;
-        let mut seen = std::collections::HashSet::new();
-        while start < n {
-            let key = keys[start].get(k).copied().flatten();
-            let mut end = start + 1;
-            while end < n && keys[end].get(k).copied().flatten() == key {
-                end += 1;
-            }
-            if let Some(key) = key {
-                if !seen.insert(key) {
-                    contiguous = false;
-                }
-                for s in spans_k.iter_mut().take(end).skip(start) {
-                    *s = Some(start..end);
-                }
-            }
-            start = end;
-        }
-        if !contiguous {
-            spans_k.iter_mut().for_each(|s| *s = None);
-        }
-    }
-    // Per worker: its chain of spans, smallest first. Of equal spans one
-    // kind is kept (`keep_rank`), but the span of every worker is the
-    // machine level whatever else covers it; a span that does not nest
-    // around the previous one is dropped, and so is one equal to the
-    // worker alone.
-    let chains: Vec<Vec<(LevelKind, Range<usize>)>> = (0..n)
-        .map(|w| {
-            let mut cands: Vec<(LevelKind, Range<usize>)> = kinds
-                .iter()
-                .enumerate()
-                .filter_map(|(k, kind)| spans[k][w].clone().map(|s| (*kind, s)))
-                .map(|(kind, s)| {
-                    if s == (0..n) {
-                        (LevelKind::Machine, s)
-                    } else {
-                        (kind, s)
-                    }
-                })
-                .collect();
+    let n = cands.len();
+    let all = Span::range(0..n);
+    let chains: Vec<Vec<(LevelKind, Span)>> = cands
+        .into_iter()
+        .enumerate()
+        .map(|(w, mut cands)| {
             cands.sort_by(|a, b| {
                 a.1.len()
                     .cmp(&b.1.len())
                     .then(a.0.keep_rank().cmp(&b.0.keep_rank()))
             });
-            let mut chain: Vec<(LevelKind, Range<usize>)> = Vec::new();
-            let mut prev = w..w + 1;
-            for (kind, span) in cands {
-                let nests = span.start <= prev.start && prev.end <= span.end;
-                if !nests || span == prev {
+            let mut chain: Vec<(LevelKind, Span)> = Vec::new();
+            let mut prev = Span::single(w);
+            for (kind, mask) in cands {
+                let span = mask.union(&prev);
+                if span == prev {
+                    if let Some(last) = chain.last_mut() {
+                        if kind == LevelKind::Llc && last.0 == LevelKind::Cluster {
+                            last.0 = LevelKind::Llc;
+                        }
+                    }
                     continue;
                 }
+                let kind = if span == all {
+                    LevelKind::Machine
+                } else {
+                    kind
+                };
                 prev = span.clone();
                 chain.push((kind, span));
+                if prev == all {
+                    break;
+                }
             }
             chain
         })
         .collect();
+    // The groups of each distinct span, computed once.
+    let mut groups_of: HashMap<Span, Vec<Span>> = HashMap::new();
     let mut levels: Vec<Vec<Level>> = vec![Vec::new(); n];
     for (w, chain) in chains.iter().enumerate() {
-        for (kind, span) in chain {
-            // The groups: for each member, its largest span strictly inside
-            // this one (or the member alone).
-            let mut groups: Vec<Range<usize>> = Vec::new();
-            for x in span.clone() {
-                let g = chains[x]
-                    .iter()
-                    .map(|(_, s)| s)
-                    .filter(|s| s.start >= span.start && s.end <= span.end && s.len() < span.len())
-                    .max_by_key(|s| s.len())
-                    .cloned()
-                    .unwrap_or(x..x + 1);
-                if groups.last() != Some(&g) {
-                    groups.push(g);
-                }
+        for (i, (kind, span)) in chain.iter().enumerate() {
+            let mut groups = groups_of
+                .entry(span.clone())
+                .or_insert_with(|| {
+                    let mut covered = vec![false; span.hull().end];
+                    let mut groups = Vec::new();
+                    for x in span.iter() {
+                        if covered[x] {
+                            continue;
+                        }
+                        let g = chains[x]
+                            .iter()
+                            .map(|(_, s)| s)
+                            .filter(|s| s.len() < span.len() && s.is_subset(span))
+                            .max_by_key(|s| s.len())
+                            .cloned()
+                            .unwrap_or_else(|| Span::single(x));
+                        for y in g.iter() {
+                            covered[y] = true;
+                        }
+                        groups.push(g);
+                    }
+                    groups
+                })
+                .clone();
+            let child = if i == 0 {
+                Span::single(w)
+            } else {
+                chain[i - 1].1.clone()
+            };
+            if !groups.contains(&child) {
+                groups.insert(0, child);
             }
             let (shares_cache, cache_size) = cache(span);
             levels[w].push(Level {

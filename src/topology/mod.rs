@@ -4,7 +4,11 @@
 //! this machine, an hwloc synthetic description, or an lstopo XML export).
 //! Workers are numbered in hwloc logical order over the chosen PUs, so every
 //! topology object (core, cache, NUMA node, package) is a contiguous range of
-//! worker ids: a span is a [`Range`](std::ops::Range), never a set.
+//! worker ids. A level's [`Span`] is such a range where the machine allows,
+//! and a bitmap where the kernel's NUMA spans overlap: the NUMA levels are
+//! built as the kernel's `sched_init_numa` builds them, one per distinct
+//! distance of the NUMA latency matrix, and the nodes within a distance of
+//! one node need not be neighbours in worker order.
 //!
 //! Each worker sees its [`Level`]s smallest first: SMT, cluster, LLC, NUMA,
 //! package, NUMA groups, machine (see [`LevelKind`] for when a NUMA node
@@ -22,11 +26,15 @@
 mod discover;
 mod domain;
 mod pin;
+mod span;
 mod xml;
 
 pub use discover::{
     export_xml, TopologySource, MAX_PUS, MAX_SYNTHETIC_OBJECTS, MAX_XML_BYTES, MAX_XML_OBJECTS,
     MAX_XML_OS_INDEX,
 };
-pub use domain::{Level, LevelKind, Topology, WorkerPlace, CAPACITY_SCALE, MAX_NUMA_GROUP_LEVELS};
+pub use domain::{
+    Level, LevelKind, NumaTopology, Topology, WorkerPlace, CAPACITY_SCALE, MAX_NUMA_GROUP_LEVELS,
+};
 pub use pin::{pin_current_thread, MAX_PIN_CPU};
+pub use span::Span;

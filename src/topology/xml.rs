@@ -389,18 +389,40 @@ impl Kind {
 
     /// Position in hwloc's order (a child is strictly below its parent);
     /// `None` for groups, which may sit between any two levels above
-    /// cores.
+    /// cores. The data and instruction caches of one level may nest
+    /// either way (see [`Kind::pairs_with`]).
     fn rank(self) -> Option<u8> {
         Some(match self {
             Kind::Machine => 0,
             Kind::Package => 1,
             Kind::Die => 2,
             Kind::Group => return None,
-            Kind::Cache(l) => 3 + 2 * (5 - l),
-            Kind::ICache(l) => 4 + 2 * (5 - l),
-            Kind::Core => 13,
-            Kind::Pu => 14,
+            Kind::Cache(l) => 3 + 3 * (5 - l),
+            Kind::ICache(l) => 4 + 3 * (5 - l),
+            Kind::Core => 18,
+            Kind::Pu => 19,
         })
+    }
+
+    /// Whether `self` may sit inside `parent` although its rank is not
+    /// below it: the data (or unified) and the instruction cache of one
+    /// level, either inside the other. hwloc orders objects by their
+    /// cpusets and uses its type order (`obj_type_order`: L1 above L1i)
+    /// only between equal cpusets, so an instruction cache shared by the
+    /// cores of a module (AMD Bulldozer's L1i) sits above their own L1d
+    /// caches. The rank below both ([`Kind::pair_rank`]) then applies to
+    /// what is inside, so the pair nests once.
+    fn pairs_with(self, parent: Kind) -> bool {
+        matches!((self, parent), (Kind::Cache(a), Kind::ICache(b)) | (Kind::ICache(a), Kind::Cache(b)) if a == b)
+    }
+
+    /// The rank of a data and instruction cache pair of one level, one
+    /// inside the other: below both, above the next level's caches.
+    fn pair_rank(self) -> Option<u8> {
+        match self {
+            Kind::Cache(l) | Kind::ICache(l) => Some(5 + 3 * (5 - l)),
+            _ => None,
+        }
     }
 }
 
@@ -525,8 +547,12 @@ fn convert_children(
             _ => {}
         }
         let kind = Kind::parse(ty).ok_or_else(|| format!("unknown object type {ty:?}"))?;
+        // A cache inside the other cache of its level (L1d in L1i, or L1i
+        // in L1d): what is inside takes the pair's rank, so neither kind
+        // comes again.
+        let paired = kind.pairs_with(parent) && parent.rank() == Some(above);
         let below_ok = match kind.rank() {
-            Some(r) => r > above,
+            Some(r) => r > above || paired,
             None => above < Kind::Core.rank().unwrap_or(0),
         };
         if !below_ok {
@@ -563,7 +589,11 @@ fn convert_children(
             numa: Vec::new(),
             cpus: Vec::new(),
         };
-        let rank = kind.rank().unwrap_or(above);
+        let rank = if paired {
+            kind.pair_rank().unwrap_or(above)
+        } else {
+            kind.rank().unwrap_or(above)
+        };
         convert_children(
             &e.children,
             rank,
@@ -1190,5 +1220,56 @@ mod tests {
         assert_eq!(unescape("a&lt;b&#65;&#x42;").as_deref(), Some("a<bAB"));
         assert_eq!(unescape("&bogus;"), None);
         assert_eq!(unescape("&#0;"), None);
+    }
+
+    /// One machine of two cores under `outer`, each core under `inner`
+    /// (`None`: no such object).
+    fn nested(outer: &str, inner: Option<&str>, innermost: Option<&str>) -> String {
+        let core = |i: u32| {
+            let pu = format!(
+                "<object type=\"Core\" os_index=\"{i}\"><object type=\"PU\" os_index=\"{i}\"/></object>"
+            );
+            let pu = match innermost {
+                Some(t) => format!(
+                    "<object type=\"{t}\" cache_size=\"1024\" cache_type=\"1\">{pu}</object>"
+                ),
+                None => pu,
+            };
+            match inner {
+                Some(t) => format!(
+                    "<object type=\"{t}\" cache_size=\"1024\" cache_type=\"1\">{pu}</object>"
+                ),
+                None => pu,
+            }
+        };
+        format!(
+            "<topology version=\"2.0\"><object type=\"Machine\" os_index=\"0\">\
+             <object type=\"{outer}\" cache_size=\"65536\" cache_type=\"2\">{}{}</object>\
+             </object></topology>",
+            core(0),
+            core(1)
+        )
+    }
+
+    #[test]
+    fn caches_of_one_level_nest_either_way_once() {
+        // AMD Bulldozer: the module's shared L1i above each core's L1d.
+        assert!(sanitize(&nested("L1iCache", Some("L1Cache"), None)).is_ok());
+        // And the other way round.
+        assert!(sanitize(&nested("L1Cache", Some("L1iCache"), None)).is_ok());
+        // But not a third L1 below the pair, and never a level inside a
+        // smaller one.
+        for (outer, inner, innermost) in [
+            ("L1iCache", "L1Cache", "L1iCache"),
+            ("L1Cache", "L1iCache", "L1Cache"),
+        ] {
+            let err = sanitize(&nested(outer, Some(inner), Some(innermost))).unwrap_err();
+            assert!(err.contains("not hwloc's order"), "{err}");
+        }
+        let err = sanitize(&nested("L1iCache", Some("L2Cache"), None)).unwrap_err();
+        assert!(
+            err.contains("a L2Cache object is inside a L1iCache"),
+            "{err}"
+        );
     }
 }

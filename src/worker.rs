@@ -574,6 +574,12 @@ impl Core {
         }
         s.left_parked = Some(shared.idle.leave_parked(self.index));
         shared.idle.idle.remove(self.index, Ordering::Relaxed);
+        // Step 5 of the hand-off (io/handoff.rs, loom: driver.rs). Only a
+        // worker sleeping in the driver gets here (`suspended`), so only
+        // with the `io` feature.
+        #[cfg(feature = "io")]
+        let _ = crate::io::handoff::wake_self(&shared.workers[self.index].mailbox.parker);
+        #[cfg(not(feature = "io"))]
         let _ = shared.workers[self.index].mailbox.parker.notify();
     }
 
@@ -1386,31 +1392,18 @@ fn run_loop(ctx: &WorkerCtx) {
     }
 }
 
-/// Wakes a worker parked on its thread (with the I/O driver on, every poller
-/// being taken): what its parker's slot holds while it sleeps.
-#[cfg(feature = "io")]
-struct ThreadWaker(std::thread::Thread);
-
-#[cfg(feature = "io")]
-impl std::task::Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// How a worker sleeps and looks at the I/O driver (io/mod.rs): in a
-/// poller it holds, or on its thread; and, busy, every
+/// poller it holds, or on its thread (the steps of
+/// [`io::handoff`](crate::io::handoff), which the loom models of
+/// `loom-tests/tests/driver.rs` drive); and, busy, every
 /// [`EVENT_INTERVAL`](crate::io::EVENT_INTERVAL) tasks without blocking.
 #[cfg(feature = "io")]
 struct Driven<'a> {
     shared: &'a Shared,
     index: usize,
-    /// The poller this worker holds while it sleeps in it.
-    held: Option<(usize, parking_lot::MutexGuard<'a, crate::io::PollState>)>,
-    thread_waker: std::task::Waker,
+    /// The poller this worker holds while it sleeps in it, and the sleep of
+    /// its thread when every poller is taken.
+    sleep: crate::io::handoff::PollerSleep<'a, crate::io::Poller, crate::io::handoff::ThreadPark>,
     tasks: u32,
 }
 
@@ -1420,8 +1413,7 @@ impl<'a> Driven<'a> {
         Driven {
             shared: &ctx.shared,
             index: ctx.index,
-            held: None,
-            thread_waker: std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current()))),
+            sleep: crate::io::handoff::PollerSleep::new(crate::io::handoff::ThreadPark::current()),
             tasks: 0,
         }
     }
@@ -1434,24 +1426,10 @@ impl<'a> Driven<'a> {
         let Some(d) = self.shared.driver.get() else {
             return std::task::Poll::Ready(p.park());
         };
-        if self.held.is_none() {
-            let own = d.poller_of(self.index);
-            let n = d.pollers.len();
-            self.held = (0..n).find_map(|k| {
-                let i = (own + k) % n;
-                d.pollers[i].try_hold().map(|g| (i, g))
-            });
-        }
-        let waker = match &self.held {
-            Some((i, _)) => d.pollers[*i].waker(),
-            None => &self.thread_waker,
-        };
-        let r = p.poll_park(waker);
-        if r.is_ready() {
-            // Awake: the poller is free for the next worker to sleep.
-            self.held = None;
-        }
-        r
+        // Steps 1 and 2 of the hand-off, and 6 when called again: a free
+        // poller (its own first) or the thread, `poll_park` with its waker;
+        // the poller is released when the park ends.
+        self.sleep.sleep(&d.pollers, d.poller_of(self.index), p)
     }
 
     /// Sleeps after the idle period suspended: in the poller held (until an
@@ -1464,24 +1442,17 @@ impl<'a> Driven<'a> {
             .get()
             .expect("a park suspends only with a driver");
         let parker = &shared.workers[self.index].mailbox.parker;
-        let ext = matches!(self.held, Some((0, _)));
+        let ext = self.sleep.held() == Some(0);
         let deadline = crate::time::sleep_deadline(shared, ext);
         let timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
         ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
-        match &mut self.held {
-            Some((i, g)) => {
-                let turns = &shared.workers[self.index].stats.driver_turns;
-                WorkerCounters::bump(turns, 1);
-                d.pollers[*i].turn(g, timeout, || parker.take_waker());
-            }
-            None => {
-                match timeout {
-                    Some(t) => std::thread::park_timeout(t),
-                    None => std::thread::park(),
-                }
-                parker.take_waker();
-            }
+        if self.sleep.held().is_some() {
+            let turns = &shared.workers[self.index].stats.driver_turns;
+            WorkerCounters::bump(turns, 1);
         }
+        // Steps 3 and 4 of the hand-off: the turn (or the thread's park),
+        // the waker taken back when it returns, before the dispatch.
+        self.sleep.wait(&d.pollers, parker, timeout);
         if ext {
             crate::time::wake_sleeper_done(shared);
         }

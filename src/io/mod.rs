@@ -35,6 +35,11 @@
 //! When `epoll_wait` returns, the worker first takes its waker back out of
 //! the slot (so that waking itself, below, costs no eventfd write), then
 //! dispatches the events: readiness set, waiters woken **on its thread**.
+//! A wake that lands on the sleeping worker notifies its own parker, which
+//! ends its park when it polls it again. These steps are written once, in
+//! [`handoff`] ([`PollerSleep`](handoff::PollerSleep)), generic over the
+//! poller, so that the loom models drive them with a mock poller and the
+//! runtime with mio's.
 //!
 //! # A batch stays local
 //!
@@ -64,14 +69,24 @@
 
 pub(crate) mod coop;
 mod driver;
+// The worker's side of the hand-off, generic over the poller (mio's here,
+// a mock in the loom model `loom-tests/tests/driver.rs`), and the readiness
+// cache: public under `cfg(loom)` so the models drive the production code.
+#[cfg(loom)]
+pub mod handoff;
+#[cfg(not(loom))]
+pub(crate) mod handoff;
 mod registration;
+#[cfg(loom)]
+pub mod scheduled_io;
+#[cfg(not(loom))]
 mod scheduled_io;
 
 pub use driver::IoPollers;
 pub(crate) use driver::{Driver, PollState, Poller, TOKEN_SIGNAL};
 pub(crate) use registration::{no_runtime, PollEvented, Registration};
+pub(crate) use scheduled_io::Direction;
 pub use scheduled_io::Ready;
-pub(crate) use scheduled_io::{Direction, ReadyEvent, ScheduledIo};
 
 /// Tasks between two non-blocking looks at the poller by a busy worker
 /// (tokio's `event_interval`, 61: a prime).

@@ -27,10 +27,11 @@
 //! waiter's (it finds the waker), or before (the waiter's re-read, after
 //! the lock that the driver released, sees the bits).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
-use parking_lot::Mutex;
+// The sync shim: loom's atomics and mutex under `cfg(loom)`, so the model
+// `loom-tests/tests/driver.rs` (`readiness_*`) checks this protocol.
+use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 /// Readiness bits of a registration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -121,8 +122,10 @@ impl std::ops::BitAnd for Ready {
 
 /// A direction a task waits in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Direction {
+pub enum Direction {
+    /// Waits for readable (or read-closed, or an error).
     Read,
+    /// Waits for writable (or write-closed, or an error).
     Write,
 }
 
@@ -140,7 +143,7 @@ impl Direction {
 /// What a task saw when it found readiness: the bits (of its direction) and
 /// the tick they were read at, for [`ScheduledIo::clear_readiness`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ReadyEvent {
+pub struct ReadyEvent {
     pub(crate) tick: u16,
     pub(crate) ready: Ready,
 }
@@ -174,7 +177,7 @@ struct Waiters {
 // Two cache lines: the driver writes it, the socket's task reads it; its
 // neighbours in memory belong to other sockets (tokio aligns it the same).
 #[repr(align(128))]
-pub(crate) struct ScheduledIo {
+pub struct ScheduledIo {
     readiness: AtomicUsize,
     waiters: Mutex<Waiters>,
 }
@@ -186,7 +189,8 @@ impl Default for ScheduledIo {
 }
 
 impl ScheduledIo {
-    pub(crate) fn new() -> Self {
+    /// No readiness, no waiter.
+    pub fn new() -> Self {
         ScheduledIo {
             readiness: AtomicUsize::new(0),
             waiters: Mutex::new(Waiters::default()),
@@ -194,12 +198,13 @@ impl ScheduledIo {
     }
 
     /// The cached readiness now.
-    pub(crate) fn readiness(&self) -> Ready {
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    pub fn readiness(&self) -> Ready {
         ready_of(self.readiness.load(Ordering::Acquire))
     }
 
     /// ORs `ready` in and bumps the tick (the driver, on an event).
-    pub(crate) fn set_readiness(&self, ready: Ready) {
+    pub fn set_readiness(&self, ready: Ready) {
         // AcqRel: release publishes the bits to the waiter's Acquire loads in
         // `poll_ready`; the lock taken after it in `wake` orders it before
         // the waker take (module docs).
@@ -213,7 +218,7 @@ impl ScheduledIo {
 
     /// Clears the readiness `ev` observed, unless the driver set new
     /// readiness since (the tick moved). Closed states stay.
-    pub(crate) fn clear_readiness(&self, ev: ReadyEvent) {
+    pub fn clear_readiness(&self, ev: ReadyEvent) {
         let clear = (ev.ready.0 & !(Ready::READ_CLOSED.0 | Ready::WRITE_CLOSED.0)) as usize;
         // AcqRel: pairs with set_readiness's RMW; both are on the same word,
         // so a set between the task's read and this clear moves the tick and
@@ -226,7 +231,7 @@ impl ScheduledIo {
     }
 
     /// Wakes the waiters whose direction `ready` concerns.
-    pub(crate) fn wake(&self, ready: Ready) {
+    pub fn wake(&self, ready: Ready) {
         let mut list: [Option<Waker>; 8] = Default::default();
         let mut n = 0;
         let mut rest = Vec::new();
@@ -273,7 +278,7 @@ impl ScheduledIo {
 
     /// The direction's readiness, or `Pending` with `cx`'s waker stored in
     /// the direction's slot.
-    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<ReadyEvent> {
+    pub fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<ReadyEvent> {
         let mask = dir.mask();
         // Acquire: pairs with set_readiness's release (module docs).
         let s = self.readiness.load(Ordering::Acquire);

@@ -35,7 +35,10 @@ fn set_soft_nofile(n: u64) -> u64 {
 fn emfile_on_accept_leaves_the_server_serving_once_descriptors_free_up() {
     common::with_timeout(120, "emfile", || {
         const CLIENTS: usize = 24;
-        let rt = hwsched::Runtime::builder().worker_threads(2).build().unwrap();
+        let rt = hwsched::Runtime::builder()
+            .worker_threads(2)
+            .build()
+            .unwrap();
         let listener = rt
             .block_on(hwsched::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();

@@ -3,7 +3,7 @@
 //! with the `hyper` feature: no adapter between them).
 //!
 //! ```text
-//! cargo run --release --features hyper --example http_server -- [--addr 127.0.0.1:8080] [--secs N] [--workers N]
+//! cargo run --release --features hyper --example http_server -- [--addr 127.0.0.1:8080] [--secs N] [--workers N] [--stats]
 //! curl http://127.0.0.1:8080/
 //! wrk -t1 -c64 -d5s http://127.0.0.1:8080/
 //! ```
@@ -33,6 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut addr: SocketAddr = "127.0.0.1:8080".parse()?;
     let mut secs: Option<u64> = None;
     let mut workers: Option<usize> = None;
+    let mut print_stats = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -40,6 +41,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--addr" => addr = val()?.parse()?,
             "--secs" => secs = Some(val()?.parse()?),
             "--workers" => workers = Some(val()?.parse()?),
+            // The runtime's whole Stats table at the end.
+            "--stats" => print_stats = true,
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -89,6 +92,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let stats = rt.stats();
     drop(rt);
+    if print_stats {
+        println!("{stats}");
+    }
     let t = stats.total();
     println!(
         "http_server: {served} connections; task wakes: {} from the I/O driver on a worker, {} \

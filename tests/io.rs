@@ -518,3 +518,31 @@ fn creating_a_socket_outside_any_runtime_is_an_error_that_says_so() {
     let e = r.expect_err("no runtime");
     assert!(e.to_string().contains("no hwsched runtime"), "{e}");
 }
+
+#[test]
+fn a_timer_far_enough_to_cascade_does_not_spin_the_poller() {
+    with_timeout(60, "timer_cascade", || {
+        // 300 ms sits in the wheel's second level, whose slot starts before
+        // the deadline: the sleeper wakes at the slot's start, cascades the
+        // timer, and sleeps again until the deadline, a handful of turns in
+        // all (a look keyed on the deadline instead spun the poller with a
+        // zero timeout until it came).
+        let rt = rt_io(None, Some(2), IoPollers::One);
+        for on_worker in [false, true] {
+            let before = rt.stats().total().driver_turns;
+            let t0 = Instant::now();
+            if on_worker {
+                rt.block_on(rt.spawn(hwsched::time::sleep(Duration::from_millis(300))))
+                    .unwrap();
+            } else {
+                rt.block_on(hwsched::time::sleep(Duration::from_millis(300)));
+            }
+            assert!(t0.elapsed() >= Duration::from_millis(300));
+            let turns = rt.stats().total().driver_turns - before;
+            assert!(
+                turns < 100,
+                "{turns} poller turns for one timer (on a worker: {on_worker})"
+            );
+        }
+    });
+}

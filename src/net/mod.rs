@@ -149,7 +149,7 @@ macro_rules! stream_io {
             }
             fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
                 let $s = &*self;
-                Poll::Ready($e.shutdown(Shutdown::Write))
+                Poll::Ready($crate::net::shutdown_write($e.shutdown(Shutdown::Write)))
             }
         }
 
@@ -180,7 +180,7 @@ macro_rules! stream_io {
             }
             fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
                 let $s = &*self;
-                Poll::Ready($e.shutdown(Shutdown::Write))
+                Poll::Ready($crate::net::shutdown_write($e.shutdown(Shutdown::Write)))
             }
         }
     };
@@ -224,6 +224,17 @@ impl Drop for ReadyFuture<'_> {
         if let Some(k) = self.key {
             self.reg.drop_waiter(k);
         }
+    }
+}
+
+/// The result of closing a stream's write half for `poll_close` /
+/// `poll_shutdown`: `ENOTCONN` (the peer has already closed or reset the
+/// connection) means the write half is closed, which is what the caller
+/// asked for.
+pub(crate) fn shutdown_write(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
+        r => r,
     }
 }
 

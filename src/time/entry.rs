@@ -182,7 +182,8 @@ thread_local! {
 /// workers' wheels.
 pub(crate) struct ExternalTimers {
     wheel: Mutex<Option<Wheel<Arc<Entry>>>>,
-    /// The earliest tick in `wheel` (`u64::MAX`: none), for busy workers.
+    /// The wheel's next expiration (`u64::MAX`: none): when a look must
+    /// advance it (busy workers, the sleeper in poller 0).
     next: AtomicU64,
     /// The tick until which the worker in poller 0 sleeps (0: nobody sleeps
     /// on a timeout there): an insert before it wakes that worker.
@@ -234,9 +235,14 @@ pub(crate) fn insert(rt: &Arc<Shared>, tick: u64) -> (Arc<Entry>, Home) {
         let wheel = g.get_or_insert_with(|| Wheel::new(tick_now(rt.start)));
         let k = wheel.insert(tick, e.clone());
         e.key.store(pack(k), Ordering::Relaxed);
-        if tick < ext.next.load(Ordering::Relaxed) {
-            ext.next.store(tick, Ordering::Relaxed);
-        }
+        // The wheel's next expiration, not `tick`: an entry in a higher
+        // level's slot must be cascaded at the slot's start, which may be
+        // earlier (time/wheel.rs); a look keyed on `tick` would skip it
+        // while the sleeper's timeout, keyed on the wheel's, came due.
+        ext.next.store(
+            wheel.next_expiration().unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         // Under the lock: ordered against the sleeper's store (module docs
         // of `sleep_deadline`).
         tick < ext.sleeping_until.load(Ordering::Relaxed)
@@ -375,9 +381,8 @@ pub(crate) fn fire_worker(rt: &Shared, ext: bool) -> usize {
             if let Some(w) = g.as_mut() {
                 let k = w.insert(tick, e.clone());
                 e.key.store(pack(k), Ordering::Relaxed);
-                if tick < t.next.load(Ordering::Relaxed) {
-                    t.next.store(tick, Ordering::Relaxed);
-                }
+                t.next
+                    .store(w.next_expiration().unwrap_or(u64::MAX), Ordering::Relaxed);
             }
         });
     }

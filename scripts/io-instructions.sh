@@ -30,7 +30,7 @@ for kind in hwsched tokio async-executor; do
     callgrind_control -i off "$pid" >/dev/null
     callgrind_control -d "$pid" >/dev/null
     kill "$pid"; wait "$pid" 2>/dev/null || true
-    ir=$(cat "$dir/$kind".cg* | awk '/^summary:/ {s += $2} END {print s}')
+    ir=$(cat "$dir/$kind".cg* | awk '/^totals:/ {s += $2} END {print s}')
     printf '%-16s %10s %14s %12.0f\n' "$kind" "$reqs" "$ir" "$(echo "$ir / $reqs" | bc -l)"
 done
 echo "callgrind files: $dir"

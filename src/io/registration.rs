@@ -312,25 +312,9 @@ impl<E: mio::event::Source> PollEvented<E> {
         &self,
         cx: &mut Context<'_>,
         len: usize,
-        mut f: impl FnMut(&E) -> io::Result<usize>,
+        f: impl FnMut(&E) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        loop {
-            let ev = match self.reg.poll_ready(cx, Direction::Read) {
-                Poll::Ready(Ok(ev)) => ev,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            };
-            match f(self.get_ref()) {
-                Ok(n) => {
-                    if n > 0 && n < len {
-                        self.reg.clear_readiness(ev);
-                    }
-                    return Poll::Ready(Ok(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.reg.clear_readiness(ev),
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
+        self.poll_transfer(cx, Direction::Read, len, f)
     }
 
     /// Writes with `f` (`len` bytes offered), clearing readiness on
@@ -339,10 +323,23 @@ impl<E: mio::event::Source> PollEvented<E> {
         &self,
         cx: &mut Context<'_>,
         len: usize,
+        f: impl FnMut(&E) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        self.poll_transfer(cx, Direction::Write, len, f)
+    }
+
+    /// The loop of both: `f` moves up to `len` bytes when `dir` is ready; a
+    /// `WouldBlock`, or a transfer short of `len` (the kernel buffer is
+    /// drained, or full), clears the readiness it saw.
+    fn poll_transfer(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        len: usize,
         mut f: impl FnMut(&E) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
         loop {
-            let ev = match self.reg.poll_ready(cx, Direction::Write) {
+            let ev = match self.reg.poll_ready(cx, dir) {
                 Poll::Ready(Ok(ev)) => ev,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,

@@ -3,7 +3,7 @@
 //! # Readiness
 //!
 //! A socket registers once, for read and write, edge-triggered
-//! ([`Registration`]); its readiness is cached in a [`ScheduledIo`] (bits
+//! (`Registration`); its readiness is cached in a `ScheduledIo` (bits
 //! and a tick), so a task pays neither an `epoll_ctl` per wait nor a read
 //! before it waits: a read runs only when the cache says readable, and a
 //! `WouldBlock` (or a short read) clears exactly the readiness it saw
@@ -13,12 +13,12 @@
 //!
 //! The driver has one or more pollers ([`IoPollers`]); each is an epoll
 //! instance behind a try-lock, with an eventfd as its waker. A worker that
-//! goes to sleep (the park protocol of [`park`](crate::park), step 4) does
+//! goes to sleep (the park protocol of `park.rs`, step 4) does
 //! it in one of two ways:
 //!
 //! - it takes a free poller (its own domain's first, then the others): it
 //!   sets `PARKED` with the **poller's waker** in its parker's slot
-//!   ([`Parker::poll_park`](crate::park::Parker::poll_park)), and waits in
+//!   (`Parker::poll_park`), and waits in
 //!   `epoll_wait` with its next timer deadline as the timeout;
 //! - or, every poller being taken, it parks its thread with a thread waker
 //!   in the slot (and its own timer deadline as the timeout).
@@ -37,7 +37,7 @@
 //! dispatches the events: readiness set, waiters woken **on its thread**.
 //! A wake that lands on the sleeping worker notifies its own parker, which
 //! ends its park when it polls it again. These steps are written once, in
-//! [`handoff`] ([`PollerSleep`](handoff::PollerSleep)), generic over the
+//! `handoff.rs` (`PollerSleep`), generic over the
 //! poller, so that the loom models drive them with a mock poller and the
 //! runtime with mio's.
 //!
@@ -58,7 +58,7 @@
 //! A worker that keeps running looks at its poller without blocking every
 //! [`EVENT_INTERVAL`] tasks (if no other worker holds it), fires its due
 //! timers, and wakes the tasks whose cooperative budget ran out
-//! ([`coop`]). So readiness is seen while every worker is busy.
+//! (`coop.rs`). So readiness is seen while every worker is busy.
 //!
 //! # Started on first use
 //!

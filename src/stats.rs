@@ -126,6 +126,10 @@ counters! {
         /// Parked workers woken to search by the one decision after a batch
         /// (the batch left more than this worker runs next, nobody searched).
         batch_wakes,
+        /// Tasks of driver batches that waited longer than `migration_cost`
+        /// in this worker's private batch queue and moved to its stealable
+        /// deque.
+        batch_spilled,
         /// Timers that fired on this worker.
         timers_fired,
         /// Tasks whose cooperative budget ran out and that yielded (their
@@ -476,7 +480,8 @@ impl fmt::Display for Stats {
             writeln!(
                 f,
                 "I/O driver: {} poller(s), {} sockets registered ({} moved), {} readiness events in {} turns \
-                 ({} with wakes, {} tasks per such batch, {} searcher wakes after batches), {} \
+                 ({} with wakes, {} tasks per such batch, {} searcher wakes after batches, {} tasks \
+                 spilled to the deque), {} \
                  waker writes, {} timers fired, {} cooperative yields",
                 self.io_pollers,
                 self.io_registered,
@@ -486,6 +491,7 @@ impl fmt::Display for Stats {
                 t.driver_batches,
                 ratio(t.wakes_by_driver, t.driver_batches),
                 t.batch_wakes,
+                t.batch_spilled,
                 self.io_waker_writes,
                 t.timers_fired,
                 t.coop_yields,

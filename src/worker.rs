@@ -102,6 +102,10 @@ pub const MAX_LIFO_POLLS: u32 = 3;
 /// prime, so it does not fall in step with periodic workloads).
 pub const INBOX_CHECK_INTERVAL: u32 = 61;
 
+/// Most tasks of the I/O driver's batches kept private to the worker that
+/// polled them ([`Core::push_batch`]); the rest go to its stealable deque.
+pub const BATCH_LOCAL: usize = 16;
+
 /// Polls or pushes between two (rate-limited) load publishes.
 const PUBLISH_CHECK_EVERY: u32 = 32;
 
@@ -133,6 +137,11 @@ pub(crate) struct Core {
     pub(crate) wake_mode: WakeMode,
     /// Tasks the current batch (a poller turn, timers) put here.
     batch: u32,
+    /// The I/O driver's batches beyond the LIFO slot, private to this
+    /// worker while they stay cache-hot ([`Core::push_batch`]).
+    batch_q: std::collections::VecDeque<Runnable>,
+    /// When `batch_q` last received a batch (`Shared::now_ns`).
+    batch_since: u64,
     /// The idle period suspended while this worker sleeps in its poller
     /// (or parks its thread, with the I/O driver on).
     pub(crate) suspended: Option<SuspendedIdle>,
@@ -553,6 +562,8 @@ impl Core {
             queued_bit: false,
             wake_mode: WakeMode::Place,
             batch: 0,
+            batch_q: std::collections::VecDeque::new(),
+            batch_since: 0,
             suspended: None,
         }
     }
@@ -569,7 +580,9 @@ impl Core {
         let Some(s) = self.suspended.as_mut() else {
             return;
         };
-        if s.left_parked.is_some() || (self.lifo.is_none() && self.local.is_empty()) {
+        if s.left_parked.is_some()
+            || (self.lifo.is_none() && self.local.is_empty() && self.batch_q.is_empty())
+        {
             return;
         }
         s.left_parked = Some(shared.idle.leave_parked(self.index));
@@ -597,6 +610,12 @@ impl Core {
     fn next_local(&mut self, shared: &Shared) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
         let me = &shared.workers[self.index];
+        if !self.batch_q.is_empty()
+            && shared.now_ns().saturating_sub(self.batch_since)
+                > shared.tunables.migration_cost.as_nanos() as u64
+        {
+            self.spill_batch(shared);
+        }
         if self.tick % INBOX_CHECK_INTERVAL == 0 {
             if let Some(r) = me.mailbox.take(&self.local) {
                 WorkerCounters::bump(&me.stats.inbox_pulls, 1);
@@ -617,6 +636,9 @@ impl Core {
         if let Some(r) = self.local.pop() {
             return Some(r);
         }
+        if let Some(r) = self.batch_q.pop_front() {
+            return Some(r);
+        }
         let r = me.mailbox.take(&self.local)?;
         WorkerCounters::bump(&me.stats.inbox_pulls, 1);
         Some(r)
@@ -624,6 +646,7 @@ impl Core {
     /// This worker's load contribution now.
     fn contribution(&self, shared: &Shared) -> Contribution {
         let queued = self.local.len()
+            + self.batch_q.len()
             + usize::from(self.lifo.is_some())
             + shared.workers[self.index].mailbox.inbox.len();
         Contribution {
@@ -671,18 +694,48 @@ impl Core {
     }
 
     /// A wake of the I/O driver's batch (io/mod.rs): the LIFO slot, the
-    /// previous occupant to the deque, without the pusher's check: the
-    /// batch makes one decision when it ends ([`Core::end_batch`]).
+    /// previous occupant to the batch queue, which is private to this
+    /// worker (up to [`BATCH_LOCAL`] tasks; beyond, the stealable deque),
+    /// without the pusher's check: the batch makes one decision when it
+    /// ends ([`Core::end_batch`]). A poller batch is the readiness of
+    /// connections this worker served a moment ago: run here, their tasks
+    /// find their state in its caches, and no other worker is woken to take
+    /// a share it would spend on the wake and on cold caches. (tokio puts
+    /// the batch in its stealable queue; on the 2-core machine a second
+    /// worker then stole a third of all requests, and two workers served
+    /// 0.63-0.70 of tokio's requests; kept private, 0.94-1.05: BENCHMARKS.md.)
+    /// The private part stays private only while it is cache-hot:
+    /// [`Core::next_local`] moves what is left of it to the deque, with the
+    /// pusher's check, once it has waited the runtime's `migration_cost`
+    /// (the kernel's `sysctl_sched_migration_cost`, 500 us by default).
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) fn push_batch(&mut self, r: Runnable) {
         self.batch += 1;
         if let Some(prev) = self.lifo.replace(r) {
-            self.local.push(prev);
+            if self.batch_q.len() < BATCH_LOCAL {
+                self.batch_q.push_back(prev);
+            } else {
+                self.local.push(prev);
+            }
         }
     }
 
-    /// The end of a batch: if it left more than this worker runs next (its
-    /// deque holds work), the pusher's check runs once (the queued bit, and
+    /// Moves the private batch to the stealable deque (it waited longer
+    /// than `migration_cost`), with the pusher's check: from now on any
+    /// worker may take it, and a parked one is woken to if nobody searches.
+    fn spill_batch(&mut self, shared: &Shared) {
+        let n = self.batch_q.len();
+        while let Some(r) = self.batch_q.pop_front() {
+            self.local.push(r);
+        }
+        WorkerCounters::bump(&shared.workers[self.index].stats.batch_spilled, n as u64);
+        let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
+        count_wake(shared, Some(self.index), woke);
+    }
+
+    /// The end of a batch: if it left work in the stealable deque (the batch
+    /// overflowed its private queue, or the deque held work already), the
+    /// pusher's check runs once (the queued bit, and
     /// a parked worker woken to search if nobody searches: tokio's
     /// `should_notify_others`).
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
@@ -691,6 +744,9 @@ impl Core {
             return;
         }
         self.batch = 0;
+        if !self.batch_q.is_empty() {
+            self.batch_since = shared.now_ns();
+        }
         let st = &shared.workers[self.index].stats;
         WorkerCounters::bump(&st.driver_batches, 1);
         if !self.local.is_empty() {
@@ -1274,7 +1330,12 @@ fn after_wait(
             // Anything that lands in the LIFO slot or the deque while the
             // worker slept in the driver (wakes it made there) is its own
             // work: the next pass's walk does not look there.
-            if let Some(r) = core.lifo.take().or_else(|| core.local.pop()) {
+            if let Some(r) = core
+                .lifo
+                .take()
+                .or_else(|| core.local.pop())
+                .or_else(|| core.batch_q.pop_front())
+            {
                 core.found_work(shared);
                 exit_idle(shared, core, Some(pass.t0), period.slept_any);
                 return Some(Idle::Run(r));
@@ -1540,6 +1601,9 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
         drop_task(r);
     }
     while let Some(r) = core.local.pop() {
+        drop_task(r);
+    }
+    while let Some(r) = core.batch_q.pop_front() {
         drop_task(r);
     }
     drop(core);

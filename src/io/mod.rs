@@ -43,16 +43,21 @@
 //!
 //! # A batch stays local
 //!
-//! The wakes of one poller turn (and of the timers that fire after it) go to
-//! the polling worker's LIFO slot and deque without wake placement per task
-//! (`Core`'s batch mode in schedule.rs). If the worker was asleep, the first
+//! The wakes of one poller turn (and of the timers that fire after it) stay
+//! on the worker that polled, without wake placement per task: the last
+//! in its LIFO slot, up to `BATCH_LOCAL` (16) more in a batch queue private
+//! to it, the rest in its stealable deque (`Core`'s batch mode in
+//! schedule.rs, `Core::push_batch`). If the worker was asleep, the first
 //! such wake takes it out of the parked set (it runs the batch). After the
-//! batch the worker makes one decision: if it holds more than it will run
-//! next (its deque is not empty), the pusher's check of the wake protocol
-//! runs once: a parked worker is woken to search only if nobody searches
-//! (tokio's `should_notify_others`). `Stats` counts batches, their tasks and
-//! the wakes after them.
-//!
+//! batch the worker makes one decision: if its deque holds work, the
+//! pusher's check of the wake protocol runs once: a parked worker is woken
+//! to search only if nobody searches (tokio's `should_notify_others`). The
+//! private queue is work conservation's one other exception beside the LIFO
+//! slot, and a bounded one: what waits there longer than `migration_cost`
+//! (the kernel's cache-hot window, 500 us) moves to the deque, with the
+//! pusher's check. `Stats` counts batches, their tasks, the wakes after
+//! them and the tasks spilled.
+
 //! # Busy workers
 //!
 //! A worker that keeps running looks at its poller without blocking every

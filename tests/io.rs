@@ -473,7 +473,8 @@ fn an_always_ready_socket_lets_a_ticking_task_run() {
             let addr = listener.local_addr().unwrap();
             // A peer thread writes without pause: the socket stays ready.
             let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let st = stop.clone();
+            let written = Arc::new(AtomicU64::new(0));
+            let (st, wr) = (stop.clone(), written.clone());
             let writer = thread::spawn(move || {
                 let mut c = std::net::TcpStream::connect(addr).unwrap();
                 let buf = [7u8; 64 << 10];
@@ -481,9 +482,16 @@ fn an_always_ready_socket_lets_a_ticking_task_run() {
                     if c.write_all(&buf).is_err() {
                         break;
                     }
+                    wr.fetch_add(buf.len() as u64, Ordering::SeqCst);
                 }
             });
             let (mut s, _) = listener.accept().await.unwrap();
+            // The premise, whatever the machine's load: 64 KiB wait in the
+            // socket before the reader starts, a thousand ready reads of
+            // 64 B (8 budgets), however slowly the writer runs after.
+            while written.load(Ordering::SeqCst) < 64 << 10 {
+                hwsched::time::sleep(Duration::from_millis(1)).await;
+            }
             let reader = hwsched::spawn(async move {
                 // Reads in small pieces so each read finds the socket ready.
                 let mut buf = [0u8; 64];

@@ -68,6 +68,13 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             let meta = r.metadata();
             let last = meta.last_worker.load(Ordering::Relaxed);
             let target = if last == NO_WORKER { 0 } else { last };
+            if !idle_near(shared, target, last) {
+                // Nobody to find: to the previous worker, as the search's
+                // fallback would.
+                WorkerCounters::bump_shared(&shared.external.wake_none_idle, 1);
+                worker::deliver(shared, None, target, r);
+                return;
+            }
             let t = &shared.tunables;
             let scan_nr = match t.sis {
                 SisMode::Prop => prop_depth(
@@ -128,6 +135,17 @@ fn place_from_worker(
     if info.woken_while_running && last == me {
         // yield_now (or a self-wake): to the back of the local deque.
         core.push_local(shared, r);
+        return;
+    }
+    if !idle_near(shared, me, last) {
+        // Every worker the placement could choose is busy: the wakee waits
+        // here, in the LIFO slot (tokio's `schedule_local`), with no search
+        // and no look at another worker's queues. An idle worker elsewhere
+        // steals it if the LIFO slot's occupant is pushed to the deque (the
+        // pusher's check runs there).
+        WorkerCounters::bump(&stats.wake_none_idle, 1);
+        WorkerCounters::bump(&stats.wake_local, 1);
+        core.push_lifo(shared, r);
         return;
     }
     // wake_affine: the waker's worker, unless prev is idle and shares
@@ -199,6 +217,22 @@ fn place_from_worker(
         return;
     }
     worker::deliver(shared, Some(me), c, r);
+}
+
+/// Whether wake placement around `near` (the waker's worker, or from
+/// outside the task's previous one) could find an idle worker: one in
+/// `near`'s LLC, or the task's previous worker `last`. One load of the idle
+/// mask per 64 workers of the LLC (and one for `last` when it is in
+/// another LLC), where the search it saves reads the other workers'
+/// queues and scans. `Relaxed`: a placement hint, as every read of the
+/// idle mask (idle.rs); a worker that becomes idle just after finds the
+/// task by stealing, or is woken by the pusher's check.
+#[inline]
+fn idle_near(shared: &Shared, near: usize, last: usize) -> bool {
+    let idle = &shared.idle.idle;
+    let llc = shared.topology.llc_span(near);
+    idle.any(&llc, Ordering::Relaxed, None).0
+        || (last != NO_WORKER && !llc.contains(&last) && idle.contains(last))
 }
 
 /// The policy's `scan_depth` over `target`'s LLC and its load counter.

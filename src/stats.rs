@@ -155,6 +155,13 @@ counters! {
         spawn_placed_loaded,
         /// Wakes placed on the waker's own worker through the LIFO slot.
         wake_local,
+        /// Wakes placed without a search because no worker could be found:
+        /// none idle in the LLC of the waker (or, from outside, of the
+        /// task's previous worker) and the previous worker not idle, read
+        /// in one load of the idle mask per 64 workers. From a worker: its
+        /// LIFO slot (tokio's `schedule_local`); from outside: the previous
+        /// worker's inbox. Counted in `wake_local` too when local.
+        wake_none_idle,
         /// select_idle_sibling: target was idle.
         sis_target,
         /// select_idle_sibling: prev was idle.
@@ -524,8 +531,9 @@ impl fmt::Display for Stats {
             + t.sis_fallback;
         writeln!(
             f,
-            "wake placement (select_idle_sibling): {} placed, {} local (LIFO)",
-            placed, t.wake_local
+            "wake placement (select_idle_sibling): {} placed, {} local (LIFO), {} with nobody \
+             idle to find (no search)",
+            placed, t.wake_local, t.wake_none_idle
         )?;
         writeln!(
             f,

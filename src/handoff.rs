@@ -107,6 +107,23 @@ pub fn after_push<T>(
     notify_parked(rt, me)
 }
 
+/// The owner `me`'s push onto its own deque `local`, where other workers
+/// may steal it: the push, then [`after_push`] (the `queued` bit and the
+/// pusher's check; in this order: a check before the push could miss a
+/// worker that re-checks between the two and parks). `Core::push_local`
+/// and the loom models call this.
+#[inline]
+pub fn push_local<T>(
+    rt: &impl Workers<T>,
+    me: usize,
+    local: &Local<T>,
+    queued_bit: &mut bool,
+    t: T,
+) -> Option<(usize, Notified)> {
+    local.push(t);
+    after_push(rt, me, queued_bit)
+}
+
 /// Work was found by idle worker `me` (Go's `resetspinning` -> `wakep`):
 /// stops searching (`searching` is the worker's record), and makes sure the
 /// work left behind gets a worker. When the worker holds more than it runs
@@ -136,8 +153,10 @@ pub fn found_work<T>(
 
 /// The owner `me`'s clear of its `queued` bit when it goes idle with its
 /// deque empty (only the owner pushes onto it; `local` is that deque, where
-/// an inbox batch lands): returns a task if the inbox got one meanwhile.
-/// `Core::clear_queued` and the loom model `queued.rs` call this.
+/// an inbox batch lands; `queued_bit` the owner's record of its bit, which
+/// [`after_push`] reads): returns a task if the inbox got one meanwhile.
+/// The idle sequence ([`idle_worker`](crate::idle_worker)) and the loom
+/// model `queued.rs` call this.
 ///
 /// ORDERING: AcqRel; its acquire is needed (loom: `queued.rs`, mutation
 /// `worker-take-queued`). A deliverer pushes into the inbox, then sets the
@@ -155,7 +174,15 @@ pub fn found_work<T>(
 /// fence): with `Release` on the deliverers' RMWs and `Acquire` here the
 /// models pass. Kept `AcqRel`: the same `lock and`/`lock or` on x86.
 #[inline]
-pub fn clear_queued<T>(rt: &impl Workers<T>, me: usize, local: &Local<T>) -> Option<T> {
+pub fn clear_queued<T>(
+    rt: &impl Workers<T>,
+    me: usize,
+    local: &Local<T>,
+    queued_bit: &mut bool,
+) -> Option<T> {
+    // The owner's record goes with the bit: kept set, the next push would
+    // skip setting the bit, and a re-check would not see that push.
+    *queued_bit = false;
     if rt.sleepers().queued.remove(me, Ordering::AcqRel) {
         return rt.mailbox(me).take(local);
     }

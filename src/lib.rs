@@ -82,6 +82,10 @@ pub mod idle;
 #[cfg(not(loom))]
 mod idle;
 #[cfg(loom)]
+pub mod idle_worker;
+#[cfg(not(loom))]
+mod idle_worker;
+#[cfg(loom)]
 pub mod load;
 #[cfg(not(loom))]
 mod load;

@@ -19,12 +19,12 @@
 //!    lost wakeups); before it sleeps it announces it to the wake protocol
 //!    ([`idle`](crate::idle)), and a worker that sleeps with no searcher
 //!    left re-checks the `queued` set and steals instead of sleeping when
-//!    work is left. Work
+//!    work is left (the sequence is [`idle_worker`](crate::idle_worker)'s). Work
 //!    arriving ends the idle period, whose length feeds `avg_idle`.
 //! 4. Every push that makes a task stealable (onto its deque, or into a
 //!    busy worker's inbox) runs the wake protocol's pusher check: if nobody
 //!    searches and a worker is parked, the parked worker nearest to the
-//!    work is woken to search ([`notify_parked`]). The one exception is the
+//!    work is woken to search ([`handoff::notify_parked`]). The one exception is the
 //!    LIFO slot, which nobody else can take from.
 //! 5. Once the I/O driver exists (`crate::io`), a worker going to sleep
 //!    suspends its idle period ([`Idle::Suspended`]) and sleeps in a poller
@@ -387,16 +387,6 @@ fn bump_for(
     }
 }
 
-/// The pusher's steps 2-3 of the wake protocol ([`idle`](crate::idle)):
-/// after work became stealable at worker `near`, wakes the parked worker
-/// nearest to it to search, unless a worker already searches (or nobody is
-/// parked): [`handoff::notify_parked`], counted for the caller's worker
-/// `from`.
-#[inline]
-pub(crate) fn notify_parked(shared: &Shared, near: usize, from: Option<usize>) {
-    count_wake(shared, from, handoff::notify_parked(shared, near));
-}
-
 /// Counts a wake made by the pusher's check ([`handoff::notify_parked`]'s
 /// result) for the caller's worker `from`.
 #[inline]
@@ -687,10 +677,9 @@ impl Core {
     /// pusher's check of the wake protocol ([`idle`](crate::idle)): a parked
     /// worker is woken to search if nobody searches.
     pub(crate) fn push_local(&mut self, shared: &Shared, r: Runnable) {
-        self.local.push(r);
-        self.maybe_publish(shared);
-        let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
+        let woke = handoff::push_local(shared, self.index, &self.local, &mut self.queued_bit, r);
         count_wake(shared, Some(self.index), woke);
+        self.maybe_publish(shared);
     }
 
     /// A wake of the I/O driver's batch (io/mod.rs): the LIFO slot, the
@@ -764,38 +753,6 @@ impl Core {
         if let Some(prev) = self.lifo.replace(r) {
             self.push_local(shared, prev);
         }
-    }
-
-    /// Leaves the `queued` set: the deque is empty (only this worker pushes
-    /// onto it). Returns a task if the inbox got one meanwhile: a deliverer
-    /// that set the bit before the clear is seen by the clear's acquire.
-    fn clear_queued(&mut self, shared: &Shared) -> Option<Runnable> {
-        self.queued_bit = false;
-        // The clear and the inbox re-check: `handoff::clear_queued` (its
-        // orderings are argued there).
-        let r = handoff::clear_queued(shared, self.index, &self.local)?;
-        WorkerCounters::bump(&shared.workers[self.index].stats.inbox_pulls, 1);
-        Some(r)
-    }
-
-    /// Work was found by an idle worker: stop searching, and make sure the
-    /// work left behind gets a worker (Go's `resetspinning` -> `wakep`).
-    /// When this worker holds more than it runs (a stolen or pulled batch),
-    /// the pusher's check runs for it; the last searcher also looks at the
-    /// `queued` set, because pushers that saw it searching counted on it:
-    /// [`handoff::found_work`], counted.
-    fn found_work(&mut self, shared: &Shared) {
-        let me = self.index;
-        let local = &self.local;
-        let woke = handoff::found_work(
-            shared,
-            me,
-            &mut self.searching,
-            || !local.is_empty(),
-            &mut self.queued_bit,
-            || find_queued_work(shared, me),
-        );
-        count_wake(shared, Some(me), woke);
     }
 }
 
@@ -1064,112 +1021,69 @@ fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>, slept: b
     core.publish_load(shared, false);
 }
 
-/// How an idle period ended (or paused).
-pub(crate) enum Idle {
-    /// Work found.
-    Run(Runnable),
-    /// The runtime shuts down.
-    Shutdown,
-    /// The worker sleeps in the I/O driver (a poller, or its thread): the
-    /// loop waits there ([`Driven::wait`]), and the period goes on after.
-    Suspended,
+pub(crate) use crate::idle_worker::{Idle, Suspended as SuspendedIdle};
+
+/// The worker as the idle sequence ([`idle_worker`](crate::idle_worker))
+/// sees it: its core, with the runtime's policy (the walk, the governor's
+/// spin, load publishing) and counters around the protocol's steps.
+struct IdleCore<'a> {
+    shared: &'a Shared,
+    core: &'a mut Core,
 }
 
-/// What an idle period carries from one pass of its loop to the next (and
-/// across a suspension in the I/O driver).
-struct Period {
-    kicked_by: Option<usize>,
-    idle_since: Option<u64>,
-    slept_any: bool,
+impl crate::idle_worker::Queues<Runnable> for Shared {
+    #[inline]
+    fn has_work(&self, v: usize) -> bool {
+        has_work(self, v)
+    }
+    #[inline]
+    fn find_queued_work(&self, me: usize) -> Option<usize> {
+        find_queued_work(self, me)
+    }
+    #[inline]
+    fn count_wake(&self, me: usize, woke: Option<(usize, Notified)>) {
+        count_wake(self, Some(me), woke);
+    }
 }
 
-/// One pass of the idle loop, as it stood when the wait returned.
-struct Pass {
-    t0: u64,
-    spun: bool,
-    spun_ns: u64,
-    spin_expired: bool,
-    announced: bool,
-    /// The re-check's find, when it kept the worker from sleeping.
-    pending: Option<usize>,
-}
+impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
+    fn index(&self) -> usize {
+        self.core.index
+    }
 
-/// An idle period suspended while its worker sleeps in the I/O driver.
-pub(crate) struct SuspendedIdle {
-    period: Period,
-    pass: Pass,
-    /// Set when a wake made in the driver put work on this worker: it has
-    /// left the `parked` set then (`Some(searching)`, what
-    /// [`Sleepers::leave_parked`](crate::idle::Sleepers::leave_parked)
-    /// returned), so the wakes after it spread to other workers.
-    left_parked: Option<bool>,
-}
+    fn parts(&mut self) -> (&Local<Runnable>, &mut bool, &mut bool) {
+        let c = &mut *self.core;
+        (&c.local, &mut c.searching, &mut c.queued_bit)
+    }
 
-/// The idle path: walk (when searching), then spin or park until work
-/// arrives, following the wake protocol of [`idle`](crate::idle). `sleep`
-/// parks the worker: on its condvar (`Ready(slept)`), or, for a worker
-/// that sleeps in the I/O driver,
-/// [`Parker::poll_park`](crate::park::Parker::poll_park) with the poller's
-/// or its thread's waker; then this returns [`Idle::Suspended`], and the
-/// next call goes on with the period where it stopped.
-fn idle(
-    shared: &Shared,
-    core: &mut Core,
-    mut sleep: impl FnMut(&crate::park::Parker) -> std::task::Poll<bool>,
-) -> Idle {
-    let me = &shared.workers[core.index];
-    let mut period = match core.suspended.take() {
-        Some(mut s) => {
-            let res = me.mailbox.resume(&core.local, &shared.shutdown, &mut sleep);
-            if matches!(res, Wait::Suspended) {
-                core.suspended = Some(s);
-                return Idle::Suspended;
-            }
-            if let Some(searching) = s.left_parked {
-                // A wake in the driver took this worker out of the parked
-                // set already (`wake_self_in_driver`).
-                s.pass.announced = false;
-                core.searching = searching;
-            }
-            let mut period = s.period;
-            if let Some(out) = after_wait(shared, core, &mut period, s.pass, res) {
-                return out;
-            }
-            period
-        }
-        None => {
-            if let Some(r) = core.clear_queued(shared) {
-                return Idle::Run(r);
-            }
-            enter_idle(shared, core);
-            if !core.searching {
-                core.searching = shared.idle.to_searching();
-            }
-            Period {
-                kicked_by: None,
-                idle_since: None,
-                slept_any: false,
-            }
-        }
-    };
-    loop {
-        // A kick may have come with other work (the wait then returned
-        // that work, not the kick): take the note here so it is not lost.
-        let kick = period.kicked_by.take().or_else(|| me.mailbox.take_kick());
-        if core.searching || kick.is_some() {
-            if let Some(r) = walk(shared, core, kick, true) {
-                core.found_work(shared);
-                exit_idle(shared, core, period.idle_since, period.slept_any);
-                return Idle::Run(r);
-            }
-        }
+    fn walk(&mut self, kicked_by: Option<usize>) -> Option<Runnable> {
+        walk(self.shared, self.core, kicked_by, true)
+    }
+
+    fn steal_from(&mut self, v: usize) -> Option<Runnable> {
+        steal_from(self.shared, self.core, v).map(|(r, _)| r)
+    }
+
+    fn take_own(&mut self) -> Option<Runnable> {
+        let c = &mut *self.core;
+        c.lifo
+            .take()
+            .or_else(|| c.local.pop())
+            .or_else(|| c.batch_q.pop_front())
+    }
+
+    fn wait(
+        &mut self,
+        before_sleep: impl FnOnce() -> bool,
+        sleep: impl FnOnce(&crate::park::Parker) -> std::task::Poll<bool>,
+    ) -> Wait<Runnable> {
+        let shared = self.shared;
+        let me = &shared.workers[self.core.index];
         let now = shared.now_ns();
-        let t0 = *period.idle_since.get_or_insert(now);
-        // A placement may have claimed this worker (marked it not idle) for
-        // a delivery that another worker's steal then took: still idle, say
-        // so again, or wakeups would stop choosing it.
-        shared.idle.idle.insert(core.index, Ordering::Relaxed);
-        let choice = core.governor.choose(now, core.balance.avg_idle_ns);
+        let choice = self
+            .core
+            .governor
+            .choose(now, self.core.balance.avg_idle_ns);
         let st = &me.stats;
         let mut spin_end = None;
         if let Choice::Spin { until_ns } = choice {
@@ -1179,13 +1093,10 @@ fn idle(
         let spin_start = now;
         let mut spun_ns = 0u64;
         let mut spin_expired = false;
-        let index = core.index;
-        let searching = core.searching;
-        let mut announced = false;
-        let mut pending = None;
+        let index = self.core.index;
         let Core {
             local, publisher, ..
-        } = &mut *core;
+        } = &mut *self.core;
         let res = me.mailbox.wait_with(
             local,
             &shared.shutdown,
@@ -1217,132 +1128,83 @@ fn idle(
                     let n = shared.load.publish(index, running, queued);
                     WorkerCounters::bump(&st.load_publishes, n as u64);
                 }
-                // Announce the sleep (idle.rs, step 3). With no searcher
-                // left, re-check the `queued` set and steal instead of
-                // sleeping when it finds work.
-                announced = true;
-                if shared.idle.to_parked(index, searching) {
-                    WorkerCounters::bump(&st.park_rechecks, 1);
-                    pending = find_queued_work(shared, index);
-                    return pending.is_none();
-                }
-                true
+                before_sleep()
             },
-            &mut sleep,
+            sleep,
         );
-        let pass = Pass {
-            t0,
-            spun: matches!(choice, Choice::Spin { .. }),
-            spun_ns,
-            spin_expired,
-            announced,
-            pending,
+        if matches!(choice, Choice::Spin { .. }) {
+            self.core.governor.record_spin(spun_ns);
+            WorkerCounters::bump(&st.spin_ns, spun_ns);
+            if spin_expired {
+                WorkerCounters::bump(&st.spin_gave_up, 1);
+            } else {
+                WorkerCounters::bump(&st.spin_hits, 1);
+                WorkerCounters::bump(&st.spin_hit_ns, spun_ns);
+            }
+        }
+        res
+    }
+
+    fn resume(
+        &mut self,
+        sleep: impl FnOnce(&crate::park::Parker) -> std::task::Poll<bool>,
+    ) -> Wait<Runnable> {
+        let me = &self.shared.workers[self.core.index];
+        me.mailbox
+            .resume(&self.core.local, &self.shared.shutdown, sleep)
+    }
+
+    fn suspended(&mut self) -> &mut Option<SuspendedIdle> {
+        &mut self.core.suspended
+    }
+
+    fn enter_idle(&mut self) {
+        enter_idle(self.shared, self.core);
+    }
+
+    fn begin_pass(&mut self) {
+        // A placement may have claimed this worker (marked it not idle) for
+        // a delivery that another worker's steal then took: still idle, say
+        // so again, or wakeups would stop choosing it.
+        self.shared
+            .idle
+            .idle
+            .insert(self.core.index, Ordering::Relaxed);
+    }
+
+    fn exit_idle(&mut self, idle_since: Option<u64>, slept: bool) {
+        exit_idle(self.shared, self.core, idle_since, slept);
+    }
+
+    fn now(&self) -> u64 {
+        self.shared.now_ns()
+    }
+
+    fn count(&mut self, e: crate::idle_worker::Event) {
+        use crate::idle_worker::Event;
+        let st = &self.shared.workers[self.core.index].stats;
+        let c = match e {
+            Event::Slept => &st.parks,
+            Event::InboxPull => &st.inbox_pulls,
+            Event::ParkRecheck => &st.park_rechecks,
+            Event::PendingSteal => &st.walk_touched,
         };
-        if matches!(res, Wait::Suspended) {
-            core.suspended = Some(SuspendedIdle {
-                period,
-                pass,
-                left_parked: None,
-            });
-            return Idle::Suspended;
-        }
-        if let Some(out) = after_wait(shared, core, &mut period, pass, res) {
-            return out;
-        }
+        WorkerCounters::bump(c, 1);
     }
 }
 
-/// The end of one idle pass, after its wait: `Some` ends the idle period.
-fn after_wait(
+/// The idle path: the idle sequence of [`idle_worker`](crate::idle_worker)
+/// over this worker's core. `sleep` parks the worker: on its condvar
+/// (`Ready(slept)`), or, for a worker that sleeps in the I/O driver,
+/// [`Parker::poll_park`](crate::park::Parker::poll_park) with the poller's
+/// or its thread's waker; then this returns [`Idle::Suspended`], and the
+/// next call goes on with the period where it stopped.
+fn idle(
     shared: &Shared,
     core: &mut Core,
-    period: &mut Period,
-    pass: Pass,
-    res: Wait<Runnable>,
-) -> Option<Idle> {
-    let st = &shared.workers[core.index].stats;
-    if pass.announced {
-        // Step 5: awake again; searching if a waker claimed us.
-        core.searching = shared.idle.leave_parked(core.index);
-    }
-    if pass.spun {
-        core.governor.record_spin(pass.spun_ns);
-        WorkerCounters::bump(&st.spin_ns, pass.spun_ns);
-        if pass.spin_expired {
-            WorkerCounters::bump(&st.spin_gave_up, 1);
-        } else {
-            WorkerCounters::bump(&st.spin_hits, 1);
-            WorkerCounters::bump(&st.spin_hit_ns, pass.spun_ns);
-        }
-    }
-    match res {
-        Wait::Work { item: r, slept } => {
-            if slept {
-                WorkerCounters::bump(&st.parks, 1);
-            }
-            WorkerCounters::bump(&st.inbox_pulls, 1);
-            core.found_work(shared);
-            exit_idle(shared, core, Some(pass.t0), period.slept_any || slept);
-            Some(Idle::Run(r))
-        }
-        Wait::Shutdown => Some(Idle::Shutdown),
-        Wait::Suspended => unreachable!("a suspended wait is resumed, not ended"),
-        Wait::Woken {
-            slept,
-            kicked_by: k,
-        } => {
-            if slept {
-                period.slept_any = true;
-                WorkerCounters::bump(&st.parks, 1);
-            }
-            period.kicked_by = k;
-            if shared.is_shutdown() {
-                return Some(Idle::Shutdown);
-            }
-            if let Some(v) = pass.pending {
-                // The re-check found work at `v`: take it now rather than
-                // sleep next to it.
-                WorkerCounters::bump(&st.walk_touched, 1);
-                if let Some((r, _)) = steal_from(shared, core, v) {
-                    // This worker re-checked because no searcher was left:
-                    // pushers that saw the last searcher counted on it for
-                    // their work, at `v` or elsewhere. It runs what it took
-                    // without searching, so if work is left (behind `v`, or
-                    // in another queue), a parked worker is woken for it.
-                    // (Found by hwsched-sim: without this, work waited in
-                    // another queue while workers slept.)
-                    let left = if has_work(shared, v) {
-                        Some(v)
-                    } else {
-                        find_queued_work(shared, core.index)
-                    };
-                    if let Some(u) = left {
-                        notify_parked(shared, u, Some(core.index));
-                    }
-                    core.found_work(shared);
-                    exit_idle(shared, core, Some(pass.t0), period.slept_any);
-                    return Some(Idle::Run(r));
-                }
-            }
-            if !core.searching {
-                core.searching = shared.idle.to_searching();
-            }
-            // Anything that lands in the LIFO slot or the deque while the
-            // worker slept in the driver (wakes it made there) is its own
-            // work: the next pass's walk does not look there.
-            if let Some(r) = core
-                .lifo
-                .take()
-                .or_else(|| core.local.pop())
-                .or_else(|| core.batch_q.pop_front())
-            {
-                core.found_work(shared);
-                exit_idle(shared, core, Some(pass.t0), period.slept_any);
-                return Some(Idle::Run(r));
-            }
-            None
-        }
-    }
+    sleep: impl FnMut(&crate::park::Parker) -> std::task::Poll<bool>,
+) -> Idle<Runnable> {
+    crate::idle_worker::idle(shared, &mut IdleCore { shared, core }, sleep)
 }
 
 /// Polls one task.

@@ -46,6 +46,7 @@ compile_error!(
 
 #[cfg(loom)]
 mod imp {
+    use hwsched::queue::{Local, Steal, Stealer};
     use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::sync::{Arc, Mutex};
@@ -254,20 +255,176 @@ mod imp {
     pub struct Rt {
         pub s: hwsched::idle::Sleepers,
         pub mailboxes: Vec<hwsched::park::Mailbox<Task>>,
+        /// What other workers see of each worker's deque.
+        pub stealers: Vec<Stealer<Task>>,
         pub all: std::ops::Range<usize>,
         pub shutdown: loom::sync::atomic::AtomicBool,
     }
 
     impl Rt {
+        /// `n` workers (their deques unused: the pusher's steps alone).
+        pub fn new(n: usize) -> loom::sync::Arc<Rt> {
+            Rt::with_locals(n).0
+        }
+
+        /// `n` workers and each one's deque, for its owner.
         // One span covering every worker: `&[0..n]` is the list of spans.
         #[allow(clippy::single_range_in_vec_init)]
-        pub fn new(n: usize) -> loom::sync::Arc<Rt> {
-            loom::sync::Arc::new(Rt {
+        pub fn with_locals(n: usize) -> (loom::sync::Arc<Rt>, Vec<Local<Task>>) {
+            let locals: Vec<Local<Task>> = (0..n).map(|_| Local::new()).collect();
+            let rt = loom::sync::Arc::new(Rt {
                 s: hwsched::idle::Sleepers::new(n, &[0..n]),
                 mailboxes: (0..n).map(|_| hwsched::park::Mailbox::new()).collect(),
+                stealers: locals.iter().map(|l| l.stealer()).collect(),
                 all: 0..n,
                 shutdown: loom::sync::atomic::AtomicBool::new(false),
-            })
+            });
+            (rt, locals)
+        }
+
+        /// `worker::steal_from`: worker `v`'s deque, then its inbox, into
+        /// `local`; the one item to run.
+        pub fn steal_from(&self, v: usize, local: &Local<Task>) -> Option<Task> {
+            for from_inbox in [false, true] {
+                loop {
+                    let s = if from_inbox {
+                        self.mailboxes[v].inbox.steal_batch_and_pop(local)
+                    } else {
+                        self.stealers[v].steal_batch_and_pop(local)
+                    };
+                    match s {
+                        Steal::Success(t) => return Some(t),
+                        Steal::Empty => break,
+                        Steal::Retry => continue,
+                    }
+                }
+            }
+            None
+        }
+    }
+
+    impl hwsched::idle_worker::Queues<Task> for Rt {
+        fn has_work(&self, v: usize) -> bool {
+            !self.stealers[v].is_empty() || !self.mailboxes[v].inbox.is_empty()
+        }
+        fn find_queued_work(&self, me: usize) -> Option<usize> {
+            self.s.find_queued(&self.all, me, |v| self.has_work(v)).0
+        }
+    }
+
+    /// An idle worker of a model, driven through the production idle
+    /// sequence (`hwsched::idle_worker::idle`): its walk tries every other
+    /// worker (`kicked_by` first), its wait parks on its condvar (no spin),
+    /// and it records in `cases` how it found its work.
+    pub struct Worker {
+        pub rt: loom::sync::Arc<Rt>,
+        pub me: usize,
+        pub local: Local<Task>,
+        pub searching: bool,
+        pub queued_bit: bool,
+        pub cases: Arc<Cases>,
+        suspended: Option<hwsched::idle_worker::Suspended>,
+        pending: bool,
+    }
+
+    impl Worker {
+        /// Worker `me` of `rt`, with its deque.
+        pub fn new(
+            rt: loom::sync::Arc<Rt>,
+            me: usize,
+            local: Local<Task>,
+            cases: Arc<Cases>,
+        ) -> Worker {
+            Worker {
+                rt,
+                me,
+                local,
+                searching: false,
+                queued_bit: false,
+                cases,
+                suspended: None,
+                pending: false,
+            }
+        }
+
+        /// One idle period (the production sequence): an item found, or
+        /// `None` at shutdown.
+        pub fn idle(&mut self) -> Option<Task> {
+            let rt = self.rt.clone();
+            match hwsched::idle_worker::idle(&*rt, self, |p| std::task::Poll::Ready(p.park())) {
+                hwsched::idle_worker::Idle::Run(t) => Some(t),
+                hwsched::idle_worker::Idle::Shutdown => None,
+                hwsched::idle_worker::Idle::Suspended => {
+                    unreachable!("a condvar park does not suspend")
+                }
+            }
+        }
+
+        /// The idle period until it finds an item; shutdown is not
+        /// expected.
+        pub fn idle_until_work(&mut self) -> Task {
+            self.idle().expect("no shutdown in this model")
+        }
+    }
+
+    impl hwsched::idle_worker::IdleWorker<Task> for Worker {
+        fn index(&self) -> usize {
+            self.me
+        }
+        fn parts(&mut self) -> (&Local<Task>, &mut bool, &mut bool) {
+            (&self.local, &mut self.searching, &mut self.queued_bit)
+        }
+        fn walk(&mut self, kicked_by: Option<usize>) -> Option<Task> {
+            let n = self.rt.all.len();
+            for v in kicked_by.into_iter().chain(0..n) {
+                if v != self.me {
+                    if let Some(t) = self.rt.steal_from(v, &self.local) {
+                        self.cases.hit("the walk found the item");
+                        return Some(t);
+                    }
+                }
+            }
+            None
+        }
+        fn steal_from(&mut self, v: usize) -> Option<Task> {
+            let t = self.rt.steal_from(v, &self.local);
+            if t.is_some() && self.pending {
+                self.cases
+                    .hit("the last searcher's re-check found the item");
+            }
+            t
+        }
+        fn take_own(&mut self) -> Option<Task> {
+            self.local.pop()
+        }
+        fn wait(
+            &mut self,
+            before_sleep: impl FnOnce() -> bool,
+            sleep: impl FnOnce(&hwsched::park::Parker) -> std::task::Poll<bool>,
+        ) -> hwsched::park::Wait<Task> {
+            let res = self.rt.mailboxes[self.me].wait_with(
+                &self.local,
+                &self.rt.shutdown,
+                || false,
+                before_sleep,
+                sleep,
+            );
+            if let hwsched::park::Wait::Work { .. } = res {
+                self.cases.hit("the worker took the item from its inbox");
+            }
+            res
+        }
+        fn resume(
+            &mut self,
+            sleep: impl FnOnce(&hwsched::park::Parker) -> std::task::Poll<bool>,
+        ) -> hwsched::park::Wait<Task> {
+            self.rt.mailboxes[self.me].resume(&self.local, &self.rt.shutdown, sleep)
+        }
+        fn suspended(&mut self) -> &mut Option<hwsched::idle_worker::Suspended> {
+            &mut self.suspended
+        }
+        fn count(&mut self, e: hwsched::idle_worker::Event) {
+            self.pending = e == hwsched::idle_worker::Event::PendingSteal;
         }
     }
 

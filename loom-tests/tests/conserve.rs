@@ -4,19 +4,22 @@
 //!
 //! Two workers. Worker 0 is busy and stays busy (a long poll): it never
 //! looks at its own queues again in the model, so only worker 1 can run the
-//! item. Worker 1 is idle and follows `worker::idle`'s sequence on the
-//! production protocol types: it becomes a searcher
-//! (`Sleepers::to_searching`), walks (a steal from worker 0's deque and
-//! inbox), and otherwise waits through `Mailbox::wait`, whose `before_sleep`
-//! announces the sleep (`Sleepers::to_parked`) and, as the last searcher,
-//! re-checks the `queued` set (`Sleepers::find_queued`) and steals instead
-//! of sleeping when it finds work; after every wait it runs
-//! `Sleepers::leave_parked`. The item is pushed by:
+//! item. Worker 1 is idle and runs the production idle sequence,
+//! `hwsched::idle_worker::idle` (what `worker::idle` runs over the
+//! runtime's core): it leaves the `queued` set, becomes a searcher
+//! (`Sleepers::to_searching`), walks (the model's walk: a steal from every
+//! other worker's deque and inbox), and otherwise waits through its
+//! `Mailbox`, announcing the sleep (`Sleepers::to_parked`) and, with no
+//! searcher left, re-checking the `queued` set and stealing instead of
+//! sleeping when it finds work; after every wait it leaves the parked set
+//! (`Sleepers::leave_parked`) and takes what the wait brought. The item is
+//! pushed by:
 //!
 //! - `push_races_the_last_searcher_going_to_sleep`: worker 0 itself, onto
-//!   its deque (`Core::push_local`: the push, then `handoff::after_push`:
-//!   the `queued` bit and the pusher's check `handoff::notify_parked`,
-//!   that is `Sleepers::needs_wake`, `wake_one` and `Mailbox::kick`);
+//!   its deque (`handoff::push_local`, what `Core::push_local` runs: the
+//!   push, then `handoff::after_push`: the `queued` bit and the pusher's
+//!   check `handoff::notify_parked`, that is `Sleepers::needs_wake`,
+//!   `wake_one` and `Mailbox::kick`);
 //! - `delivery_to_a_busy_worker_while_another_parks`: a thread outside the
 //!   runtime, into worker 0's inbox (`handoff::deliver`, what
 //!   `worker::deliver` counts: `Mailbox::deliver_or_drain`, the `queued`
@@ -28,13 +31,10 @@
 //!   another wake in flight, a push onto worker 0's deque, or, worker 1
 //!   awake, `handoff::deliver`).
 //!
-//! The pusher's side is production code throughout (`handoff.rs`, over the
-//! model's `Workers` view: its sleepers and mailboxes, one span of every
-//! worker), and so is what an idle worker does when it finds work
-//! (`handoff::found_work`: leaving searching, the last searcher's re-check
-//! and its wake); the rest of worker 1's idle path below is the model's own
-//! sequence of production calls (`worker::idle`'s is interleaved with its
-//! governor, counters and reactor).
+//! Both sides are production code (`handoff.rs` and `idle_worker.rs`, over
+//! the model's views: its sleepers, mailboxes and deques, one span of every
+//! worker); what the model supplies is the policy (the walk), the
+//! parking (a condvar park, no spin) and worker 0's part.
 //!
 //! Checked in every interleaving: worker 1 runs the item (if the protocol
 //! lost the wake, worker 1 sleeps forever and loom reports a deadlock), the
@@ -77,47 +77,12 @@
 #![cfg(loom)]
 
 use hwsched::handoff::{self, Delivery, Placed};
-use hwsched::park::{Mailbox, Notified, Wait};
-use hwsched::queue::{Local, Steal, Stealer};
-use loom::sync::atomic::AtomicBool;
+use hwsched::idle_worker::Queues;
+use hwsched::park::Notified;
+use hwsched::queue::Local;
 use loom::sync::Arc;
 use loom::thread;
-use loom_tests::{model, Cases, Ledger, Rt, Task};
-
-/// What worker 1 sees of worker 0.
-struct Victim {
-    stealer: Stealer<Task>,
-    rt: Arc<Rt>,
-}
-
-impl Victim {
-    fn mailbox(&self) -> &Mailbox<Task> {
-        &self.rt.mailboxes[0]
-    }
-
-    fn has_work(&self) -> bool {
-        !self.stealer.is_empty() || !self.mailbox().inbox.is_empty()
-    }
-
-    /// `worker::steal_from`: the deque, then the inbox.
-    fn steal(&self, local: &Local<Task>) -> Option<Task> {
-        for from_inbox in [false, true] {
-            loop {
-                let s = if from_inbox {
-                    self.mailbox().inbox.steal_batch_and_pop(local)
-                } else {
-                    self.stealer.steal_batch_and_pop(local)
-                };
-                match s {
-                    Steal::Success(t) => return Some(t),
-                    Steal::Empty => break,
-                    Steal::Retry => continue,
-                }
-            }
-        }
-        None
-    }
-}
+use loom_tests::{model, Cases, Ledger, Rt, Task, Worker};
 
 /// Records what the pusher's check (`handoff::notify_parked`) did.
 fn note_wake(woke: Option<(usize, Notified)>, cases: &Cases) {
@@ -148,86 +113,11 @@ fn note_delivery(d: Delivery, cases: &Cases) {
     }
 }
 
-/// Worker `me`'s idle path (`worker::idle`), until it has run one item;
-/// `n` workers in all, and only worker 0 (`victim`) can hold work.
-fn idle_worker(rt: &Rt, me: usize, n: usize, victim: &Victim, cases: &Cases) {
-    let (s, mb) = (&rt.s, &rt.mailboxes[me]);
-    let local = Local::new();
-    let shutdown = AtomicBool::new(false);
-    let all = 0..n;
-    let mut searching = s.to_searching();
-    let mut queued_bit = false;
-    // `Core::found_work`: the last searcher's re-check looks at worker 0.
-    let found = |searching: &mut bool, queued_bit: &mut bool| {
-        let woke = handoff::found_work(
-            rt,
-            me,
-            searching,
-            || !local.is_empty(),
-            queued_bit,
-            || s.find_queued(&all, me, |v| v == 0 && victim.has_work()).0,
-        );
-        note_found(woke, cases);
-    };
-    let mut note = None;
-    loop {
-        if searching || note.take().is_some() {
-            if let Some(t) = victim.steal(&local) {
-                found(&mut searching, &mut queued_bit);
-                cases.hit("the walk found the item");
-                t.run();
-                return;
-            }
-        }
-        let mut announced = false;
-        let mut pending = false;
-        let was_searching = searching;
-        let res = mb.wait(
-            &local,
-            &shutdown,
-            || false,
-            || {
-                announced = true;
-                if s.to_parked(me, was_searching) {
-                    pending = s
-                        .find_queued(&all, me, |v| v == 0 && victim.has_work())
-                        .0
-                        .is_some();
-                    return !pending;
-                }
-                true
-            },
-        );
-        if announced {
-            searching = s.leave_parked(me);
-        }
-        match res {
-            Wait::Work { item, .. } => {
-                // Delivered into its own inbox (wake placement).
-                found(&mut searching, &mut queued_bit);
-                cases.hit("worker 1 took the item from its inbox");
-                item.run();
-                return;
-            }
-            Wait::Shutdown => panic!("no shutdown in this model"),
-            Wait::Suspended => unreachable!("a condvar park does not suspend"),
-            Wait::Woken { kicked_by, .. } => {
-                note = kicked_by;
-                if pending {
-                    let t = victim
-                        .steal(&local)
-                        .expect("the re-check saw work that only worker 1 takes");
-                    found(&mut searching, &mut queued_bit);
-                    cases.hit("the last searcher's re-check found the item");
-                    t.run();
-                    return;
-                }
-                if !searching {
-                    searching = s.to_searching();
-                }
-            }
-        }
-    }
+/// Worker `me`'s idle period (`hwsched::idle_worker::idle`) until it has
+/// run one item: the model's `Worker`, over `rt`'s queues.
+fn idle_worker(rt: Arc<Rt>, me: usize, local: Local<Task>, cases: &std::sync::Arc<Cases>) {
+    let mut w = Worker::new(rt, me, local, cases.clone());
+    w.idle_until_work().run();
 }
 
 /// How the item reaches the runtime.
@@ -244,15 +134,12 @@ enum Push {
 
 fn conserve(how: Push, cases: &std::sync::Arc<Cases>) {
     let ledger = Ledger::new(1);
-    let rt = Rt::new(2);
-    let local0 = Local::new();
+    let (rt, mut locals) = Rt::with_locals(2);
+    let local1 = locals.pop().expect("worker 1's deque");
+    let local0 = locals.pop().expect("worker 0's deque");
     let w1 = {
         let (rt, cases) = (rt.clone(), cases.clone());
-        let victim = Victim {
-            stealer: local0.stealer(),
-            rt: rt.clone(),
-        };
-        thread::spawn(move || idle_worker(&rt, 1, 2, &victim, &cases))
+        thread::spawn(move || idle_worker(rt, 1, local1, &cases))
     };
     let item = ledger.task(0);
     // Worker 0's record of its `queued` bit (`Core::queued_bit`).
@@ -263,8 +150,7 @@ fn conserve(how: Push, cases: &std::sync::Arc<Cases>) {
         // (`Core::push_local`).
         let mut deferred_wake = None;
         let placed = handoff::wake_placed(&*rt, 1, item, |t| {
-            local0.push(t);
-            deferred_wake = Some(handoff::after_push(&*rt, 0, &mut queued_bit));
+            deferred_wake = Some(handoff::push_local(&*rt, 0, &local0, &mut queued_bit, t));
         });
         match placed {
             Placed::Woken(_) => cases.hit("placement woke the parked worker"),
@@ -290,8 +176,10 @@ fn conserve(how: Push, cases: &std::sync::Arc<Cases>) {
         p.join().unwrap();
     } else {
         // `Core::push_local` on busy worker 0.
-        local0.push(item);
-        note_wake(handoff::after_push(&*rt, 0, &mut queued_bit), cases);
+        note_wake(
+            handoff::push_local(&*rt, 0, &local0, &mut queued_bit, item),
+            cases,
+        );
     }
     w1.join().unwrap();
     ledger.assert_each_once();
@@ -339,7 +227,7 @@ fn wake_placed_on_a_parked_worker_races_its_sleep() {
         "placement woke the parked worker",
         "a wake was in flight: queued on the waker",
         "worker 1 was awake: plain delivery",
-        "worker 1 took the item from its inbox",
+        "the worker took the item from its inbox",
         "the last searcher's re-check found the item",
     ]);
     model({
@@ -370,17 +258,14 @@ fn a_non_searcher_parks_as_the_last_searcher_leaves() {
         let cases = cases.clone();
         move || {
             let ledger = Ledger::new(1);
-            let rt = Rt::new(4);
+            let (rt, mut locals) = Rt::with_locals(4);
             let s = &rt.s;
-            let local0 = Local::new();
+            let local2 = locals.swap_remove(2);
+            let local0 = locals.swap_remove(0);
             // Workers 1 and 3 search before the race (the cap: half of 4).
             assert!(s.to_searching() && s.to_searching());
-            let victim = || Victim {
-                stealer: local0.stealer(),
-                rt: rt.clone(),
-            };
             let w13 = {
-                let (rt, cases, victim) = (rt.clone(), cases.clone(), victim());
+                let (rt, cases) = (rt.clone(), cases.clone());
                 thread::spawn(move || {
                     for me in [1, 3] {
                         // `found_work` for work of its own (none left
@@ -393,28 +278,27 @@ fn a_non_searcher_parks_as_the_last_searcher_leaves() {
                             &mut searching,
                             || false,
                             &mut queued_bit,
-                            || {
-                                rt.s.find_queued(&(0..4), me, |v| v == 0 && victim.has_work())
-                                    .0
-                            },
+                            || rt.find_queued_work(me),
                         );
                         note_found(woke, &cases);
                     }
                 })
             };
             let w2 = {
-                let (rt, cases, victim) = (rt.clone(), cases.clone(), victim());
+                let (rt, cases) = (rt.clone(), cases.clone());
                 thread::spawn(move || {
                     if rt.s.counts().searching >= 2 {
                         cases.hit("worker 2 could not search");
                     }
-                    idle_worker(&rt, 2, 4, &victim, &cases)
+                    idle_worker(rt, 2, local2, &cases)
                 })
             };
             // Worker 0: `Core::push_local`.
-            local0.push(ledger.task(0));
             let mut queued_bit = false;
-            note_wake(handoff::after_push(&*rt, 0, &mut queued_bit), &cases);
+            note_wake(
+                handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0)),
+                &cases,
+            );
             w13.join().unwrap();
             w2.join().unwrap();
             ledger.assert_each_once();

@@ -62,7 +62,9 @@ fn steal_queued(rt: &Rt, me: usize, local: &Local<Task>) -> Option<Task> {
 /// Worker 0 goes idle: `Core::clear_queued` (its deque is empty).
 fn owner_clears(rt: &Rt, cases: &Cases) {
     let local = Local::new();
-    if let Some(t) = handoff::clear_queued(rt, 0, &local) {
+    // Worker 0's record of its bit: set in its busy period.
+    let mut queued_bit = true;
+    if let Some(t) = handoff::clear_queued(rt, 0, &local, &mut queued_bit) {
         cases.hit("the owner's re-check took the task");
         t.run();
     }

@@ -1,0 +1,112 @@
+//! The idle sequence (`src/idle_worker.rs`), run by the production code in
+//! the shapes the conservation models (`conserve.rs`) do not reach: an
+//! owner that clears its `queued` bit and then pushes again, and two idle
+//! workers, one of them refused by the searcher cap, around one push.
+//!
+//! Each worker is the models' `Worker` (loom-tests/src/lib.rs): the
+//! production `hwsched::idle_worker::idle` over the model's queues, with a
+//! walk that tries every other worker and a condvar park.
+//!
+//! # Mutations
+//!
+//! Logic mutations of the sequence each model catches are listed in
+//! `loom-tests/README.md` ("Logic mutations").
+
+#![cfg(loom)]
+
+use hwsched::handoff;
+use hwsched::queue::Local;
+use loom::sync::atomic::Ordering;
+use loom::thread;
+use loom_tests::{model, Cases, Ledger, Rt, Task, Worker};
+
+/// Worker 0 pushed and ran its own task in a busy period, went idle (the
+/// owner's clear of its `queued` bit, `handoff::clear_queued`), and is busy
+/// again: it pushes one more task while worker 1 goes to sleep. The clear
+/// must forget the owner's record of its bit, or the second push skips
+/// setting the bit, the last searcher's re-check does not see it, and the
+/// pusher (which saw a searcher) sends no wake: worker 1 sleeps with the
+/// task queued.
+#[test]
+fn the_owner_pushes_again_after_clearing_its_bit() {
+    let cases = Cases::new(&[
+        "the walk found the item",
+        "the last searcher's re-check found the item",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(2);
+            let (rt, mut locals) = Rt::with_locals(2);
+            let local1 = locals.pop().expect("worker 1's deque");
+            let local0 = locals.pop().expect("worker 0's deque");
+            let mut queued_bit = false;
+            // The busy period before the race: a push, run by the owner.
+            let _ = handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0));
+            local0.pop().expect("the owner's own task").run();
+            // Idle with an empty deque: the clear (nothing in the inbox).
+            assert!(handoff::clear_queued(&*rt, 0, &local0, &mut queued_bit).is_none());
+            let w1 = {
+                let (rt, cases) = (rt.clone(), cases.clone());
+                thread::spawn(move || Worker::new(rt, 1, local1, cases).idle_until_work().run())
+            };
+            // Busy again: the second push.
+            let _ = handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(1));
+            w1.join().unwrap();
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+/// Three workers: 0 busy, pushing one task; 1 and 2 idle, both running the
+/// production sequence, one of them refused by the searcher cap (half of
+/// three). The task must run; then the worker that ran it shuts the model
+/// down (the flag, then every parker notified, as `Runtime::shutdown`
+/// does), and both idle workers leave their idle period (a worker leaves
+/// at shutdown with its counts as they stand: nothing reads them after).
+#[test]
+fn two_idle_workers_one_push() {
+    let cases = Cases::new(&[
+        "the walk found the item",
+        "the worker found the task, the other one slept or searched",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(1);
+            let (rt, mut locals) = Rt::with_locals(3);
+            let local2 = locals.pop().expect("worker 2's deque");
+            let local1 = locals.pop().expect("worker 1's deque");
+            let local0 = locals.pop().expect("worker 0's deque");
+            let idle = |me: usize, local: Local<Task>| {
+                let (rt, cases) = (rt.clone(), cases.clone());
+                thread::spawn(move || {
+                    let mut w = Worker::new(rt.clone(), me, local, cases.clone());
+                    let mut ran = 0;
+                    while let Some(t) = w.idle() {
+                        t.run();
+                        ran += 1;
+                        cases.hit("the worker found the task, the other one slept or searched");
+                        // Shut down: the flag, then every parker.
+                        rt.shutdown.store(true, Ordering::Relaxed);
+                        for m in &rt.mailboxes {
+                            let _ = m.parker.notify();
+                        }
+                    }
+                    ran
+                })
+            };
+            let w1 = idle(1, local1);
+            let w2 = idle(2, local2);
+            let mut queued_bit = false;
+            let _ = handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0));
+            let ran = w1.join().unwrap() + w2.join().unwrap();
+            // The task may still sit in worker 0's deque if shutdown came
+            // first: it cannot here (only a worker that ran it shuts down).
+            assert_eq!(ran, 1, "the task ran exactly once");
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}

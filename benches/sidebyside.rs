@@ -8,7 +8,8 @@
 //! (`vs tokio-ct`).
 //!
 //! Workloads (the shapes of issue 13's measurements; the sizes are
-//! [`Sizes`]):
+//! [`Sizes`], the operation counts the instruction mode divides by are in
+//! [`WORKLOADS`]):
 //! - `spawn_outside`: 100,000 empty tasks spawned from a thread outside the
 //!   runtime into an idle runtime, then joined (op: a task);
 //! - `spawn_many`: 100,000 empty tasks spawned from inside one task (op: a
@@ -32,6 +33,7 @@
 //! cargo bench --bench sidebyside                       # 5 rounds
 //! cargo bench --bench sidebyside -- --runs 9 ping_pong # one workload
 //! HWSCHED_STATS=1 cargo bench --bench sidebyside        # and hwsched's counters per round
+//! scripts/instructions.sh 2                            # instructions per op (callgrind)
 //! ```
 //!
 //! With `HWSCHED_STATS` set, each workload's row is followed by hwsched's
@@ -39,6 +41,20 @@
 //! wakes (`unparks`), searcher wakes and successful steals, the figures
 //! `hwsched-sim` reports for the same workload (SIMULATION.md,
 //! "Calibration").
+//!
+//! `--instructions` (x86_64) is the instruction-count mode, meant to run
+//! under `valgrind --tool=callgrind` (`scripts/instructions.sh` does, and
+//! makes the table): for each workload and runtime a warm-up round, 50 ms
+//! for every runtime's workers to go idle and park, callgrind's ZERO_STATS
+//! client request, one round, and DUMP_STATS_AT `"<workload>/<runtime>"`;
+//! it prints each workload's operation count. Outside valgrind the requests
+//! are no-ops. Valgrind runs one thread at a time, so what it counts is not
+//! parallel execution: an idle worker that spins does so for its whole time
+//! slice while the thread with the work waits (spin loops inflate the counts
+//! of runtimes that spin), there is no truly parallel stealing, and wake
+//! latencies differ. The figure is a deterministic count of the work done
+//! per operation, idle spinning included. `--scale S` divides the
+//! operation counts (see [`Sizes::new`]) for quicker runs.
 //!
 //! Linux only (getrusage).
 #![allow(missing_docs)]
@@ -67,7 +83,7 @@ fn nvcsw() -> i64 {
 }
 
 /// The sizes of the workloads: the one place their operation counts come
-/// from.
+/// from (the instruction mode prints them for `scripts/instructions.sh`).
 #[derive(Debug, Clone, Copy)]
 struct Sizes {
     /// Tasks of `spawn_outside` and of `spawn_many`.
@@ -214,35 +230,50 @@ fn chained_spawn(rt: &Rt, z: &Sizes) -> Duration {
     t0.elapsed()
 }
 
-/// A workload: its name and one round of it.
+/// A workload: its name, what one of its operations is and how many one
+/// round does (for the instruction counts), and one round of it.
 struct Workload {
     name: &'static str,
+    op: &'static str,
+    ops: fn(&Sizes) -> u64,
     run: fn(&Rt, &Sizes) -> Duration,
 }
 
 const WORKLOADS: [Workload; 6] = [
     Workload {
         name: "spawn_outside",
+        op: "task",
+        ops: |z| z.spawns as u64,
         run: spawn_outside,
     },
     Workload {
         name: "spawn_many",
+        op: "task",
+        ops: |z| z.spawns as u64,
         run: spawn_many,
     },
     Workload {
         name: "ping_pong",
+        op: "round trip",
+        ops: |z| (z.pairs * z.round_trips) as u64,
         run: ping_pong,
     },
     Workload {
         name: "hackbench_g10",
+        op: "message",
+        ops: |z| z.hackbench.messages(),
         run: hackbench_g10,
     },
     Workload {
         name: "yield_many",
+        op: "yield",
+        ops: |z| (z.yield_tasks * z.yields) as u64,
         run: yield_many,
     },
     Workload {
         name: "chained_spawn",
+        op: "spawn",
+        ops: |z| z.chain as u64,
         run: chained_spawn,
     },
 ];
@@ -259,20 +290,26 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 const USAGE: &str = "\
 usage: sidebyside [--runs N] [--workers N] [--scale S] [FILTER...]
+       sidebyside --instructions [--workers N] [--scale S] [FILTER...]
   --runs N        rounds per workload and runtime; medians are shown (5)
   --workers N     workers of every runtime but tokio-ct (default: one per CPU)
   --scale S       divide the workloads' operation counts by S (1)
+  --instructions  one measured round per workload and runtime, between
+                  callgrind client requests (run under valgrind
+                  --tool=callgrind; scripts/instructions.sh does)
   FILTER          only workloads whose name contains one of these";
 
 fn main() {
     let mut runs = 5usize;
     let mut workers = rt::default_workers();
     let mut scale = 1usize;
+    let mut instructions = false;
     let mut filters: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--bench" => {}
+            "--instructions" => instructions = true,
             "--runs" | "--workers" | "--scale" => {
                 let v = args.next().unwrap_or_default();
                 match v.parse::<usize>() {
@@ -315,6 +352,19 @@ fn main() {
         rt::async_executor(workers),
         rt::tokio_current_thread().unwrap_or_else(|e| panic!("tokio-ct: {e}")),
     ];
+    if instructions {
+        #[cfg(target_arch = "x86_64")]
+        instruction_mode(&rts, &workloads, &sizes, workers, scale);
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            eprintln!(
+                "sidebyside: --instructions issues valgrind client requests, \
+                 implemented for x86_64 only"
+            );
+            exit(2);
+        }
+        return;
+    }
     println!(
         "side by side: {workers} workers each (tokio-ct: 1 thread), {runs} rounds \
          (interleaved), medians; ratio = best multi-thread peer's time / hwsched's \
@@ -381,5 +431,113 @@ fn main() {
                  {st:.0} steals | | | | | | | | | | |"
             );
         }
+    }
+}
+
+/// How long the instruction mode waits after a warm-up round before it
+/// zeroes the counts: long enough for every runtime's workers to have
+/// finished spinning and parked (hwsched's spin is as long as a park costs,
+/// measured at start, under valgrind too).
+#[cfg(target_arch = "x86_64")]
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// The instruction mode: for each workload, its operation count, then for
+/// each runtime a warm-up round, a pause for the workers to park, and one
+/// round between callgrind's ZERO_STATS and DUMP_STATS_AT
+/// `"<workload>/<runtime>"`.
+///
+/// Prints, for `scripts/instructions.sh`, one tab-separated line per
+/// workload, `ops <workload> <op> <count>`, and one per dump,
+/// `dump <workload>/<runtime>`.
+#[cfg(target_arch = "x86_64")]
+fn instruction_mode(
+    rts: &[Rt],
+    workloads: &[&Workload],
+    sizes: &Sizes,
+    workers: usize,
+    scale: usize,
+) {
+    if !callgrind::running_on_valgrind() {
+        eprintln!(
+            "sidebyside: not running under valgrind: the callgrind requests are no-ops \
+             (run scripts/instructions.sh)"
+        );
+    }
+    println!("workers\t{workers}\tscale\t{scale}");
+    for w in workloads {
+        println!("ops\t{}\t{}\t{}", w.name, w.op, (w.ops)(sizes));
+        for r in rts {
+            (w.run)(r, sizes);
+            std::thread::sleep(SETTLE);
+            let label = format!("{}/{}", w.name, r.name);
+            let c_label = std::ffi::CString::new(label.as_str()).expect("label without NUL");
+            callgrind::zero_stats();
+            (w.run)(r, sizes);
+            callgrind::dump_stats_at(&c_label);
+            println!("dump\t{label}");
+        }
+    }
+}
+
+/// Callgrind's client requests (valgrind's `callgrind.h`): the magic
+/// instruction sequence of `valgrind.h` for amd64, which valgrind recognises
+/// and a real CPU runs as no-ops (four rotations of `rdi` by 128 bits in
+/// all, and `xchg rbx, rbx`), leaving the default result in `rdx`.
+#[cfg(target_arch = "x86_64")]
+mod callgrind {
+    use std::ffi::CStr;
+
+    /// `VG_USERREQ_TOOL_BASE('C', 'T')`.
+    const BASE: usize = ((b'C' as usize) << 24) | ((b'T' as usize) << 16);
+    /// `VG_USERREQ__ZERO_STATS`: zero the cost centers.
+    const ZERO_STATS: usize = BASE + 1;
+    /// `VG_USERREQ__DUMP_STATS_AT`: dump the cost centers, with the string
+    /// argument in the dump's `desc: Trigger: Client Request: ...`, and
+    /// zero them.
+    const DUMP_STATS_AT: usize = BASE + 3;
+    /// `VG_USERREQ__RUNNING_ON_VALGRIND` (a core request): 1 under
+    /// valgrind, the default 0 otherwise.
+    const RUNNING_ON_VALGRIND: usize = 0x1001;
+
+    /// `VALGRIND_DO_CLIENT_REQUEST_EXPR(default, request, a1, 0, 0, 0, 0)`.
+    fn request(default: usize, request: usize, a1: usize) -> usize {
+        let args: [usize; 6] = [request, a1, 0, 0, 0, 0];
+        let mut result = default;
+        // SAFETY: the sequence only rotates rdi by 3+13+61+51 = 128 bits
+        // (back to its value; declared clobbered anyway) and exchanges rbx
+        // with itself, changing the flags (not declared preserved); under
+        // valgrind it reads the six words at rax, which `args` holds alive
+        // until after the asm, and writes the result to rdx. The pointed-to
+        // strings of the requests used here are NUL-terminated and outlive
+        // the call.
+        unsafe {
+            core::arch::asm!(
+                "rol rdi, 3",
+                "rol rdi, 13",
+                "rol rdi, 61",
+                "rol rdi, 51",
+                "xchg rbx, rbx",
+                in("rax") args.as_ptr(),
+                inout("rdx") result,
+                out("rdi") _,
+                options(nostack),
+            );
+        }
+        result
+    }
+
+    /// Whether this process runs under valgrind.
+    pub fn running_on_valgrind() -> bool {
+        request(0, RUNNING_ON_VALGRIND, 0) != 0
+    }
+
+    /// `CALLGRIND_ZERO_STATS`.
+    pub fn zero_stats() {
+        request(0, ZERO_STATS, 0);
+    }
+
+    /// `CALLGRIND_DUMP_STATS_AT(label)`.
+    pub fn dump_stats_at(label: &CStr) {
+        request(0, DUMP_STATS_AT, label.as_ptr() as usize);
     }
 }

@@ -1,19 +1,29 @@
 //! One side-by-side harness for the wake protocol's fast paths: each
 //! workload on hwsched, tokio (multi-thread) and async-executor with the same
-//! worker count, rounds interleaved across the runtimes (so a noisy moment
-//! hurts all of them), medians printed with hwsched's throughput over the
-//! best peer's (above 1: hwsched is faster).
+//! worker count, and on tokio's current-thread runtime (`tokio-ct`, one
+//! thread in `block_on`, every spawn from outside a remote one), rounds
+//! interleaved across the runtimes (so a noisy moment hurts all of them),
+//! medians printed with hwsched's throughput over the best multi-thread
+//! peer's (`ratio`; above 1: hwsched is faster) and over tokio-ct's
+//! (`vs tokio-ct`).
 //!
-//! Workloads (the shapes of issue 13's measurements):
+//! Workloads (the shapes of issue 13's measurements; the sizes are
+//! [`Sizes`], the operation counts the instruction mode divides by are in
+//! [`WORKLOADS`]):
 //! - `spawn_outside`: 100,000 empty tasks spawned from a thread outside the
-//!   runtime into an idle runtime, then joined;
-//! - `spawn_many`: 100,000 empty tasks spawned from inside one task;
+//!   runtime into an idle runtime, then joined (op: a task);
+//! - `spawn_many`: 100,000 empty tasks spawned from inside one task (op: a
+//!   task);
 //! - `ping_pong`: 1,000 pairs doing 100 round trips each over two
-//!   capacity-1 `async_channel`s, spawned from one task;
+//!   capacity-1 `async_channel`s, spawned from one task (op: a round trip,
+//!   100,000);
 //! - `hackbench`: 10 groups, 20 fds, 100 loops, 100 bytes (the example's
-//!   defaults; only the release-to-done interval is timed);
-//! - `yield_many`: 200 tasks yielding 1,000 times each;
-//! - `chained_spawn`: a chain of 1,000 spawns, each from the previous task.
+//!   defaults; only the release-to-done interval is timed; op: a message,
+//!   groups x fds x fds x loops = 400,000);
+//! - `yield_many`: 200 tasks yielding 1,000 times each (op: a yield,
+//!   200,000);
+//! - `chained_spawn`: a chain of 1,000 spawns, each from the previous task
+//!   (op: a spawn).
 //!
 //! Besides time, each row shows the process's voluntary context switches
 //! per round (`getrusage`): every futex wait a runtime causes, whichever
@@ -23,6 +33,7 @@
 //! cargo bench --bench sidebyside                       # 5 rounds
 //! cargo bench --bench sidebyside -- --runs 9 ping_pong # one workload
 //! HWSCHED_STATS=1 cargo bench --bench sidebyside        # and hwsched's counters per round
+//! scripts/instructions.sh 2                            # instructions per op (callgrind)
 //! ```
 //!
 //! With `HWSCHED_STATS` set, each workload's row is followed by hwsched's
@@ -30,6 +41,20 @@
 //! wakes (`unparks`), searcher wakes and successful steals, the figures
 //! `hwsched-sim` reports for the same workload (SIMULATION.md,
 //! "Calibration").
+//!
+//! `--instructions` (x86_64) is the instruction-count mode, meant to run
+//! under `valgrind --tool=callgrind` (`scripts/instructions.sh` does, and
+//! makes the table): for each workload and runtime a warm-up round, 50 ms
+//! for every runtime's workers to go idle and park, callgrind's ZERO_STATS
+//! client request, one round, and DUMP_STATS_AT `"<workload>/<runtime>"`;
+//! it prints each workload's operation count. Outside valgrind the requests
+//! are no-ops. Valgrind runs one thread at a time, so what it counts is not
+//! parallel execution: an idle worker that spins does so for its whole time
+//! slice while the thread with the work waits (spin loops inflate the counts
+//! of runtimes that spin), there is no truly parallel stealing, and wake
+//! latencies differ. The figure is a deterministic count of the work done
+//! per operation, idle spinning included. `--scale S` divides the
+//! operation counts (see [`Sizes::new`]) for quicker runs.
 //!
 //! Linux only (getrusage).
 #![allow(missing_docs)]
@@ -57,11 +82,49 @@ fn nvcsw() -> i64 {
     unsafe { ru.assume_init() }.ru_nvcsw
 }
 
-const SPAWNS: usize = 100_000;
+/// The sizes of the workloads: the one place their operation counts come
+/// from (the instruction mode prints them for `scripts/instructions.sh`).
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    /// Tasks of `spawn_outside` and of `spawn_many`.
+    spawns: usize,
+    /// `ping_pong`'s pairs, and the round trips of each.
+    pairs: usize,
+    round_trips: usize,
+    /// `hackbench_g10`'s parameters.
+    hackbench: hackbench::Config,
+    /// `yield_many`'s tasks, and the yields of each.
+    yield_tasks: usize,
+    yields: usize,
+    /// `chained_spawn`'s chain length.
+    chain: usize,
+}
 
-fn spawn_outside(rt: &Rt) -> Duration {
+impl Sizes {
+    /// The full sizes, divided by `scale` where it says so: the spawns,
+    /// ping_pong's pairs, hackbench's loops and yield_many's yields per task
+    /// (so the numbers of concurrent tasks stay, except ping_pong's);
+    /// chained_spawn's 1,000 is small already and stays.
+    fn new(scale: usize) -> Sizes {
+        let div = |n: usize| (n / scale).max(1);
+        Sizes {
+            spawns: div(100_000),
+            pairs: div(1_000),
+            round_trips: 100,
+            hackbench: hackbench::Config {
+                loops: div(hackbench::Config::default().loops),
+                ..hackbench::Config::default()
+            },
+            yield_tasks: 200,
+            yields: div(1_000),
+            chain: 1_000,
+        }
+    }
+}
+
+fn spawn_outside(rt: &Rt, z: &Sizes) -> Duration {
     let t0 = Instant::now();
-    let handles: Vec<_> = (0..SPAWNS).map(|_| rt.spawn(async {})).collect();
+    let handles: Vec<_> = (0..z.spawns).map(|_| rt.spawn(async {})).collect();
     rt.block_on(async {
         for h in handles {
             h.await;
@@ -70,13 +133,14 @@ fn spawn_outside(rt: &Rt) -> Duration {
     t0.elapsed()
 }
 
-fn spawn_many(rt: &Rt) -> Duration {
-    let rem = Arc::new(AtomicUsize::new(SPAWNS));
+fn spawn_many(rt: &Rt, z: &Sizes) -> Duration {
+    let spawns = z.spawns;
+    let rem = Arc::new(AtomicUsize::new(spawns));
     let sp = rt.spawner();
     let t0 = Instant::now();
     rt.block_on(rt.spawn(async move {
         let (done_tx, done_rx) = async_channel::bounded::<()>(1);
-        for _ in 0..SPAWNS {
+        for _ in 0..spawns {
             let rem = rem.clone();
             let done_tx = done_tx.clone();
             drop(sp.spawn(async move {
@@ -90,15 +154,14 @@ fn spawn_many(rt: &Rt) -> Duration {
     t0.elapsed()
 }
 
-fn ping_pong(rt: &Rt) -> Duration {
-    const PAIRS: usize = 1_000;
-    const ROUND_TRIPS: usize = 100;
+fn ping_pong(rt: &Rt, z: &Sizes) -> Duration {
+    let (pairs, round_trips) = (z.pairs, z.round_trips);
     let (done_tx, done_rx) = mpsc::sync_channel::<()>(1);
-    let rem = Arc::new(AtomicUsize::new(PAIRS));
+    let rem = Arc::new(AtomicUsize::new(pairs));
     let sp = rt.spawner();
     let t0 = Instant::now();
     drop(rt.spawn(async move {
-        for _ in 0..PAIRS {
+        for _ in 0..pairs {
             let rem = rem.clone();
             let done_tx = done_tx.clone();
             let sp2 = sp.clone();
@@ -106,12 +169,12 @@ fn ping_pong(rt: &Rt) -> Duration {
                 let (tx1, rx1) = async_channel::bounded::<()>(1);
                 let (tx2, rx2) = async_channel::bounded::<()>(1);
                 drop(sp2.spawn(async move {
-                    for _ in 0..ROUND_TRIPS {
+                    for _ in 0..round_trips {
                         rx1.recv().await.unwrap();
                         tx2.send(()).await.unwrap();
                     }
                 }));
-                for _ in 0..ROUND_TRIPS {
+                for _ in 0..round_trips {
                     tx1.send(()).await.unwrap();
                     rx2.recv().await.unwrap();
                 }
@@ -125,32 +188,31 @@ fn ping_pong(rt: &Rt) -> Duration {
     t0.elapsed()
 }
 
-fn hackbench_10(rt: &Rt) -> Duration {
-    hackbench::run(rt, &hackbench::Config::default())
+fn hackbench_g10(rt: &Rt, z: &Sizes) -> Duration {
+    hackbench::run(rt, &z.hackbench)
 }
 
-fn yield_many(rt: &Rt) -> Duration {
-    const TASKS: usize = 200;
-    const YIELDS: usize = 1_000;
-    let (tx, rx) = mpsc::sync_channel::<()>(TASKS);
+fn yield_many(rt: &Rt, z: &Sizes) -> Duration {
+    let (tasks, yields) = (z.yield_tasks, z.yields);
+    let (tx, rx) = mpsc::sync_channel::<()>(tasks);
     let t0 = Instant::now();
-    for _ in 0..TASKS {
+    for _ in 0..tasks {
         let tx = tx.clone();
         let kind = rt.kind();
         drop(rt.spawn(async move {
-            for _ in 0..YIELDS {
+            for _ in 0..yields {
                 rt::yield_now(kind).await;
             }
             tx.send(()).unwrap();
         }));
     }
-    for _ in 0..TASKS {
+    for _ in 0..tasks {
         rx.recv().unwrap();
     }
     t0.elapsed()
 }
 
-fn chained_spawn(rt: &Rt) -> Duration {
+fn chained_spawn(rt: &Rt, z: &Sizes) -> Duration {
     fn iter(sp: Spawner, done: mpsc::SyncSender<()>, n: usize) {
         if n == 0 {
             done.send(()).unwrap();
@@ -161,21 +223,59 @@ fn chained_spawn(rt: &Rt) -> Duration {
     }
     let (tx, rx) = mpsc::sync_channel::<()>(1);
     let sp = rt.spawner();
+    let chain = z.chain;
     let t0 = Instant::now();
-    drop(rt.spawn(async move { iter(sp, tx, 1_000) }));
+    drop(rt.spawn(async move { iter(sp, tx, chain) }));
     rx.recv().unwrap();
     t0.elapsed()
 }
 
-type Workload = (&'static str, fn(&Rt) -> Duration);
+/// A workload: its name, what one of its operations is and how many one
+/// round does (for the instruction counts), and one round of it.
+struct Workload {
+    name: &'static str,
+    op: &'static str,
+    ops: fn(&Sizes) -> u64,
+    run: fn(&Rt, &Sizes) -> Duration,
+}
 
 const WORKLOADS: [Workload; 6] = [
-    ("spawn_outside", spawn_outside),
-    ("spawn_many", spawn_many),
-    ("ping_pong", ping_pong),
-    ("hackbench_g10", hackbench_10),
-    ("yield_many", yield_many),
-    ("chained_spawn", chained_spawn),
+    Workload {
+        name: "spawn_outside",
+        op: "task",
+        ops: |z| z.spawns as u64,
+        run: spawn_outside,
+    },
+    Workload {
+        name: "spawn_many",
+        op: "task",
+        ops: |z| z.spawns as u64,
+        run: spawn_many,
+    },
+    Workload {
+        name: "ping_pong",
+        op: "round trip",
+        ops: |z| (z.pairs * z.round_trips) as u64,
+        run: ping_pong,
+    },
+    Workload {
+        name: "hackbench_g10",
+        op: "message",
+        ops: |z| z.hackbench.messages(),
+        run: hackbench_g10,
+    },
+    Workload {
+        name: "yield_many",
+        op: "yield",
+        ops: |z| (z.yield_tasks * z.yields) as u64,
+        run: yield_many,
+    },
+    Workload {
+        name: "chained_spawn",
+        op: "spawn",
+        ops: |z| z.chain as u64,
+        run: chained_spawn,
+    },
 ];
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -189,29 +289,35 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 const USAGE: &str = "\
-usage: sidebyside [--runs N] [--workers N] [FILTER...]
-  --runs N     rounds per workload and runtime; medians are shown (5)
-  --workers N  workers of every runtime (default: one per CPU)
-  FILTER       only workloads whose name contains one of these";
+usage: sidebyside [--runs N] [--workers N] [--scale S] [FILTER...]
+       sidebyside --instructions [--workers N] [--scale S] [FILTER...]
+  --runs N        rounds per workload and runtime; medians are shown (5)
+  --workers N     workers of every runtime but tokio-ct (default: one per CPU)
+  --scale S       divide the workloads' operation counts by S (1)
+  --instructions  one measured round per workload and runtime, between
+                  callgrind client requests (run under valgrind
+                  --tool=callgrind; scripts/instructions.sh does)
+  FILTER          only workloads whose name contains one of these";
 
 fn main() {
     let mut runs = 5usize;
     let mut workers = rt::default_workers();
+    let mut scale = 1usize;
+    let mut instructions = false;
     let mut filters: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--bench" => {}
-            "--runs" | "--workers" => {
+            "--instructions" => instructions = true,
+            "--runs" | "--workers" | "--scale" => {
                 let v = args.next().unwrap_or_default();
                 match v.parse::<usize>() {
-                    Ok(n) if n > 0 => {
-                        if a == "--runs" {
-                            runs = n
-                        } else {
-                            workers = n
-                        }
-                    }
+                    Ok(n) if n > 0 => match a.as_str() {
+                        "--runs" => runs = n,
+                        "--workers" => workers = n,
+                        _ => scale = n,
+                    },
                     _ => {
                         eprintln!("sidebyside: invalid value {v:?} for {a}\n{USAGE}");
                         exit(2);
@@ -229,6 +335,11 @@ fn main() {
             }
         }
     }
+    let sizes = Sizes::new(scale);
+    let workloads: Vec<&Workload> = WORKLOADS
+        .iter()
+        .filter(|w| filters.is_empty() || filters.iter().any(|x| w.name.contains(x.as_str())))
+        .collect();
     let rts = [
         rt::hwsched(
             "hwsched",
@@ -239,19 +350,34 @@ fn main() {
         .unwrap_or_else(|e| panic!("hwsched: {e}")),
         rt::tokio(workers),
         rt::async_executor(workers),
+        rt::tokio_current_thread().unwrap_or_else(|e| panic!("tokio-ct: {e}")),
     ];
-    println!(
-        "side by side: {workers} workers each, {runs} rounds (interleaved), medians; \
-         ratio = best peer's time / hwsched's (throughput of hwsched / best peer)\n"
-    );
-    println!(
-        "| workload | hwsched ms | tokio ms | async-executor ms | ratio | hwsched nvcsw | tokio nvcsw | async-executor nvcsw |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    for (name, f) in WORKLOADS {
-        if !filters.is_empty() && !filters.iter().any(|x| name.contains(x.as_str())) {
-            continue;
+    if instructions {
+        #[cfg(target_arch = "x86_64")]
+        instruction_mode(&rts, &workloads, &sizes, workers, scale);
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            eprintln!(
+                "sidebyside: --instructions issues valgrind client requests, \
+                 implemented for x86_64 only"
+            );
+            exit(2);
         }
+        return;
+    }
+    println!(
+        "side by side: {workers} workers each (tokio-ct: 1 thread), {runs} rounds \
+         (interleaved), medians; ratio = best multi-thread peer's time / hwsched's \
+         (throughput of hwsched / best of tokio and async-executor); vs tokio-ct = \
+         tokio-ct's time / hwsched's\n"
+    );
+    println!(
+        "| workload | hwsched ms | tokio ms | async-executor ms | tokio-ct ms | ratio | vs tokio-ct \
+         | hwsched nvcsw | tokio nvcsw | async-executor nvcsw | tokio-ct nvcsw |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for w in workloads {
+        let f = |r: &Rt| (w.run)(r, &sizes);
         // A warm-up round each, then `runs` interleaved rounds.
         for r in &rts {
             f(r);
@@ -285,21 +411,133 @@ fn main() {
         let c: Vec<f64> = switches.into_iter().map(median).collect();
         let best_peer = t[1].min(t[2]);
         println!(
-            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} |",
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            w.name,
             t[0],
             t[1],
             t[2],
+            t[3],
             best_peer / t[0],
+            t[3] / t[0],
             c[0],
             c[1],
-            c[2]
+            c[2],
+            c[3]
         );
         if !hw[0].is_empty() {
             let [p, u, s, st] = hw.map(median);
             println!(
                 "|   hwsched per round: {p:.0} parks, {u:.0} unparks, {s:.0} searcher wakes, \
-                 {st:.0} steals | | | | | | | |"
+                 {st:.0} steals | | | | | | | | | | |"
             );
         }
+    }
+}
+
+/// How long the instruction mode waits after a warm-up round before it
+/// zeroes the counts: long enough for every runtime's workers to have
+/// finished spinning and parked (hwsched's spin is as long as a park costs,
+/// measured at start, under valgrind too).
+#[cfg(target_arch = "x86_64")]
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// The instruction mode: for each workload, its operation count, then for
+/// each runtime a warm-up round, a pause for the workers to park, and one
+/// round between callgrind's ZERO_STATS and DUMP_STATS_AT
+/// `"<workload>/<runtime>"`.
+///
+/// Prints, for `scripts/instructions.sh`, one tab-separated line per
+/// workload, `ops <workload> <op> <count>`, and one per dump,
+/// `dump <workload>/<runtime>`.
+#[cfg(target_arch = "x86_64")]
+fn instruction_mode(
+    rts: &[Rt],
+    workloads: &[&Workload],
+    sizes: &Sizes,
+    workers: usize,
+    scale: usize,
+) {
+    if !callgrind::running_on_valgrind() {
+        eprintln!(
+            "sidebyside: not running under valgrind: the callgrind requests are no-ops \
+             (run scripts/instructions.sh)"
+        );
+    }
+    println!("workers\t{workers}\tscale\t{scale}");
+    for w in workloads {
+        println!("ops\t{}\t{}\t{}", w.name, w.op, (w.ops)(sizes));
+        for r in rts {
+            (w.run)(r, sizes);
+            std::thread::sleep(SETTLE);
+            let label = format!("{}/{}", w.name, r.name);
+            let c_label = std::ffi::CString::new(label.as_str()).expect("label without NUL");
+            callgrind::zero_stats();
+            (w.run)(r, sizes);
+            callgrind::dump_stats_at(&c_label);
+            println!("dump\t{label}");
+        }
+    }
+}
+
+/// Callgrind's client requests (valgrind's `callgrind.h`): the magic
+/// instruction sequence of `valgrind.h` for amd64, which valgrind recognises
+/// and a real CPU runs as no-ops (four rotations of `rdi` by 128 bits in
+/// all, and `xchg rbx, rbx`), leaving the default result in `rdx`.
+#[cfg(target_arch = "x86_64")]
+mod callgrind {
+    use std::ffi::CStr;
+
+    /// `VG_USERREQ_TOOL_BASE('C', 'T')`.
+    const BASE: usize = ((b'C' as usize) << 24) | ((b'T' as usize) << 16);
+    /// `VG_USERREQ__ZERO_STATS`: zero the cost centers.
+    const ZERO_STATS: usize = BASE + 1;
+    /// `VG_USERREQ__DUMP_STATS_AT`: dump the cost centers, with the string
+    /// argument in the dump's `desc: Trigger: Client Request: ...`, and
+    /// zero them.
+    const DUMP_STATS_AT: usize = BASE + 3;
+    /// `VG_USERREQ__RUNNING_ON_VALGRIND` (a core request): 1 under
+    /// valgrind, the default 0 otherwise.
+    const RUNNING_ON_VALGRIND: usize = 0x1001;
+
+    /// `VALGRIND_DO_CLIENT_REQUEST_EXPR(default, request, a1, 0, 0, 0, 0)`.
+    fn request(default: usize, request: usize, a1: usize) -> usize {
+        let args: [usize; 6] = [request, a1, 0, 0, 0, 0];
+        let mut result = default;
+        // SAFETY: the sequence only rotates rdi by 3+13+61+51 = 128 bits
+        // (back to its value; declared clobbered anyway) and exchanges rbx
+        // with itself, changing the flags (not declared preserved); under
+        // valgrind it reads the six words at rax, which `args` holds alive
+        // until after the asm, and writes the result to rdx. The pointed-to
+        // strings of the requests used here are NUL-terminated and outlive
+        // the call.
+        unsafe {
+            core::arch::asm!(
+                "rol rdi, 3",
+                "rol rdi, 13",
+                "rol rdi, 61",
+                "rol rdi, 51",
+                "xchg rbx, rbx",
+                in("rax") args.as_ptr(),
+                inout("rdx") result,
+                out("rdi") _,
+                options(nostack),
+            );
+        }
+        result
+    }
+
+    /// Whether this process runs under valgrind.
+    pub fn running_on_valgrind() -> bool {
+        request(0, RUNNING_ON_VALGRIND, 0) != 0
+    }
+
+    /// `CALLGRIND_ZERO_STATS`.
+    pub fn zero_stats() {
+        request(0, ZERO_STATS, 0);
+    }
+
+    /// `CALLGRIND_DUMP_STATS_AT(label)`.
+    pub fn dump_stats_at(label: &CStr) {
+        request(0, DUMP_STATS_AT, label.as_ptr() as usize);
     }
 }

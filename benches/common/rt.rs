@@ -1,5 +1,6 @@
-//! One interface over the three runtimes the benches compare: hwsched, tokio
-//! (multi-thread) and async-executor (N threads running `ex.run(..)`).
+//! One interface over the runtimes the benches compare: hwsched, tokio
+//! (multi-thread), async-executor (N threads running `ex.run(..)`) and
+//! tokio's current-thread runtime (one thread in `block_on`).
 //!
 //! Included with `#[path]` by every bench and by `examples/hackbench.rs`;
 //! each of them uses only part of it.
@@ -20,6 +21,8 @@ pub enum Kind {
     Hwsched,
     Tokio,
     AsyncExecutor,
+    /// tokio's current-thread runtime, driven by one dedicated thread.
+    TokioCurrentThread,
 }
 
 /// Workers of a default runtime on this machine: one per allowed CPU.
@@ -39,6 +42,27 @@ enum Inner {
     Hw(hwsched::Runtime),
     Tokio(tokio::runtime::Runtime),
     Ae(AeRt),
+    TokioCt(TokioCtRt),
+}
+
+/// A current-thread tokio runtime whose one thread sits in
+/// `rt.block_on(<stop signal>)`, running whatever is spawned through the
+/// handle from any thread.
+struct TokioCtRt {
+    handle: tokio::runtime::Handle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Drop for TokioCtRt {
+    fn drop(&mut self) {
+        // Sending (or dropping) the sender ends the thread's `block_on`;
+        // the runtime is dropped on that thread.
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 struct AeRt {
@@ -135,6 +159,34 @@ pub fn tokio(workers: usize) -> Rt {
     }
 }
 
+/// tokio's current-thread runtime (`enable_all`), driven by one dedicated
+/// thread blocked in `rt.block_on(<stop signal>)`: tasks spawned through its
+/// handle, from any thread, run on that thread. Its row is `tokio-ct`; it
+/// has one worker whatever the other runtimes have.
+pub fn tokio_current_thread() -> std::io::Result<Rt> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let handle = rt.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = thread::Builder::new()
+        .name("tokio-ct".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let _ = stopped.await;
+            });
+        })?;
+    Ok(Rt {
+        name: "tokio-ct".into(),
+        workers: 1,
+        inner: Inner::TokioCt(TokioCtRt {
+            handle,
+            stop: Some(stop),
+            thread: Some(thread),
+        }),
+    })
+}
+
 /// async-executor with `workers` threads each running `ex.run(..)`.
 pub fn async_executor(workers: usize) -> Rt {
     let ex = Arc::new(async_executor::Executor::new());
@@ -186,6 +238,7 @@ impl Rt {
             Inner::Hw(_) => Kind::Hwsched,
             Inner::Tokio(_) => Kind::Tokio,
             Inner::Ae(_) => Kind::AsyncExecutor,
+            Inner::TokioCt(_) => Kind::TokioCurrentThread,
         }
     }
 
@@ -216,16 +269,20 @@ impl Rt {
             Inner::Hw(rt) => Handle::Hw(rt.spawn(f)),
             Inner::Tokio(rt) => Handle::Tokio(rt.spawn(f)),
             Inner::Ae(ae) => Handle::Ae(Some(ae.ex.spawn(f))),
+            Inner::TokioCt(ct) => Handle::Tokio(ct.handle.spawn(f)),
         }
     }
 
     /// Runs `f` on the calling thread (not a worker); for hwsched and tokio
-    /// inside their `block_on` context, so [`Spawner::spawn`] works in it.
+    /// inside their `block_on` context, so [`Spawner::spawn`] works in it
+    /// (tokio-ct: `Handle::block_on`, which polls `f` here while the
+    /// runtime's own thread runs the tasks).
     pub fn block_on<F: Future>(&self, f: F) -> F::Output {
         match &self.inner {
             Inner::Hw(rt) => rt.block_on(f),
             Inner::Tokio(rt) => rt.block_on(f),
             Inner::Ae(_) => block_on(f),
+            Inner::TokioCt(ct) => ct.handle.block_on(f),
         }
     }
 
@@ -235,11 +292,13 @@ impl Rt {
             Inner::Hw(_) => Spawner::Hw,
             Inner::Tokio(rt) => Spawner::Tokio(rt.handle().clone()),
             Inner::Ae(ae) => Spawner::Ae(ae.ex.clone()),
+            Inner::TokioCt(ct) => Spawner::Tokio(ct.handle.clone()),
         }
     }
 }
 
-/// Spawns onto the runtime it came from. For hwsched it uses the context
+/// Spawns onto the runtime it came from (tokio-ct's is a `Tokio` spawner
+/// with its handle). For hwsched it uses the context
 /// (`hwsched::spawn`): call it from a task or inside [`Rt::block_on`].
 #[derive(Clone)]
 pub enum Spawner {
@@ -264,7 +323,10 @@ impl Spawner {
     pub fn kind(&self) -> Kind {
         match self {
             Spawner::Hw => Kind::Hwsched,
-            Spawner::Tokio(_) => Kind::Tokio,
+            Spawner::Tokio(h) => match h.runtime_flavor() {
+                tokio::runtime::RuntimeFlavor::CurrentThread => Kind::TokioCurrentThread,
+                _ => Kind::Tokio,
+            },
             Spawner::Ae(_) => Kind::AsyncExecutor,
         }
     }
@@ -308,7 +370,7 @@ impl<T> Drop for Handle<T> {
 pub async fn yield_now(kind: Kind) {
     match kind {
         Kind::Hwsched => hwsched::yield_now().await,
-        Kind::Tokio => tokio::task::yield_now().await,
+        Kind::Tokio | Kind::TokioCurrentThread => tokio::task::yield_now().await,
         Kind::AsyncExecutor => YieldOnce(false).await,
     }
 }

@@ -341,6 +341,7 @@ fn parse_options(kind: Kind, args: TokenStream2) -> (Options, Option<syn::Error>
             return (opts, errors);
         }
     };
+    let mut seen: Vec<String> = Vec::new();
     let expected = "expected `worker_threads = N`, `topology = \"...\"` or `crate = \"...\"`";
     for meta in metas {
         let nv = match meta {
@@ -359,39 +360,27 @@ fn parse_options(kind: Kind, args: TokenStream2) -> (Options, Option<syn::Error>
         };
         let key = path_string(&nv.path);
         let value = unwrap_group(&nv.value);
-        let twice =
-            || syn::Error::new_spanned(&nv.path, format!("`{key}` is given twice: keep one"));
+        if is_key(&key) && seen.contains(&key) {
+            push(syn::Error::new_spanned(
+                &nv.path,
+                format!("`{key}` is given twice: keep one"),
+            ));
+            continue;
+        }
+        seen.push(key.clone());
         match key.as_str() {
-            "worker_threads" => {
-                if opts.workers.is_some() {
-                    push(twice());
-                    continue;
-                }
-                match worker_threads(value) {
-                    Ok(n) => opts.workers = Some(n),
-                    Err(e) => push(e),
-                }
-            }
-            "topology" => {
-                if opts.topology.is_some() {
-                    push(twice());
-                    continue;
-                }
-                match topology(value) {
-                    Ok(t) => opts.topology = Some(t),
-                    Err(e) => push(e),
-                }
-            }
-            "crate" => {
-                if opts.krate.is_some() {
-                    push(twice());
-                    continue;
-                }
-                match crate_path(value) {
-                    Ok(p) => opts.krate = Some(p),
-                    Err(e) => push(e),
-                }
-            }
+            "worker_threads" => match worker_threads(value) {
+                Ok(n) => opts.workers = Some(n),
+                Err(e) => push(e),
+            },
+            "topology" => match topology(value) {
+                Ok(t) => opts.topology = Some(t),
+                Err(e) => push(e),
+            },
+            "crate" => match crate_path(value) {
+                Ok(p) => opts.krate = Some(p),
+                Err(e) => push(e),
+            },
             _ => push(syn::Error::new_spanned(
                 &nv.path,
                 format!("unknown option `{key}` of `#[{}]`: {expected}", kind.name()),
@@ -905,6 +894,17 @@ mod tests {
         assert_eq!(out.matches("compile_error").count(), 3, "{out}");
         assert!(out.contains("fn main ()"), "{out}");
         assert!(!out.contains("async fn"), "{out}");
+    }
+
+    #[test]
+    fn an_option_given_twice_is_reported_even_when_the_first_was_bad() {
+        let errs = errors(Kind::Main, "worker_threads = 0, worker_threads = 2", MAIN);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].contains("at least one worker"), "{errs:?}");
+        assert!(
+            errs[1].contains("`worker_threads` is given twice"),
+            "{errs:?}"
+        );
     }
 
     #[test]

@@ -19,6 +19,25 @@
 //! [`spawn`], [`spawn_blocking`], [`JoinHandle`] and [`JoinSet`]; the
 //! heuristics are also a public API of pure functions in [`policy`].
 //!
+//! A program or test whose runtime needs only a worker count or a
+//! topology can let an attribute build it (the `macros` cargo feature, on
+//! by default): [`macro@main`] turns `async fn main` into a `main` that
+//! builds a runtime and runs the body with [`Runtime::block_on`];
+//! [`macro@test`] does the same for a `#[test]`, with a fresh runtime per
+//! test. Options: `worker_threads = N`, `topology = "..."` (an hwloc
+//! synthetic description, or a path ending in `.xml`) and `crate = "path"`.
+//! A runtime that cannot be built is a panic with the [`BuildError`]'s
+//! message; the options themselves are checked when the code is compiled.
+//!
+//! ```
+//! #[hwsched::main(worker_threads = 2)]
+//! async fn main() -> Result<(), hwsched::JoinError> {
+//!     let answer = hwsched::spawn(async { 40 + 2 }).await?;
+//!     assert_eq!(answer, 42);
+//!     Ok(())
+//! }
+//! ```
+//!
 //! With the `io` cargo feature, hwsched has its own I/O driver ([`io`]):
 //! sockets in [`net`] (futures-io's traits, and hyper's with the `hyper`
 //! feature), timers in [`time`], signals in [`signal`]; idle workers sleep
@@ -114,3 +133,7 @@ pub use stats::{Stats, WorkerStats};
 pub use task::{yield_now, AbortHandle, JoinError, JoinHandle, Panic, YieldNow};
 pub use topology::{Level, LevelKind, NumaTopology, Span, Topology, TopologySource};
 pub use tunables::{IdleMode, SisMode, StealWalk, Tunables};
+
+// The attributes; their docs are in macros/src/lib.rs.
+#[cfg(feature = "macros")]
+pub use hwsched_macros::{main, test};

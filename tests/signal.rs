@@ -37,19 +37,16 @@ fn kill_later(signum: libc::c_int, delay: Duration) -> std::thread::JoinHandle<(
     })
 }
 
-#[test]
-fn sigusr1_from_another_thread_wakes_recv() {
-    let rt = rt();
-    rt.block_on(async {
-        let mut sig = signal(SignalKind::user_defined1()).unwrap();
-        assert_eq!(sig.kind(), SignalKind::user_defined1());
-        for _ in 0..3 {
-            let t = kill_later(libc::SIGUSR1, Duration::from_millis(50));
-            let got = hwsched::time::timeout(GUARD, sig.recv()).await;
-            assert_eq!(got, Ok(Some(())), "SIGUSR1 did not reach the listener");
-            t.join().unwrap();
-        }
-    });
+#[hwsched::test(worker_threads = 2)]
+async fn sigusr1_from_another_thread_wakes_recv() {
+    let mut sig = signal(SignalKind::user_defined1()).unwrap();
+    assert_eq!(sig.kind(), SignalKind::user_defined1());
+    for _ in 0..3 {
+        let t = kill_later(libc::SIGUSR1, Duration::from_millis(50));
+        let got = hwsched::time::timeout(GUARD, sig.recv()).await;
+        assert_eq!(got, Ok(Some(())), "SIGUSR1 did not reach the listener");
+        t.join().unwrap();
+    }
 }
 
 #[test]
@@ -64,19 +61,16 @@ fn recv_in_a_task_with_all_workers_asleep() {
     assert_eq!(got, Ok(Some(())), "SIGHUP did not reach the task");
 }
 
-#[test]
-fn two_listeners_both_see_one_delivery() {
-    let rt = rt();
-    rt.block_on(async {
-        let mut a = signal(SignalKind::user_defined2()).unwrap();
-        let mut b = signal(SignalKind::user_defined2()).unwrap();
-        let ha = hwsched::spawn(async move { hwsched::time::timeout(GUARD, a.recv()).await });
-        let hb = hwsched::spawn(async move { hwsched::time::timeout(GUARD, b.recv()).await });
-        let t = kill_later(libc::SIGUSR2, Duration::from_millis(50));
-        assert_eq!(ha.await.unwrap(), Ok(Some(())), "listener a missed it");
-        assert_eq!(hb.await.unwrap(), Ok(Some(())), "listener b missed it");
-        t.join().unwrap();
-    });
+#[hwsched::test(worker_threads = 2)]
+async fn two_listeners_both_see_one_delivery() {
+    let mut a = signal(SignalKind::user_defined2()).unwrap();
+    let mut b = signal(SignalKind::user_defined2()).unwrap();
+    let ha = hwsched::spawn(async move { hwsched::time::timeout(GUARD, a.recv()).await });
+    let hb = hwsched::spawn(async move { hwsched::time::timeout(GUARD, b.recv()).await });
+    let t = kill_later(libc::SIGUSR2, Duration::from_millis(50));
+    assert_eq!(ha.await.unwrap(), Ok(Some(())), "listener a missed it");
+    assert_eq!(hb.await.unwrap(), Ok(Some(())), "listener b missed it");
+    t.join().unwrap();
 }
 
 #[test]
@@ -138,26 +132,23 @@ fn ctrl_c_resolves_on_sigint() {
     });
 }
 
-#[test]
-fn forbidden_signals_are_refused_by_name() {
-    let rt = rt();
-    rt.block_on(async {
-        for (signum, name) in [
-            (libc::SIGKILL, "SIGKILL"),
-            (libc::SIGSTOP, "SIGSTOP"),
-            (libc::SIGSEGV, "SIGSEGV"),
-            (libc::SIGILL, "SIGILL"),
-            (libc::SIGFPE, "SIGFPE"),
-        ] {
-            let e = signal(SignalKind::from_raw(signum)).unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-            assert!(e.to_string().contains(name), "{e}");
-        }
-        for signum in [0, -1, 65, 1000] {
-            let e = signal(SignalKind::from_raw(signum)).unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
-        }
-    });
+#[hwsched::test(worker_threads = 2)]
+async fn forbidden_signals_are_refused_by_name() {
+    for (signum, name) in [
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGSTOP, "SIGSTOP"),
+        (libc::SIGSEGV, "SIGSEGV"),
+        (libc::SIGILL, "SIGILL"),
+        (libc::SIGFPE, "SIGFPE"),
+    ] {
+        let e = signal(SignalKind::from_raw(signum)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains(name), "{e}");
+    }
+    for signum in [0, -1, 65, 1000] {
+        let e = signal(SignalKind::from_raw(signum)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    }
 }
 
 #[test]

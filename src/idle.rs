@@ -379,6 +379,36 @@ impl WorkerSet {
         (None, words)
     }
 
+    /// Whether any worker of `span` is in the set, reading `Relaxed` (a
+    /// hint): one load when the span lies in one word (an LLC of up to 64
+    /// workers: each LLC starts a word), else [`any`](Self::any).
+    #[inline]
+    pub fn any_in(&self, span: &Range<usize>) -> bool {
+        match self.word_of(span) {
+            Some(wm) => self.any_of(wm),
+            None => !span.is_empty() && self.any(span, Ordering::Relaxed, None).0,
+        }
+    }
+
+    /// The word and mask of `span` when it lies in one word (an LLC of up to
+    /// 64 workers), for [`any_of`](Self::any_of): computed once, read on
+    /// every wake.
+    pub fn word_of(&self, span: &Range<usize>) -> Option<(usize, u64)> {
+        if span.is_empty() {
+            return None;
+        }
+        let (w0, b0) = self.pos[span.start];
+        let (w1, b1) = self.pos[span.end - 1];
+        (w0 == w1).then(|| (w0 as usize, (u64::MAX >> (63 - (b1 - b0) as u32)) << b0))
+    }
+
+    /// Whether any worker of a [`word_of`](Self::word_of) is in the set:
+    /// one `Relaxed` load (a hint).
+    #[inline]
+    pub fn any_of(&self, (word, mask): (usize, u64)) -> bool {
+        self.words[word].load(Ordering::Relaxed) & mask != 0
+    }
+
     /// Whether any member other than `skip` is in `span`, reading with
     /// `order`; and the number of words read.
     pub fn any(&self, span: &Range<usize>, order: Ordering, skip: Option<usize>) -> (bool, usize) {
@@ -756,6 +786,23 @@ impl Sleepers {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_in_reads_exactly_the_span_in_one_word_or_many() {
+        // Two LLCs: 0..5 (one word) and 5..150 (three words: 64+64+17).
+        let s = WorkerSet::new(150, &[0..5, 5..150]);
+        assert!(!s.any_in(&(0..5)) && !s.any_in(&(5..150)) && !s.any_in(&(0..0)));
+        s.insert(4, Ordering::Relaxed);
+        assert!(s.any_in(&(0..5)) && s.any_in(&(4..5)) && !s.any_in(&(0..4)));
+        assert!(!s.any_in(&(5..150)), "another LLC's word");
+        // Only a worker beyond the LLC's first word.
+        s.insert(140, Ordering::Relaxed);
+        assert!(s.any_in(&(5..150)) && s.any_in(&(140..141)));
+        assert!(!s.any_in(&(5..69)) && !s.any_in(&(141..150)));
+        s.remove(140, Ordering::Relaxed);
+        s.insert(68, Ordering::Relaxed);
+        assert!(s.any_in(&(5..150)) && s.any_in(&(68..69)) && !s.any_in(&(69..133)));
+    }
 
     #[test]
     fn state_word_layout() {

@@ -4,6 +4,15 @@
 //! functions over views; the views over the runtime's shared state, the
 //! wake path of every task (`schedule`) and its hand-off to the wake
 //! protocol live here.
+//!
+//! A wake first asks whether a search could find anything: when no worker
+//! of the waker's LLC is idle and the task's previous worker is not idle
+//! either (one load of the idle mask per 64 workers, [`idle_near`]), the
+//! task goes to the waker's LIFO slot (tokio's `schedule_local`), or from
+//! outside to the previous worker's inbox, with no search and no look at
+//! other workers' queues: the placement a search would fall back to, at
+//! the cost of a load, when every worker is busy (message passing under
+//! load). The search runs only when an idle worker may exist.
 
 use std::ops::Range;
 
@@ -68,7 +77,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             let meta = r.metadata();
             let last = meta.last_worker.load(Ordering::Relaxed);
             let target = if last == NO_WORKER { 0 } else { last };
-            if !idle_near(shared, target, last) {
+            if !idle_near(shared, &shared.topology.llc_span(target), last) {
                 // Nobody to find: to the previous worker, as the search's
                 // fallback would.
                 WorkerCounters::bump_shared(&shared.external.wake_none_idle, 1);
@@ -121,7 +130,10 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
     })
 }
 
-/// Places a task woken by code on worker `me` (a task's poll or drop).
+/// Places a task woken by code on worker `me` (a task's poll or drop):
+/// the yield and the wake with nobody idle here, inlined into the schedule
+/// path; the search in [`place_searching`].
+#[inline]
 fn place_from_worker(
     shared: &Shared,
     me: usize,
@@ -129,25 +141,36 @@ fn place_from_worker(
     r: Runnable,
     info: async_task::ScheduleInfo,
 ) {
-    let meta = r.metadata();
-    let last = meta.last_worker.load(Ordering::Relaxed);
-    let stats = &shared.workers[me].stats;
+    let last = r.metadata().last_worker.load(Ordering::Relaxed);
     if info.woken_while_running && last == me {
         // yield_now (or a self-wake): to the back of the local deque.
         core.push_local(shared, r);
         return;
     }
-    if !idle_near(shared, me, last) {
+    let llc_idle = match core.llc_word {
+        Some(wm) => shared.idle.idle.any_of(wm),
+        None => shared.idle.idle.any_in(&core.llc),
+    };
+    if !llc_idle && !prev_idle_elsewhere(shared, &core.llc, last) {
         // Every worker the placement could choose is busy: the wakee waits
         // here, in the LIFO slot (tokio's `schedule_local`), with no search
         // and no look at another worker's queues. An idle worker elsewhere
         // steals it if the LIFO slot's occupant is pushed to the deque (the
         // pusher's check runs there).
-        WorkerCounters::bump(&stats.wake_none_idle, 1);
-        WorkerCounters::bump(&stats.wake_local, 1);
+        WorkerCounters::bump(&shared.workers[me].stats.wake_none_idle, 1);
         core.push_lifo(shared, r);
         return;
     }
+    place_searching(shared, me, core, r, last);
+}
+
+/// Places a task woken on worker `me` when an idle worker may exist
+/// (`last`: the task's previous worker): `wake_affine`, then
+/// `select_idle_sibling`.
+#[inline(never)]
+fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runnable, last: usize) {
+    let meta = r.metadata();
+    let stats = &shared.workers[me].stats;
     // wake_affine: the waker's worker, unless prev is idle and shares
     // the waker's LLC, or the waker is loaded and prev is not (the policy's
     // `wake_affine`).
@@ -219,20 +242,23 @@ fn place_from_worker(
     worker::deliver(shared, Some(me), c, r);
 }
 
-/// Whether wake placement around `near` (the waker's worker, or from
-/// outside the task's previous one) could find an idle worker: one in
-/// `near`'s LLC, or the task's previous worker `last`. One load of the idle
+/// Whether wake placement could find an idle worker: one in `llc` (the
+/// waker's LLC, or from outside the task's previous worker's), or the
+/// task's previous worker `last`. One load of the idle
 /// mask per 64 workers of the LLC (and one for `last` when it is in
 /// another LLC), where the search it saves reads the other workers'
 /// queues and scans. `Relaxed`: a placement hint, as every read of the
 /// idle mask (idle.rs); a worker that becomes idle just after finds the
 /// task by stealing, or is woken by the pusher's check.
 #[inline]
-fn idle_near(shared: &Shared, near: usize, last: usize) -> bool {
-    let idle = &shared.idle.idle;
-    let llc = shared.topology.llc_span(near);
-    idle.any(&llc, Ordering::Relaxed, None).0
-        || (last != NO_WORKER && !llc.contains(&last) && idle.contains(last))
+fn idle_near(shared: &Shared, llc: &Range<usize>, last: usize) -> bool {
+    shared.idle.idle.any_in(llc) || prev_idle_elsewhere(shared, llc, last)
+}
+
+/// Whether the task's previous worker `last` is idle outside `llc`.
+#[inline]
+fn prev_idle_elsewhere(shared: &Shared, llc: &Range<usize>, last: usize) -> bool {
+    last != NO_WORKER && !llc.contains(&last) && shared.idle.idle.contains(last)
 }
 
 /// The policy's `scan_depth` over `target`'s LLC and its load counter.

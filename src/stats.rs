@@ -153,14 +153,16 @@ counters! {
         spawn_placed_idle,
         /// External spawns placed on the least loaded worker (none idle).
         spawn_placed_loaded,
-        /// Wakes placed on the waker's own worker through the LIFO slot.
+        /// Wakes placed on the waker's own worker through the LIFO slot by
+        /// wake placement (the waker had nothing else queued, or the search
+        /// chose it).
         wake_local,
         /// Wakes placed without a search because no worker could be found:
         /// none idle in the LLC of the waker (or, from outside, of the
         /// task's previous worker) and the previous worker not idle, read
         /// in one load of the idle mask per 64 workers. From a worker: its
         /// LIFO slot (tokio's `schedule_local`); from outside: the previous
-        /// worker's inbox. Counted in `wake_local` too when local.
+        /// worker's inbox. Not counted in `wake_local`.
         wake_none_idle,
         /// select_idle_sibling: target was idle.
         sis_target,

@@ -112,6 +112,12 @@ const PUBLISH_CHECK_EVERY: u32 = 32;
 /// A worker's own state, touched only by its thread.
 pub(crate) struct Core {
     pub(crate) index: usize,
+    /// This worker's LLC (`Topology::llc_span`), where wake placement
+    /// looks for an idle worker.
+    pub(crate) llc: std::ops::Range<usize>,
+    /// Its LLC's word and mask in the idle mask, when the LLC lies in one
+    /// word (up to 64 workers): the one load of a wake with nobody idle.
+    pub(crate) llc_word: Option<(usize, u64)>,
     pub(crate) local: Local<Runnable>,
     pub(crate) lifo: Option<Runnable>,
     lifo_streak: u32,
@@ -531,6 +537,8 @@ impl Core {
         let levels = shared.topology.levels(index).len();
         Core {
             index,
+            llc: shared.topology.llc_span(index),
+            llc_word: shared.idle.idle.word_of(&shared.topology.llc_span(index)),
             local,
             lifo: None,
             lifo_streak: 0,
@@ -749,6 +757,7 @@ impl Core {
 
     /// Puts a woken task in the LIFO slot; the previous occupant moves to
     /// the deque.
+    #[inline]
     pub(crate) fn push_lifo(&mut self, shared: &Shared, r: Runnable) {
         if let Some(prev) = self.lifo.replace(r) {
             self.push_local(shared, prev);

@@ -110,3 +110,48 @@ fn two_idle_workers_one_push() {
     });
     cases.assert_all_reached();
 }
+
+/// Three workers: 0 busy, with two tasks pushed onto its deque; 1 and 2
+/// idle. Each idle worker runs one period of the production sequence, runs
+/// the task it got and then stays in that task's poll (a long poll: it
+/// never looks at the queues again). So the worker that takes the first
+/// task must leave the second to the other one: a worker that found work
+/// while others slept makes sure what it left behind gets a worker (the
+/// last searcher's re-check in `found_work`, and after a pending steal the
+/// wake for what is left). Without that wake the other worker sleeps
+/// beside the second task: loom reports the deadlock.
+#[test]
+fn a_worker_that_takes_one_of_two_tasks_leaves_the_other_to_a_sleeper() {
+    let cases = Cases::new(&[
+        "the walk found the item",
+        "the last searcher's re-check found the item",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(2);
+            let (rt, mut locals) = Rt::with_locals(3);
+            let local2 = locals.pop().expect("worker 2's deque");
+            let local1 = locals.pop().expect("worker 1's deque");
+            let local0 = locals.pop().expect("worker 0's deque");
+            let idle = |me: usize, local: Local<Task>| {
+                let (rt, cases) = (rt.clone(), cases.clone());
+                thread::spawn(move || {
+                    let t = Worker::new(rt, me, local, cases).idle_until_work();
+                    // The long poll: this worker looks at nothing again.
+                    t.run();
+                })
+            };
+            let w1 = idle(1, local1);
+            let w2 = idle(2, local2);
+            let mut queued_bit = false;
+            for id in 0..2 {
+                let _ = handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(id));
+            }
+            w1.join().unwrap();
+            w2.join().unwrap();
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}

@@ -71,6 +71,7 @@ mod join_set;
 #[cfg(feature = "io")]
 pub mod net;
 mod place;
+mod placed;
 pub mod policy;
 mod runtime;
 mod schedule;
@@ -128,7 +129,10 @@ mod task;
 pub use error::BuildError;
 pub use handle::Handle;
 pub use join_set::JoinSet;
-pub use runtime::{spawn, spawn_blocking, worker_index, Builder, Runtime};
+pub use placed::{CurrentPlace, Place, PlaceError};
+pub use runtime::{
+    current_place, spawn, spawn_blocking, spawn_local, spawn_on, worker_index, Builder, Runtime,
+};
 pub use stats::{Stats, WorkerStats};
 pub use task::{yield_now, AbortHandle, JoinError, JoinHandle, Panic, YieldNow};
 pub use topology::{Level, LevelKind, NumaTopology, Span, Topology, TopologySource};

@@ -300,6 +300,17 @@ impl Parker {
 pub struct Mailbox<T> {
     /// Items pushed by other threads.
     pub inbox: Inbox<T>,
+    /// Items only this worker takes (tasks placed on it): never stolen,
+    /// never in the `queued` set. See "Pinned tasks" in the module docs.
+    pub pinned: Inbox<T>,
+    /// This worker's `!Send` items (its local tasks): taken and dropped by
+    /// this worker alone, also at shutdown (never drained by another
+    /// thread).
+    pub locals: Inbox<T>,
+    /// Items in `pinned` and `locals` (counted after the push, before the
+    /// notify; uncounted after the pop): the owner's look at both queues is
+    /// one load of this word.
+    placed: AtomicUsize,
     /// Sleep state.
     pub parker: Parker,
     kicked_by: AtomicUsize,
@@ -348,6 +359,9 @@ impl<T> Mailbox<T> {
     pub fn new() -> Self {
         Mailbox {
             inbox: Inbox::new(),
+            pinned: Inbox::new(),
+            locals: Inbox::new(),
+            placed: AtomicUsize::new(0),
             parker: Parker::new(),
             kicked_by: AtomicUsize::new(NO_WORKER),
         }
@@ -448,7 +462,7 @@ impl<T> Mailbox<T> {
         sleep: impl FnOnce(&Parker) -> Poll<bool>,
     ) -> Wait<T> {
         self.parker.prepare();
-        if let Some(item) = self.take(local) {
+        if let Some(item) = self.take(local).or_else(|| self.take_pinned()) {
             return Wait::Work { item, slept: false };
         }
         // Relaxed: the shutdown store is published by notify's release,
@@ -505,7 +519,7 @@ impl<T> Mailbox<T> {
 
     /// The end of a wait, after the park: the inbox, then shutdown.
     fn after_sleep(&self, local: &Local<T>, shutdown: &AtomicBool, slept: bool) -> Wait<T> {
-        if let Some(item) = self.take(local) {
+        if let Some(item) = self.take(local).or_else(|| self.take_pinned()) {
             return Wait::Work { item, slept };
         }
         if shutdown.load(Ordering::Relaxed) {
@@ -537,6 +551,90 @@ impl<T> Mailbox<T> {
         Some(first)
     }
 
+    /// Takes one item only this worker may take: from
+    /// [`pinned`](Self::pinned), then from [`locals`](Self::locals). One
+    /// load when both are empty.
+    #[inline]
+    pub fn take_pinned(&self) -> Option<T> {
+        // Acquire: pairs with the pusher's Release increment, which comes
+        // after its push, so the pop below sees the item counted.
+        if self.placed.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.take_pinned_slow()
+    }
+
+    #[cold]
+    fn take_pinned_slow(&self) -> Option<T> {
+        let t = pop(&self.pinned).or_else(|| pop(&self.locals))?;
+        // Relaxed: a count; what it publishes is the pushers' increments'.
+        self.placed.fetch_sub(1, Ordering::Relaxed);
+        Some(t)
+    }
+
+    /// Pushes `item` into [`pinned`](Self::pinned) (or
+    /// [`locals`](Self::locals), with `local`) and counts it, without a
+    /// notify: the owner's own push, made while it runs (it looks at the
+    /// queues before it waits), or the first step of a delivery.
+    #[inline]
+    pub fn push_pinned(&self, item: T, local: bool) {
+        if local {
+            self.locals.push(item);
+        } else {
+            self.pinned.push(item);
+        }
+        // Release: publishes the push to the owner's Acquire load of the
+        // count (`take_pinned`).
+        self.placed.fetch_add(1, Ordering::Release);
+    }
+
+    /// Delivers `item` to [`pinned`](Self::pinned) unless the runtime is
+    /// shutting down: push and count, notify, then the re-check of
+    /// [`deliver_or_drain`](Self::deliver_or_drain), which drains the
+    /// pinned queue into `drop_item` when the flag is set by then (the same
+    /// argument: shutdown's notify and ours are RMWs of one word).
+    pub fn deliver_pinned_or_drain(
+        &self,
+        item: T,
+        shutdown: &AtomicBool,
+        mut drop_item: impl FnMut(T),
+    ) -> Notified {
+        self.push_pinned(item, false);
+        let n = self.parker.notify();
+        // Relaxed: ordered by notify's AcqRel RMW (as in deliver_or_drain).
+        if shutdown.load(Ordering::Relaxed) {
+            self.drain_pinned(&mut drop_item);
+        }
+        n
+    }
+
+    /// Hands everything in [`pinned`](Self::pinned) to `drop_item` (the
+    /// shutdown's drain; never `locals`, which only the owner drops).
+    /// Returns how many.
+    pub fn drain_pinned(&self, mut drop_item: impl FnMut(T)) -> usize {
+        let mut n = 0;
+        while let Some(t) = pop(&self.pinned) {
+            self.placed.fetch_sub(1, Ordering::Relaxed);
+            drop_item(t);
+            n += 1;
+        }
+        n
+    }
+
+    /// Takes one item of [`locals`](Self::locals) (the owner, at shutdown).
+    pub fn take_local(&self) -> Option<T> {
+        let t = pop(&self.locals)?;
+        self.placed.fetch_sub(1, Ordering::Relaxed);
+        Some(t)
+    }
+
+    /// Delivers `item` to [`locals`](Self::locals): push and count, then
+    /// notify. No shutdown re-check: only the owner drops what is there.
+    pub fn deliver_local(&self, item: T) -> Notified {
+        self.push_pinned(item, true);
+        self.parker.notify()
+    }
+
     /// Takes the kick note, if any: who kicked this worker since it last
     /// looked.
     pub fn take_kick(&self) -> Option<usize> {
@@ -546,6 +644,21 @@ impl<T> Mailbox<T> {
         match self.kicked_by.swap(NO_WORKER, Ordering::Relaxed) {
             NO_WORKER => None,
             w => Some(w),
+        }
+    }
+}
+
+/// Pops one item of `q`, retrying a contended steal.
+#[inline]
+fn pop<T>(q: &Inbox<T>) -> Option<T> {
+    if q.is_empty() {
+        return None;
+    }
+    loop {
+        match q.steal() {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
         }
     }
 }

@@ -82,6 +82,49 @@
 //! [`Mailbox::wait_with`], which returns [`Wait::Suspended`] when the owner
 //! must go and sleep, and [`Mailbox::resume`] when it is awake again.
 //!
+//! # Pinned tasks
+//!
+//! A task placed on a worker (`spawn_on(Place::Worker(..))`, `Place::Here`)
+//! and a worker's local tasks (`spawn_local`, `!Send`) go, at spawn and at
+//! every wake, to two more queues of the mailbox that only the owner takes
+//! from: [`Mailbox::pinned`] and [`Mailbox::locals`]. No other worker ever
+//! looks at them: they are not stealable, not in the `queued` set, not in
+//! the load counters' backlog, and the wake protocol of
+//! [`idle`](crate::idle) is not involved (a pinned task has one worker
+//! that can run it, so nobody else is woken for it). One word, `placed`,
+//! counts the items of both, so the owner's look at them is one load.
+//!
+//! The pusher (any thread other than the owner, or the owner asleep in the
+//! I/O driver):
+//! 1. pushes the item into the queue, then increments `placed` (Release);
+//! 2. `notify`, exactly as a deliverer into the inbox does.
+//!
+//! The owner looks at `placed` (Acquire) and takes from the queues: every
+//! `INBOX_CHECK_INTERVAL` polls (worker.rs), before the inbox, and
+//! whenever its LIFO slot and deque are empty; and in its wait, right after
+//! [`Parker::prepare`] and after the park, where it looks at its inbox.
+//! So the race is the inbox's, closed the same way: the pusher's
+//! `fetch_or(NOTIFIED)` comes after its increment, and either precedes the
+//! owner's `prepare` (whose acquire makes the count, and so the item,
+//! visible to the look that follows) or the owner's `fetch_or(PARKED)`
+//! (which then does not sleep), or comes after it (the pusher sees `PARKED`
+//! and signals). The owner's own push while it runs a task needs no
+//! notify: it looks at the queues before it waits again. Model-checked:
+//! `loom-tests/tests/pinned.rs`.
+//!
+//! Shutdown: a pinned push re-checks the flag after its notify and drains
+//! the pinned queue into the graveyard when set
+//! ([`Mailbox::deliver_pinned_or_drain`], the argument of
+//! [`Mailbox::deliver_or_drain`]); the exiting owner drops what is left in
+//! it, and the runtime's final drain drains it with the inboxes. `locals`
+//! is drained by nobody but its owner: at its exit the owner wakes each of
+//! its live local tasks (it keeps a waker of each) and drops them as they
+//! come back to `locals`, until none is left, parking in between with the
+//! same protocol (a wake made by another thread just before may still be
+//! on its way). A local task is thus dropped on its own thread, also when
+//! cancelled by shutdown; a worker that outlives `shutdown_timeout` drops
+//! its local tasks when it finally exits.
+//!
 //! Who sleeps and who wakes whom (the searching count, the `parked` and
 //! `idle` sets, and work conservation) is the protocol of
 //! [`idle`](crate::idle), built on this one: this module only makes sure

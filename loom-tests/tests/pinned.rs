@@ -18,15 +18,12 @@
 //!
 //! | mutation | result |
 //! | --- | --- |
-//! | `wait_with` skips `take_pinned` after `prepare` | caught by `pinned_push_races_idle_owner`: deadlock |
-//! | `after_sleep` skips `take_pinned` | not caught as a failure: the idle sequence waits again and the next `prepare`'s check takes it |
-//! | the count's increment after the notify | caught by `pinned_push_races_idle_owner`: deadlock |
+//! | `wait_with` skips `take_pinned` after `prepare` | caught by `pinned_push_races_idle_owner` and `local_push_races_idle_owner`: deadlock (the token consumed by `prepare`, then a park with the item queued) |
 
 #![cfg(loom)]
 
 use hwsched::park::Wait;
 use hwsched::queue::Local;
-use loom::sync::Arc;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt, Worker};
 

@@ -86,6 +86,36 @@ impl Handle {
         worker::spawn(&self.shared, future)
     }
 
+    /// Spawns a task that runs only at `place`; see
+    /// [`Runtime::spawn_on`](crate::Runtime::spawn_on). `Place::Here` is
+    /// the calling worker, if it is one of this runtime's.
+    pub fn spawn_on<F>(
+        &self,
+        place: crate::Place,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, crate::PlaceError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        worker::spawn_on(&self.shared, place, future)
+    }
+
+    /// Where the caller runs, if it is a worker of this runtime; see
+    /// [`current_place`](crate::current_place).
+    ///
+    /// ```
+    /// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+    /// let h = rt.handle();
+    /// assert_eq!(h.current_place(), None); // not a worker
+    /// let p = rt.block_on(rt.spawn(async { hwsched::Handle::current().current_place() }));
+    /// assert!(p.unwrap().unwrap().worker < 2);
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    pub fn current_place(&self) -> Option<crate::CurrentPlace> {
+        worker::current_worker(&self.shared).map(|w| self.shared.places.current(w))
+    }
+
     /// Runs the blocking function `f` on this runtime's blocking pool; see
     /// [`spawn_blocking`](crate::spawn_blocking).
     pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>

@@ -8,7 +8,11 @@
 //! look for it once more before it sleeps if no searcher is left after it),
 //! or a wake is on its way to a parked worker.** The one exception is a running
 //! worker's LIFO slot, which nobody else can take from; it holds one task,
-//! and the worker runs it next. No path drops a wake; a pusher that sees a
+//! and the worker runs it next. Tasks pinned to a worker (placed on it, or
+//! local to it) are outside the invariant's queues: only their worker can
+//! take them, so a push notifies that worker directly and wakes nobody
+//! else (park.rs, "Pinned tasks"); a pinned task waits while its worker is
+//! busy, which is what pinning asks for. No path drops a wake; a pusher that sees a
 //! searcher defers the wake to that searcher, which is bounded: a searcher
 //! either finds work (and then wakes the next worker if it was the last
 //! searcher and work remains) or goes to sleep, and a worker that goes to

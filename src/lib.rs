@@ -38,6 +38,40 @@
 //! }
 //! ```
 //!
+//! Tasks can be placed: [`spawn_on`] with a [`Place`] pins a task to a
+//! worker (polled only there, before and after every wake; a place the
+//! runtime cannot honour is a [`PlaceError`] and nothing is spawned),
+//! [`spawn_local`] runs a `!Send` future on the calling worker, and
+//! [`current_place`] says which worker, core, LLC, NUMA node and package
+//! the caller runs on. The README's "Placing tasks" says more.
+//!
+//! ```
+//! use hwsched::{Place, PlaceError};
+//! use std::rc::Rc;
+//!
+//! #[hwsched::main(topology = "pack:2 l3:2 core:4 pu:2")]
+//! async fn main() {
+//!     let h = hwsched::spawn_on(Place::Worker(5), async {
+//!         let here = hwsched::current_place().unwrap();
+//!         (here.worker, here.core, here.llc, here.numa, here.package)
+//!     })
+//!     .unwrap();
+//!     assert_eq!(h.await.unwrap(), (5, 2, 0, 0, 0));
+//!     let err = hwsched::spawn_on(Place::Worker(64), async {}).unwrap_err();
+//!     assert!(matches!(err, PlaceError::WorkerOutOfRange { worker: 64, workers: 32 }));
+//!     let n = hwsched::spawn(async {
+//!         hwsched::spawn_local(async {
+//!             let rc = Rc::new(41); // held across an await: not Send
+//!             hwsched::yield_now().await;
+//!             *rc + 1
+//!         })
+//!         .await
+//!         .unwrap()
+//!     });
+//!     assert_eq!(n.await.unwrap(), 42);
+//! }
+//! ```
+//!
 //! With the `io` cargo feature, hwsched has its own I/O driver ([`io`]):
 //! sockets in [`net`] (futures-io's traits, and hyper's with the `hyper`
 //! feature), timers in [`time`], signals in [`signal`]; idle workers sleep
@@ -71,6 +105,7 @@ mod join_set;
 #[cfg(feature = "io")]
 pub mod net;
 mod place;
+mod placed;
 pub mod policy;
 mod runtime;
 mod schedule;
@@ -128,7 +163,10 @@ mod task;
 pub use error::BuildError;
 pub use handle::Handle;
 pub use join_set::JoinSet;
-pub use runtime::{spawn, spawn_blocking, worker_index, Builder, Runtime};
+pub use placed::{CurrentPlace, Place, PlaceError};
+pub use runtime::{
+    current_place, spawn, spawn_blocking, spawn_local, spawn_on, worker_index, Builder, Runtime,
+};
 pub use stats::{Stats, WorkerStats};
 pub use task::{yield_now, AbortHandle, JoinError, JoinHandle, Panic, YieldNow};
 pub use topology::{Level, LevelKind, NumaTopology, Span, Topology, TopologySource};

@@ -82,6 +82,49 @@
 //! [`Mailbox::wait_with`], which returns [`Wait::Suspended`] when the owner
 //! must go and sleep, and [`Mailbox::resume`] when it is awake again.
 //!
+//! # Pinned tasks
+//!
+//! A task placed on a worker (`spawn_on(Place::Worker(..))`, `Place::Here`)
+//! and a worker's local tasks (`spawn_local`, `!Send`) go, at spawn and at
+//! every wake, to two more queues of the mailbox that only the owner takes
+//! from: [`Mailbox::pinned`] and [`Mailbox::locals`]. No other worker ever
+//! looks at them: they are not stealable, not in the `queued` set, not in
+//! the load counters' backlog, and the wake protocol of
+//! [`idle`](crate::idle) is not involved (a pinned task has one worker
+//! that can run it, so nobody else is woken for it). One word, `placed`,
+//! counts the items of both, so the owner's look at them is one load.
+//!
+//! The pusher (any thread other than the owner, or the owner asleep in the
+//! I/O driver):
+//! 1. pushes the item into the queue, then increments `placed` (Release);
+//! 2. `notify`, exactly as a deliverer into the inbox does.
+//!
+//! The owner looks at `placed` (Acquire) and takes from the queues: every
+//! `INBOX_CHECK_INTERVAL` polls (worker.rs), before the inbox, and
+//! whenever its LIFO slot and deque are empty; and in its wait, right after
+//! [`Parker::prepare`] and after the park, where it looks at its inbox.
+//! So the race is the inbox's, closed the same way: the pusher's
+//! `fetch_or(NOTIFIED)` comes after its increment, and either precedes the
+//! owner's `prepare` (whose acquire makes the count, and so the item,
+//! visible to the look that follows) or the owner's `fetch_or(PARKED)`
+//! (which then does not sleep), or comes after it (the pusher sees `PARKED`
+//! and signals). The owner's own push while it runs a task needs no
+//! notify: it looks at the queues before it waits again. Model-checked:
+//! `loom-tests/tests/pinned.rs`.
+//!
+//! Shutdown: a pinned push re-checks the flag after its notify and drains
+//! the pinned queue into the graveyard when set
+//! ([`Mailbox::deliver_pinned_or_drain`], the argument of
+//! [`Mailbox::deliver_or_drain`]); the exiting owner drops what is left in
+//! it, and the runtime's final drain drains it with the inboxes. `locals`
+//! is drained by nobody but its owner: at its exit the owner wakes each of
+//! its live local tasks (it keeps a waker of each) and drops them as they
+//! come back to `locals`, until none is left, parking in between with the
+//! same protocol (a wake made by another thread just before may still be
+//! on its way). A local task is thus dropped on its own thread, also when
+//! cancelled by shutdown; a worker that outlives `shutdown_timeout` drops
+//! its local tasks when it finally exits.
+//!
 //! Who sleeps and who wakes whom (the searching count, the `parked` and
 //! `idle` sets, and work conservation) is the protocol of
 //! [`idle`](crate::idle), built on this one: this module only makes sure
@@ -300,6 +343,17 @@ impl Parker {
 pub struct Mailbox<T> {
     /// Items pushed by other threads.
     pub inbox: Inbox<T>,
+    /// Items only this worker takes (tasks placed on it): never stolen,
+    /// never in the `queued` set. See "Pinned tasks" in the module docs.
+    pub pinned: Inbox<T>,
+    /// This worker's `!Send` items (its local tasks): taken and dropped by
+    /// this worker alone, also at shutdown (never drained by another
+    /// thread).
+    pub locals: Inbox<T>,
+    /// Items in `pinned` and `locals` (counted after the push, before the
+    /// notify; uncounted after the pop): the owner's look at both queues is
+    /// one load of this word.
+    placed: AtomicUsize,
     /// Sleep state.
     pub parker: Parker,
     kicked_by: AtomicUsize,
@@ -348,6 +402,9 @@ impl<T> Mailbox<T> {
     pub fn new() -> Self {
         Mailbox {
             inbox: Inbox::new(),
+            pinned: Inbox::new(),
+            locals: Inbox::new(),
+            placed: AtomicUsize::new(0),
             parker: Parker::new(),
             kicked_by: AtomicUsize::new(NO_WORKER),
         }
@@ -448,7 +505,7 @@ impl<T> Mailbox<T> {
         sleep: impl FnOnce(&Parker) -> Poll<bool>,
     ) -> Wait<T> {
         self.parker.prepare();
-        if let Some(item) = self.take(local) {
+        if let Some(item) = self.take(local).or_else(|| self.take_pinned()) {
             return Wait::Work { item, slept: false };
         }
         // Relaxed: the shutdown store is published by notify's release,
@@ -505,7 +562,7 @@ impl<T> Mailbox<T> {
 
     /// The end of a wait, after the park: the inbox, then shutdown.
     fn after_sleep(&self, local: &Local<T>, shutdown: &AtomicBool, slept: bool) -> Wait<T> {
-        if let Some(item) = self.take(local) {
+        if let Some(item) = self.take(local).or_else(|| self.take_pinned()) {
             return Wait::Work { item, slept };
         }
         if shutdown.load(Ordering::Relaxed) {
@@ -537,6 +594,90 @@ impl<T> Mailbox<T> {
         Some(first)
     }
 
+    /// Takes one item only this worker may take: from
+    /// [`pinned`](Self::pinned), then from [`locals`](Self::locals). One
+    /// load when both are empty.
+    #[inline]
+    pub fn take_pinned(&self) -> Option<T> {
+        // Acquire: pairs with the pusher's Release increment, which comes
+        // after its push, so the pop below sees the item counted.
+        if self.placed.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.take_pinned_slow()
+    }
+
+    #[cold]
+    fn take_pinned_slow(&self) -> Option<T> {
+        let t = pop(&self.pinned).or_else(|| pop(&self.locals))?;
+        // Relaxed: a count; what it publishes is the pushers' increments'.
+        self.placed.fetch_sub(1, Ordering::Relaxed);
+        Some(t)
+    }
+
+    /// Pushes `item` into [`pinned`](Self::pinned) (or
+    /// [`locals`](Self::locals), with `local`) and counts it, without a
+    /// notify: the owner's own push, made while it runs (it looks at the
+    /// queues before it waits), or the first step of a delivery.
+    #[inline]
+    pub fn push_pinned(&self, item: T, local: bool) {
+        if local {
+            self.locals.push(item);
+        } else {
+            self.pinned.push(item);
+        }
+        // Release: publishes the push to the owner's Acquire load of the
+        // count (`take_pinned`).
+        self.placed.fetch_add(1, Ordering::Release);
+    }
+
+    /// Delivers `item` to [`pinned`](Self::pinned) unless the runtime is
+    /// shutting down: push and count, notify, then the re-check of
+    /// [`deliver_or_drain`](Self::deliver_or_drain), which drains the
+    /// pinned queue into `drop_item` when the flag is set by then (the same
+    /// argument: shutdown's notify and ours are RMWs of one word).
+    pub fn deliver_pinned_or_drain(
+        &self,
+        item: T,
+        shutdown: &AtomicBool,
+        mut drop_item: impl FnMut(T),
+    ) -> Notified {
+        self.push_pinned(item, false);
+        let n = self.parker.notify();
+        // Relaxed: ordered by notify's AcqRel RMW (as in deliver_or_drain).
+        if shutdown.load(Ordering::Relaxed) {
+            self.drain_pinned(&mut drop_item);
+        }
+        n
+    }
+
+    /// Hands everything in [`pinned`](Self::pinned) to `drop_item` (the
+    /// shutdown's drain; never `locals`, which only the owner drops).
+    /// Returns how many.
+    pub fn drain_pinned(&self, mut drop_item: impl FnMut(T)) -> usize {
+        let mut n = 0;
+        while let Some(t) = pop(&self.pinned) {
+            self.placed.fetch_sub(1, Ordering::Relaxed);
+            drop_item(t);
+            n += 1;
+        }
+        n
+    }
+
+    /// Takes one item of [`locals`](Self::locals) (the owner, at shutdown).
+    pub fn take_local(&self) -> Option<T> {
+        let t = pop(&self.locals)?;
+        self.placed.fetch_sub(1, Ordering::Relaxed);
+        Some(t)
+    }
+
+    /// Delivers `item` to [`locals`](Self::locals): push and count, then
+    /// notify. No shutdown re-check: only the owner drops what is there.
+    pub fn deliver_local(&self, item: T) -> Notified {
+        self.push_pinned(item, true);
+        self.parker.notify()
+    }
+
     /// Takes the kick note, if any: who kicked this worker since it last
     /// looked.
     pub fn take_kick(&self) -> Option<usize> {
@@ -546,6 +687,21 @@ impl<T> Mailbox<T> {
         match self.kicked_by.swap(NO_WORKER, Ordering::Relaxed) {
             NO_WORKER => None,
             w => Some(w),
+        }
+    }
+}
+
+/// Pops one item of `q`, retrying a contended steal.
+#[inline]
+fn pop<T>(q: &Inbox<T>) -> Option<T> {
+    if q.is_empty() {
+        return None;
+    }
+    loop {
+        match q.steal() {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
         }
     }
 }

@@ -362,6 +362,7 @@ impl Builder {
             on_stop: self.on_stop.as_ref().map(|h| h.0.clone()),
             masks,
         };
+        let places = crate::placed::Places::new(&topology);
         let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| Shared {
             // Each blocking thread runs with this runtime as its context. A
             // Weak: the pool lives in `Shared`, so an Arc here would be a
@@ -387,6 +388,7 @@ impl Builder {
             capable,
             all: 0..n,
             burst_target: AtomicUsize::new(0),
+            places,
             registry: Registry::new(n),
             external: CachePadded::new(WorkerCounters::default()),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
@@ -527,6 +529,35 @@ impl Runtime {
         F::Output: Send + 'static,
     {
         worker::spawn(&self.shared, future)
+    }
+
+    /// Spawns a task that runs only at `place`, now and after every wake
+    /// (see [`Place`](crate::Place) for the places honoured); a place the
+    /// runtime cannot honour is a [`PlaceError`](crate::PlaceError) naming
+    /// it, and nothing is spawned.
+    ///
+    /// ```
+    /// use hwsched::Place;
+    /// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+    /// let h = rt
+    ///     .spawn_on(Place::Worker(1), async {
+    ///         hwsched::yield_now().await; // woken: back on worker 1
+    ///         hwsched::worker_index()
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(rt.block_on(h).unwrap(), Some(1));
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    pub fn spawn_on<F>(
+        &self,
+        place: crate::Place,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, crate::PlaceError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        worker::spawn_on(&self.shared, place, future)
     }
 
     /// Runs the blocking function `f` on the runtime's blocking pool (not on
@@ -704,6 +735,26 @@ pub fn worker_index() -> Option<usize> {
     worker::current_index()
 }
 
+/// Where the caller runs: its worker, and that worker's core, last-level
+/// cache, NUMA node and package (indices of the domains of each kind, as
+/// [`Topology::domains`] numbers them); `None` off a worker thread (in
+/// [`Runtime::block_on`], on a blocking thread, outside any runtime).
+///
+/// ```
+/// use hwsched::{Place, TopologySource};
+/// let rt = hwsched::Runtime::builder()
+///     .topology(TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()))
+///     .build()?;
+/// let here = rt.spawn_on(Place::Worker(13), async { hwsched::current_place() }).unwrap();
+/// let p = rt.block_on(here).unwrap().unwrap();
+/// assert_eq!((p.worker, p.core, p.llc, p.numa, p.package), (13, 6, 1, 0, 0));
+/// assert_eq!(hwsched::current_place(), None);
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+pub fn current_place() -> Option<crate::CurrentPlace> {
+    worker::current_place()
+}
+
 /// Runs the blocking function `f` on a thread of the current runtime's
 /// blocking pool, so it does not stall a worker, and returns a handle to
 /// its result.
@@ -745,6 +796,99 @@ where
         None => panic!(
             "hwsched::spawn_blocking called outside a hwsched runtime: call it from a task, \
              from inside Runtime::block_on, or use Runtime::spawn_blocking or a Handle"
+        ),
+    }
+}
+
+/// Spawns a task onto the runtime of the current context that runs only at
+/// `place`, now and after every wake: [`Runtime::spawn_on`] (or
+/// [`Handle::spawn_on`](crate::Handle::spawn_on)) on that runtime.
+/// [`Place::Here`](crate::Place::Here) pins it to the calling worker.
+///
+/// # Panics
+///
+/// Outside any hwsched context, as [`spawn`] does.
+///
+/// ```
+/// use hwsched::Place;
+/// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+/// let v = rt.block_on(async {
+///     // From block_on's thread there is no current worker:
+///     assert!(hwsched::spawn_on(Place::Here, async {}).is_err());
+///     let h = hwsched::spawn_on(Place::Worker(0), async {
+///         // From a worker, `Here` is that worker.
+///         let inner = hwsched::spawn_on(Place::Here, async { hwsched::worker_index() });
+///         inner.unwrap().await.unwrap()
+///     });
+///     h.unwrap().await.unwrap()
+/// });
+/// assert_eq!(v, Some(0));
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+pub fn spawn_on<F>(
+    place: crate::Place,
+    future: F,
+) -> Result<JoinHandle<F::Output>, crate::PlaceError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match crate::Handle::try_current() {
+        Some(handle) => handle.spawn_on(place, future),
+        None => panic!(
+            "hwsched::spawn_on called outside a hwsched runtime: call it from a task, from \
+             inside Runtime::block_on, or use Runtime::spawn_on or a Handle (Runtime::handle)"
+        ),
+    }
+}
+
+/// Spawns the `!Send` `future` on the calling worker, where it stays: it
+/// is polled only there, never stolen, and at shutdown it is dropped there
+/// too (a wake from any thread, or from
+/// [`spawn_blocking`], brings it back to its worker). Its
+/// [`JoinHandle`] is `Send` only if its output is.
+///
+/// # Panics
+///
+/// When not called on a worker thread (from a task) of an hwsched
+/// runtime: in [`Runtime::block_on`] itself, on a blocking thread, or
+/// outside any runtime. [`current_place`] says whether the caller is on a
+/// worker.
+///
+/// ```
+/// use std::rc::Rc;
+/// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+/// let h = rt.spawn(async {
+///     let w = hwsched::worker_index();
+///     // A local task may hold an `Rc` across its awaits.
+///     let local = hwsched::spawn_local(async move {
+///         let shared = Rc::new(std::cell::Cell::new(0)); // not Send
+///         let s2 = shared.clone();
+///         let inner = hwsched::spawn_local(async move {
+///             hwsched::yield_now().await;
+///             s2.set(s2.get() + 1);
+///         });
+///         inner.await.unwrap();
+///         (shared.get(), hwsched::worker_index())
+///     });
+///     let (n, ran_on) = local.await.unwrap(); // the output is Send
+///     assert_eq!(ran_on, w);
+///     n
+/// });
+/// assert_eq!(rt.block_on(h).unwrap(), 1);
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
+pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    match worker::current_shared_worker() {
+        Some((shared, w)) => worker::spawn_local(&shared, w, future),
+        None => panic!(
+            "hwsched::spawn_local called off a worker thread: a local task is pinned to the \
+             worker that spawns it, so call it from a task running on an hwsched runtime (not \
+             from Runtime::block_on, a spawn_blocking closure or another thread)"
         ),
     }
 }

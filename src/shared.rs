@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     /// `place_external`).
     pub(crate) burst_target: AtomicUsize,
     pub(crate) registry: Registry,
+    /// The domains users name in a `Place`, and each worker's.
+    pub(crate) places: crate::placed::Places,
     pub(crate) external: CachePadded<WorkerCounters>,
     pub(crate) park_cost_ns: AtomicU64,
     pub(crate) start: Instant,
@@ -354,7 +356,7 @@ pub fn drain_inboxes<'a, T: 'a>(
 ) -> usize {
     mailboxes
         .into_iter()
-        .map(|m| drain_queue(&m.inbox, &mut drop))
+        .map(|m| drain_queue(&m.inbox, &mut drop) + m.drain_pinned(&mut drop))
         .sum()
 }
 

@@ -1058,19 +1058,29 @@ impl Topology {
         let llc_spans = spans_of(&pus.iter().map(|p| p.llc_span_key).collect::<Vec<_>>());
         let numa_spans = spans_of(&pus.iter().map(|p| p.keys[NUMA_SLOT]).collect::<Vec<_>>());
         let core_spans = spans_of(&pus.iter().map(|p| p.keys[CORE_SLOT]).collect::<Vec<_>>());
+        // Without package information the machine stands for the package.
+        let package_spans = if pus.iter().all(|p| p.keys[PACKAGE_SLOT].is_none()) {
+            vec![0..n; n]
+        } else {
+            spans_of(&pus.iter().map(|p| p.keys[PACKAGE_SLOT]).collect::<Vec<_>>())
+        };
         let places = pus
             .iter()
             .zip(levels)
             .zip(llc_spans.into_iter().zip(numa_spans).zip(core_spans))
-            .map(|((p, levels), ((llc, numa), core))| WorkerPlace {
-                os_index: p.obj.os_index().unwrap_or(0),
-                logical_index: p.obj.logical_index(),
-                capacity: p.capacity,
-                levels,
-                llc,
-                numa,
-                core,
-            })
+            .zip(package_spans)
+            .map(
+                |(((p, levels), ((llc, numa), core)), package)| WorkerPlace {
+                    os_index: p.obj.os_index().unwrap_or(0),
+                    logical_index: p.obj.logical_index(),
+                    capacity: p.capacity,
+                    levels,
+                    llc,
+                    numa,
+                    core,
+                    package,
+                },
+            )
             .collect::<Vec<WorkerPlace>>();
         let asymmetric = places.windows(2).any(|p| p[0].capacity != p[1].capacity);
         Ok(Topology {

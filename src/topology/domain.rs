@@ -173,6 +173,8 @@ pub struct WorkerPlace {
     pub(crate) numa: Range<usize>,
     /// The span of the PU's core: see [`Topology::core_span`].
     pub(crate) core: Range<usize>,
+    /// The span of the PU's package: see [`Topology::package_span`].
+    pub(crate) package: Range<usize>,
 }
 
 /// The workers of a runtime and their domain tree.
@@ -280,6 +282,56 @@ impl Topology {
     /// level).
     pub fn core_span(&self, worker: usize) -> Range<usize> {
         self.places[worker].core.clone()
+    }
+
+    /// The span of `worker`'s package (socket), whether or not it is a
+    /// level of its own; the whole machine when hwloc reports no package.
+    pub fn package_span(&self, worker: usize) -> Range<usize> {
+        self.places[worker].package.clone()
+    }
+
+    /// The domains of one kind, numbered in worker order: the span of each
+    /// (`[i]` is domain `i`'s). `kind` is one of [`LevelKind::Smt`] (cores),
+    /// [`LevelKind::Llc`], [`LevelKind::Numa`] and [`LevelKind::Package`],
+    /// whose spans are [`core_span`](Self::core_span),
+    /// [`llc_span`](Self::llc_span), [`numa_span`](Self::numa_span) and
+    /// [`package_span`](Self::package_span), also where the level itself is
+    /// degenerate; `None` for the other kinds. These are the indices that
+    /// [`CurrentPlace`](crate::CurrentPlace) reports and that
+    /// [`Place`](crate::Place) names.
+    ///
+    /// ```
+    /// use hwsched::{LevelKind, Topology, TopologySource};
+    /// let topo = Topology::new(&TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()), None)?;
+    /// assert_eq!(topo.domains(LevelKind::Smt).unwrap().len(), 16); // cores
+    /// assert_eq!(topo.domains(LevelKind::Llc).unwrap()[3], 24..32);
+    /// assert_eq!(topo.domains(LevelKind::Package).unwrap().len(), 2);
+    /// assert!(topo.domains(LevelKind::Machine).is_none());
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    pub fn domains(&self, kind: LevelKind) -> Option<Vec<Range<usize>>> {
+        let span = |w: usize| -> Range<usize> {
+            match kind {
+                LevelKind::Smt => self.core_span(w),
+                LevelKind::Llc => self.llc_span(w),
+                LevelKind::Numa => self.numa_span(w),
+                _ => self.package_span(w),
+            }
+        };
+        if !matches!(
+            kind,
+            LevelKind::Smt | LevelKind::Llc | LevelKind::Numa | LevelKind::Package
+        ) {
+            return None;
+        }
+        let mut out: Vec<Range<usize>> = Vec::new();
+        for w in 0..self.workers() {
+            let s = span(w);
+            if out.last().is_none_or(|l| l.end <= s.start) {
+                out.push(s);
+            }
+        }
+        Some(out)
     }
 
     /// Whether this topology was discovered from this machine (its workers can

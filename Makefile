@@ -8,7 +8,7 @@ PKGS := libhwloc-dev libudev-dev pkg-config
 # Preemption bound for the loom models (see README, "Model checking").
 LOOM_MAX_PREEMPTIONS ?= 3
 
-.PHONY: deps demo test test-unit test-loom bench fmt clippy ci
+.PHONY: deps demo test test-unit test-loom bench fmt clippy check-imports ci
 
 deps:
 	@if pkg-config --exists hwloc 2>/dev/null; then \
@@ -57,4 +57,8 @@ fmt:
 clippy: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-ci: fmt clippy test
+# No import cycle between the modules of src/ (README, "Layout").
+check-imports:
+	$(CARGO) test --test import_cycles
+
+ci: fmt clippy check-imports test

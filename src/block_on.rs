@@ -14,9 +14,10 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use crate::context::on_worker_thread;
 use crate::shared::Shared;
+use crate::shared::BLOCK_ON;
 use crate::sync::{AtomicBool, Ordering};
-use crate::worker::{on_worker_thread, BLOCK_ON};
 
 /// The wake flag of one `block_on` call: the waker sets it, then unparks
 /// the thread; the loop consumes it, parking until it is set. The loom

@@ -37,7 +37,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::shared::drop_task;
+use crate::task::drop_task;
 use crate::task::Runnable;
 use crate::topology::{LevelKind, Topology};
 

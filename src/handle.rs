@@ -72,7 +72,7 @@ impl Handle {
     /// assert!(hwsched::Handle::try_current().is_none());
     /// ```
     pub fn try_current() -> Option<Handle> {
-        worker::current_shared().map(|shared| Handle { shared })
+        crate::shared::current().map(|shared| Handle { shared })
     }
 
     /// Spawns a task onto this runtime; it starts running on some worker at
@@ -83,7 +83,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        worker::spawn(&self.shared, future)
+        crate::schedule::spawn(&self.shared, future)
     }
 
     /// Spawns a task that runs only at `place`; see

@@ -96,6 +96,8 @@
 
 mod balance;
 mod blocking;
+mod config;
+mod context;
 mod error;
 mod governor;
 mod handle;

@@ -7,14 +7,16 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use crate::config::Hook;
 use crate::error::BuildError;
 use crate::idle::Sleepers;
 use crate::load::LoadMap;
 use crate::park::Mailbox;
 use crate::queue::Local;
-use crate::shared::{drop_task, Latch, Shared, WorkerShared};
+use crate::shared::{Latch, Shared, WorkerShared};
 use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::task::drop_task;
 use crate::task::{JoinHandle, Registry, Runnable};
 use crate::topology::{Topology, TopologySource};
 use crate::tunables::Tunables;
@@ -82,28 +84,6 @@ impl Builder {
     pub const MIN_STACK_SIZE: usize = 64 << 10;
     /// Largest [`Builder::thread_stack_size`] accepted: 1 GiB.
     pub const MAX_STACK_SIZE: usize = 1 << 30;
-}
-
-/// A thread start or stop hook.
-#[derive(Clone)]
-pub(crate) struct Hook(pub(crate) Arc<dyn Fn() + Send + Sync>);
-
-impl std::fmt::Debug for Hook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<hook>")
-    }
-}
-
-impl Hook {
-    /// Runs the hook; a panic in it is caught (and counted by the caller's
-    /// panic counter when on a worker), so a hook cannot take a thread of
-    /// the runtime down with it.
-    pub(crate) fn run(&self) {
-        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.0)())) {
-            worker::count_panic();
-            crate::task::discard(p);
-        }
-    }
 }
 
 impl Builder {
@@ -528,7 +508,7 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        worker::spawn(&self.shared, future)
+        crate::schedule::spawn(&self.shared, future)
     }
 
     /// Spawns a task that runs only at `place`, now and after every wake
@@ -732,7 +712,7 @@ impl Drop for Runtime {
 /// # Ok::<(), hwsched::BuildError>(())
 /// ```
 pub fn worker_index() -> Option<usize> {
-    worker::current_index()
+    crate::context::current_index()
 }
 
 /// Where the caller runs: its worker, and that worker's core, last-level

@@ -14,21 +14,25 @@
 //! the cost of a load, when every worker is busy (message passing under
 //! load). The search runs only when an idle worker may exist.
 
+use std::future::Future;
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::handoff::{self, Placed};
 use crate::load::Load;
 use crate::park::{Notified, NO_WORKER};
 use crate::place::PlacementView;
+use crate::place::{External, ExternalView};
 use crate::shared::Shared;
 use crate::stats::WorkerCounters;
 use crate::sync::Ordering;
-use crate::task::Runnable;
+use crate::task::{drop_task, JoinHandle, Runnable};
 use crate::tunables::SisMode;
 use crate::wake::{
     prop_depth, select_idle_sibling, IdleView, Outcome, SisConfig, SCAN_COST_SAMPLE,
 };
 use crate::worker;
+use crate::worker::{current_worker, deliver, deliver_to_woken, wake_spans, with_core};
 
 /// The runtime's idle view.
 struct RuntimeIdle<'a>(&'a Shared);
@@ -342,5 +346,148 @@ impl PlacementView for RuntimeView<'_> {
     fn backlog(&self, w: usize) -> usize {
         let ws = &self.0.workers[w];
         ws.mailbox.inbox.len() + ws.stealer.len()
+    }
+}
+
+thread_local! {
+    /// Round-robin ticket of this thread's external spawns (see place.rs).
+    static SPAWN_RR: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Spawns `future` on this runtime; placement depends on the caller (a
+/// worker pushes to its own deque, anyone else uses find_idlest_group).
+pub(crate) fn spawn<F>(shared: &Arc<Shared>, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let here = current_worker(shared);
+    let this = shared;
+    let shared = this.clone();
+    // SAFETY: the registry lives in `Shared`, which the schedule function
+    // (owned by this same task) keeps alive, at the same address, for as
+    // long as the task exists; see task.rs's module docs.
+    let (runnable, handle) = unsafe {
+        crate::task::build(
+            future,
+            &this.registry,
+            async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
+                schedule(&shared, r, info)
+            }),
+        )
+    };
+    match here {
+        Some(w) => WorkerCounters::bump(&this.workers[w].stats.spawned, 1),
+        None => WorkerCounters::bump_shared(&this.external.spawned, 1),
+    }
+    if this.is_shutdown() {
+        // Shut down: the task is dropped at once; its handle says Cancelled.
+        drop_task(runnable);
+        return handle;
+    }
+    place_spawn(this, here, runnable);
+    handle
+}
+
+/// Places a newly spawned task: on the spawning worker's own deque, or (from
+/// outside) see [`place_external`].
+pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
+    if here.is_some() {
+        let pushed = with_core(shared, |c| match c {
+            Some((_, Some(core))) => {
+                WorkerCounters::bump(&shared.workers[core.index].stats.local_spawns, 1);
+                core.push_local(shared, r);
+                None
+            }
+            _ => Some(r),
+        });
+        match pushed {
+            None => return,
+            // The core is borrowed (we are inside the worker's own code):
+            // its inbox is just as good.
+            Some(r) => return deliver(shared, here, here.unwrap_or(0), r),
+        }
+    }
+    place_external(shared, r);
+}
+
+/// Placement of a task spawned from outside the runtime: the policy's
+/// [`place_external`](crate::place::place_external) decides (an awake idle
+/// worker, else a parked one woken to search, else the burst's target
+/// while that wake is in flight, else `find_idlest_group`) over
+/// [`ExternalRuntimeView`], this delivers: without a futex wake to an
+/// awake worker, with the woken worker's notify to a woken one.
+fn place_external(shared: &Shared, r: Runnable) {
+    let c = &shared.external;
+    let rr = SPAWN_RR.with(|x| {
+        let v = x.get().wrapping_add(1);
+        x.set(v);
+        v
+    });
+    match crate::place::place_external(&shared.topology, &ExternalRuntimeView(shared), rr) {
+        External::AwakeIdle(w) => {
+            WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
+            deliver(shared, None, w, r)
+        }
+        External::Woken(w) => {
+            WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
+            WorkerCounters::bump_shared(&c.searcher_wakes, 1);
+            deliver_to_woken(shared, None, w, r)
+        }
+        External::BurstTarget(to) | External::Idlest(to) => {
+            WorkerCounters::bump_shared(&c.spawn_placed_loaded, 1);
+            deliver(shared, None, to, r)
+        }
+    }
+}
+
+/// The runtime's [`ExternalView`]: the wake protocol's atomics (idle.rs)
+/// and the burst target; the load counters through
+/// [`RuntimeView`](crate::schedule::RuntimeView).
+struct ExternalRuntimeView<'a>(&'a Shared);
+
+impl crate::place::PlacementView for ExternalRuntimeView<'_> {
+    #[inline]
+    fn load(&self, span: &crate::topology::Span) -> crate::load::Load {
+        RuntimeView(self.0).load(span)
+    }
+    #[inline]
+    fn claim_idle(&self, w: usize) -> bool {
+        RuntimeView(self.0).claim_idle(w)
+    }
+    #[inline]
+    fn is_parked(&self, w: usize) -> bool {
+        RuntimeView(self.0).is_parked(w)
+    }
+    #[inline]
+    fn backlog(&self, w: usize) -> usize {
+        RuntimeView(self.0).backlog(w)
+    }
+}
+
+impl ExternalView for ExternalRuntimeView<'_> {
+    #[inline]
+    fn claim_awake_idle(&self, from: usize) -> Option<usize> {
+        self.0.idle.claim_awake_idle(from)
+    }
+    #[inline]
+    fn needs_wake(&self) -> bool {
+        self.0.idle.needs_wake()
+    }
+    #[inline]
+    fn wake_one(&self, near: usize) -> Option<usize> {
+        self.0.idle.wake_one(near, wake_spans(self.0, near)).0
+    }
+    #[inline]
+    fn someone_asleep(&self) -> bool {
+        self.0.idle.counts().awake < self.0.workers.len()
+    }
+    #[inline]
+    fn burst_target(&self) -> usize {
+        self.0.burst_target.load(Ordering::Relaxed)
+    }
+    #[inline]
+    fn set_burst_target(&self, w: usize) {
+        self.0.burst_target.store(w, Ordering::Relaxed);
     }
 }

@@ -13,7 +13,7 @@ use crate::park::Parker;
 use crate::queue::{Inbox, Steal, Stealer};
 use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use crate::task::{Registry, Runnable};
+use crate::task::{drop_task, Registry, Runnable};
 use crate::topology::Topology;
 use crate::tunables::Tunables;
 
@@ -80,15 +80,15 @@ pub(crate) struct Shared {
     /// (`block_on`'s thread, the blocking pool): one wheel behind a lock,
     /// looked at by the worker holding poller 0 and by busy workers.
     #[cfg(feature = "io")]
-    pub(crate) ext_timers: crate::time::ExternalTimers,
+    pub(crate) ext_timers: crate::time::entry::ExternalTimers,
     /// The pool behind `spawn_blocking`.
     pub(crate) blocking: crate::blocking::BlockingPool,
     /// Per worker, its blocking CPU set (an index into the pool's masks);
     /// empty when blocking affinity is off.
     pub(crate) blocking_mask_of: Vec<usize>,
     /// Thread hooks (`Builder::on_thread_start` / `on_thread_stop`).
-    pub(crate) on_start: Option<crate::runtime::Hook>,
-    pub(crate) on_stop: Option<crate::runtime::Hook>,
+    pub(crate) on_start: Option<crate::config::Hook>,
+    pub(crate) on_stop: Option<crate::config::Hook>,
 }
 
 /// A count-down latch (start-up only: not a scheduling protocol, so plain
@@ -135,6 +135,16 @@ impl Shared {
     /// ([`Graveyard::bury`]).
     pub(crate) fn bury(&self, r: Runnable) {
         self.graveyard.bury(r, drop_task);
+    }
+
+    /// The index of this thread's worker, if it is one of this runtime's
+    /// workers (the thread-local context, `context.rs`).
+    #[inline]
+    pub(crate) fn current_worker(&self) -> Option<usize> {
+        crate::context::with_here(|h| {
+            h.filter(|h| std::ptr::eq(h.rt, self as *const Shared as *const ()))
+                .map(|h| h.index)
+        })
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
@@ -237,15 +247,6 @@ impl Shared {
             let _ = w.mailbox.parker.notify();
         }
         Ok(self.driver.get().expect("set above"))
-    }
-}
-
-/// Drops a task (cancelling it) without letting a panic in its destructor
-/// escape.
-pub(crate) fn drop_task(r: Runnable) {
-    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(r))) {
-        // The payload may panic when dropped, too.
-        crate::task::discard(p);
     }
 }
 
@@ -422,4 +423,28 @@ fn reap_until_empty<T>(
             break;
         }
     }
+}
+
+thread_local! {
+    /// The runtime whose `block_on` runs on this thread, if any.
+    pub(crate) static BLOCK_ON: std::cell::RefCell<Option<std::sync::Arc<Shared>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The runtime of this thread's context: its worker's, or its `block_on`'s.
+pub(crate) fn current() -> Option<std::sync::Arc<Shared>> {
+    let from_worker = crate::context::with_here(|h| {
+        h.map(|h| {
+            let p = h.rt as *const Shared;
+            // SAFETY: `rt` is `Arc::as_ptr` of the runtime whose worker runs
+            // on this thread, and that worker's context holds an `Arc` of it
+            // while `h` is valid: the count is at least one, so taking one
+            // more and building an `Arc` from the pointer is sound.
+            unsafe {
+                std::sync::Arc::increment_strong_count(p);
+                std::sync::Arc::from_raw(p)
+            }
+        })
+    });
+    from_worker.or_else(|| BLOCK_ON.with(|b| b.borrow().clone()))
 }

@@ -298,7 +298,7 @@ pub fn signal(kind: SignalKind) -> io::Result<Signal> {
             ),
         ));
     }
-    let shared = crate::worker::current_shared().ok_or_else(crate::io::no_runtime)?;
+    let shared = crate::shared::current().ok_or_else(crate::io::no_runtime)?;
 
     let mut inst = INSTALL.lock();
     let pipe = match PIPE.get() {

@@ -233,7 +233,7 @@ pub(crate) fn discard(p: Panic) {
 /// this worker (if the caller is one) and its payload discarded.
 fn drop_catching<T>(v: T) {
     if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
-        crate::worker::count_panic();
+        crate::context::count_panic();
         discard(p);
     }
 }
@@ -267,7 +267,7 @@ impl<T> Drop for Output<T> {
             unsafe { ManuallyDrop::drop(&mut self.0) }
         }));
         if let Err(p) = dropped {
-            crate::worker::count_panic();
+            crate::context::count_panic();
             discard(p);
         }
     }
@@ -540,7 +540,7 @@ impl<F> TaskFuture<F> {
         let registry = unsafe { self.registry.as_ref() };
         // SAFETY: the metadata lives in this task's allocation.
         let meta = unsafe { self.meta.as_ref() };
-        let shard = crate::worker::current_index().unwrap_or(0);
+        let shard = crate::context::current_index().unwrap_or(0);
         match registry.register(shard, waker.clone()) {
             Some(key) => {
                 self.slot = Some(key);
@@ -585,7 +585,7 @@ impl<F: Future> Future for TaskFuture<F> {
             }
             Ok(Poll::Ready(v)) => Ok(v),
             Err(p) => {
-                crate::worker::count_panic();
+                crate::context::count_panic();
                 Err(p)
             }
         };
@@ -601,13 +601,13 @@ impl<F: Future> Future for TaskFuture<F> {
         Poll::Ready(Output::new(match (out, dropped) {
             (Ok(v), Ok(())) => Ok(v),
             (Ok(v), Err(p)) => {
-                crate::worker::count_panic();
+                crate::context::count_panic();
                 drop_catching(v);
                 Err(p)
             }
             (Err(p), Ok(())) => Err(p),
             (Err(p), Err(q)) => {
-                crate::worker::count_panic();
+                crate::context::count_panic();
                 discard(q);
                 Err(p)
             }
@@ -626,7 +626,7 @@ impl<F> Drop for TaskFuture<F> {
                 unsafe { ManuallyDrop::drop(&mut self.inner) }
             }));
             if let Err(p) = dropped {
-                crate::worker::count_panic();
+                crate::context::count_panic();
                 // Dropped here, outside catch_unwind, the payload's own
                 // panic would reach async-task's abort guard.
                 discard(p);
@@ -637,7 +637,7 @@ impl<F> Drop for TaskFuture<F> {
         if let Some(key) = self.slot {
             registry.remove(key);
         }
-        if !crate::worker::count_retired(registry) {
+        if !crate::context::count_retired(registry as *const Registry as *const ()) {
             registry.retired_elsewhere.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -799,5 +799,14 @@ impl Future for YieldNow {
         self.yielded = true;
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+/// Drops a task (cancelling it) without letting a panic in its destructor
+/// escape.
+pub(crate) fn drop_task(r: Runnable) {
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(r))) {
+        // The payload may panic when dropped, too.
+        discard(p);
     }
 }

@@ -73,7 +73,7 @@
 //! (`loom-tests/tests/shutdown.rs`), a blocking closure waiting on a
 //! pending task included.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
@@ -82,7 +82,6 @@ use crate::governor::{Choice, Governor};
 use crate::handoff::{self, Delivery, Workers};
 use crate::load::{Contribution, Publish};
 use crate::park::{Mailbox, Notified, Wait};
-use crate::place::{External, ExternalView};
 use crate::queue::{Local, Steal};
 use crate::shared::Shared;
 use crate::stats::{WorkerCounters, MAX_LEVELS};
@@ -167,38 +166,33 @@ pub(crate) enum WakeMode {
 }
 
 /// What the thread-local context points at.
+#[repr(C)]
 pub(crate) struct WorkerCtx {
+    /// What `context` knows of this worker: first, so that the
+    /// thread-local's pointer to it points at this context too.
+    pub(crate) here: crate::context::Here,
     pub(crate) shared: Arc<Shared>,
     pub(crate) index: usize,
     pub(crate) core: RefCell<Core>,
 }
 
-thread_local! {
-    static CURRENT: Cell<*const WorkerCtx> = const { Cell::new(ptr::null()) };
-    /// Round-robin ticket of this thread's external spawns (see place.rs).
-    static SPAWN_RR: Cell<usize> = const { Cell::new(0) };
-    /// The runtime whose `block_on` runs on this thread, if any.
-    pub(crate) static BLOCK_ON: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
-}
-
 /// Runs `f` with this thread's worker context, if it is a worker.
+#[inline]
 fn with_ctx<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
-    let p = CURRENT.with(|c| c.get());
-    // SAFETY: CURRENT is non-null only while `run` is on this thread's stack
-    // with the WorkerCtx it points to alive (it is reset by a guard before
-    // the ctx is dropped), and it is only ever dereferenced on this thread.
+    let p = crate::context::current() as *const WorkerCtx;
+    // SAFETY: the context's pointer is non-null only while `run` is on this
+    // thread's stack with the WorkerCtx alive (its guard resets it before
+    // the ctx is dropped); it points at the ctx's first field, `here`, and
+    // `WorkerCtx` is `repr(C)`, so it points at the ctx. Only ever
+    // dereferenced on this thread.
     let ctx = unsafe { p.as_ref() };
     f(ctx)
 }
 
-/// Whether this thread is a worker of any hwsched runtime.
-pub(crate) fn on_worker_thread() -> bool {
-    CURRENT.with(|c| !c.get().is_null())
-}
-
 /// The index of this thread's worker, if it is a worker of `shared`.
+#[inline]
 pub(crate) fn current_worker(shared: &Shared) -> Option<usize> {
-    with_ctx(|c| c.filter(|c| ptr::eq(&*c.shared, shared)).map(|c| c.index))
+    shared.current_worker()
 }
 
 /// Where this thread's worker is, in whichever runtime.
@@ -206,42 +200,9 @@ pub(crate) fn current_place() -> Option<crate::CurrentPlace> {
     with_ctx(|c| c.map(|c| c.shared.places.current(c.index)))
 }
 
-/// The index of this thread's worker, in whichever runtime.
-pub(crate) fn current_index() -> Option<usize> {
-    with_ctx(|c| c.map(|c| c.index))
-}
-
-/// Counts a panic caught in a task's poll or drop on this worker's counters
-/// (nothing when the task runs elsewhere, e.g. dropped by shutdown).
-pub(crate) fn count_panic() {
-    with_ctx(|c| {
-        if let Some(c) = c {
-            WorkerCounters::bump(&c.shared.workers[c.index].stats.panics, 1);
-        }
-    })
-}
-
-/// Counts a retired task (finished or dropped) on this worker's counters if
-/// this thread is a worker of the runtime owning `registry`; returns whether
-/// it did.
-pub(crate) fn count_retired(registry: &crate::task::Registry) -> bool {
-    with_ctx(|c| match c {
-        Some(c) if ptr::eq(&c.shared.registry, registry) => {
-            WorkerCounters::bump(&c.shared.workers[c.index].stats.retired, 1);
-            true
-        }
-        _ => false,
-    })
-}
-
 /// This thread's worker: its runtime and index.
 pub(crate) fn current_shared_worker() -> Option<(Arc<Shared>, usize)> {
     with_ctx(|c| c.map(|c| (c.shared.clone(), c.index)))
-}
-
-/// The runtime of this thread's context: its worker's, or its `block_on`'s.
-pub(crate) fn current_shared() -> Option<Arc<Shared>> {
-    with_ctx(|c| c.map(|c| c.shared.clone())).or_else(|| BLOCK_ON.with(|b| b.borrow().clone()))
 }
 
 /// Runs `f` with this worker's index and, when not already borrowed by the
@@ -259,42 +220,7 @@ pub(crate) fn with_core<R>(
     })
 }
 
-pub(crate) use crate::shared::drop_task;
-
-/// Spawns `future` on this runtime; placement depends on the caller (a
-/// worker pushes to its own deque, anyone else uses find_idlest_group).
-pub(crate) fn spawn<F>(shared: &Arc<Shared>, future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let here = current_worker(shared);
-    let this = shared;
-    let shared = this.clone();
-    // SAFETY: the registry lives in `Shared`, which the schedule function
-    // (owned by this same task) keeps alive, at the same address, for as
-    // long as the task exists; see task.rs's module docs.
-    let (runnable, handle) = unsafe {
-        crate::task::build(
-            future,
-            &this.registry,
-            async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
-                crate::schedule::schedule(&shared, r, info)
-            }),
-        )
-    };
-    match here {
-        Some(w) => WorkerCounters::bump(&this.workers[w].stats.spawned, 1),
-        None => WorkerCounters::bump_shared(&this.external.spawned, 1),
-    }
-    if this.is_shutdown() {
-        // Shut down: the task is dropped at once; its handle says Cancelled.
-        drop_task(runnable);
-        return handle;
-    }
-    place_spawn(this, here, runnable);
-    handle
-}
+pub(crate) use crate::task::drop_task;
 
 /// Spawns `future` at `place` (see [`Place`](crate::Place)): checked
 /// first, so a refused place spawns nothing.
@@ -632,109 +558,6 @@ pub(crate) fn count_delivery(shared: &Shared, from: Option<usize>, d: Delivery) 
 pub(crate) fn deliver_to_woken(shared: &Shared, from: Option<usize>, w: usize, r: Runnable) {
     if handoff::deliver_to_woken(shared, w, r) == Notified::Unparked {
         bump_for(shared, from, |s| &s.unparks);
-    }
-}
-
-/// Places a newly spawned task: on the spawning worker's own deque, or (from
-/// outside) see [`place_external`].
-pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
-    if here.is_some() {
-        let pushed = with_core(shared, |c| match c {
-            Some((_, Some(core))) => {
-                WorkerCounters::bump(&shared.workers[core.index].stats.local_spawns, 1);
-                core.push_local(shared, r);
-                None
-            }
-            _ => Some(r),
-        });
-        match pushed {
-            None => return,
-            // The core is borrowed (we are inside the worker's own code):
-            // its inbox is just as good.
-            Some(r) => return deliver(shared, here, here.unwrap_or(0), r),
-        }
-    }
-    place_external(shared, r);
-}
-
-/// Placement of a task spawned from outside the runtime: the policy's
-/// [`place_external`](crate::place::place_external) decides (an awake idle
-/// worker, else a parked one woken to search, else the burst's target
-/// while that wake is in flight, else `find_idlest_group`) over
-/// [`ExternalRuntimeView`], this delivers: without a futex wake to an
-/// awake worker, with the woken worker's notify to a woken one.
-fn place_external(shared: &Shared, r: Runnable) {
-    let c = &shared.external;
-    let rr = SPAWN_RR.with(|x| {
-        let v = x.get().wrapping_add(1);
-        x.set(v);
-        v
-    });
-    match crate::place::place_external(&shared.topology, &ExternalRuntimeView(shared), rr) {
-        External::AwakeIdle(w) => {
-            WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
-            deliver(shared, None, w, r)
-        }
-        External::Woken(w) => {
-            WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
-            WorkerCounters::bump_shared(&c.searcher_wakes, 1);
-            deliver_to_woken(shared, None, w, r)
-        }
-        External::BurstTarget(to) | External::Idlest(to) => {
-            WorkerCounters::bump_shared(&c.spawn_placed_loaded, 1);
-            deliver(shared, None, to, r)
-        }
-    }
-}
-
-/// The runtime's [`ExternalView`]: the wake protocol's atomics (idle.rs)
-/// and the burst target; the load counters through
-/// [`RuntimeView`](crate::schedule::RuntimeView).
-struct ExternalRuntimeView<'a>(&'a Shared);
-
-impl crate::place::PlacementView for ExternalRuntimeView<'_> {
-    #[inline]
-    fn load(&self, span: &crate::topology::Span) -> crate::load::Load {
-        crate::schedule::RuntimeView(self.0).load(span)
-    }
-    #[inline]
-    fn claim_idle(&self, w: usize) -> bool {
-        crate::schedule::RuntimeView(self.0).claim_idle(w)
-    }
-    #[inline]
-    fn is_parked(&self, w: usize) -> bool {
-        crate::schedule::RuntimeView(self.0).is_parked(w)
-    }
-    #[inline]
-    fn backlog(&self, w: usize) -> usize {
-        crate::schedule::RuntimeView(self.0).backlog(w)
-    }
-}
-
-impl ExternalView for ExternalRuntimeView<'_> {
-    #[inline]
-    fn claim_awake_idle(&self, from: usize) -> Option<usize> {
-        self.0.idle.claim_awake_idle(from)
-    }
-    #[inline]
-    fn needs_wake(&self) -> bool {
-        self.0.idle.needs_wake()
-    }
-    #[inline]
-    fn wake_one(&self, near: usize) -> Option<usize> {
-        self.0.idle.wake_one(near, wake_spans(self.0, near)).0
-    }
-    #[inline]
-    fn someone_asleep(&self) -> bool {
-        self.0.idle.counts().awake < self.0.workers.len()
-    }
-    #[inline]
-    fn burst_target(&self) -> usize {
-        self.0.burst_target.load(Ordering::Relaxed)
-    }
-    #[inline]
-    fn set_burst_target(&self, w: usize) {
-        self.0.burst_target.store(w, Ordering::Relaxed);
     }
 }
 
@@ -1458,15 +1281,6 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
     }
 }
 
-/// Resets the thread-local context when the worker leaves `run`.
-struct CtxGuard;
-
-impl Drop for CtxGuard {
-    fn drop(&mut self) {
-        CURRENT.with(|c| c.set(ptr::null()));
-    }
-}
-
 /// What one [`step`] of a worker's loop did.
 pub(crate) enum Step {
     /// Ran a task.
@@ -1663,12 +1477,17 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
     }
     let core = Core::new(&shared, index, local);
     let ctx = WorkerCtx {
+        here: crate::context::Here {
+            index,
+            rt: Arc::as_ptr(&shared) as *const (),
+            counters: &*shared.workers[index].stats,
+            registry: &shared.registry as *const crate::task::Registry as *const (),
+        },
         shared: shared.clone(),
         index,
         core: RefCell::new(core),
     };
-    CURRENT.with(|c| c.set(&ctx as *const WorkerCtx));
-    let guard = CtxGuard;
+    let guard = crate::context::enter(&ctx.here);
     // The start hook runs with the worker's context (Handle::current works)
     // and before `build` returns (the latch below) and before any task.
     if let Some(h) = &shared.on_start {

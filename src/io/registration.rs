@@ -29,9 +29,9 @@ impl Registration {
     /// lifetime) with the poller of the current worker's domain, or the
     /// first poller off the workers.
     pub(crate) fn new<S: mio::event::Source + ?Sized>(src: &mut S) -> io::Result<Registration> {
-        let shared = crate::worker::current_shared().ok_or_else(no_runtime)?;
+        let shared = crate::shared::current().ok_or_else(no_runtime)?;
         let driver = shared.driver()?;
-        let poller = crate::worker::current_worker(&shared).map_or(0, |w| driver.poller_of(w));
+        let poller = shared.current_worker().map_or(0, |w| driver.poller_of(w));
         Self::with_poller(shared, poller, src)
     }
 
@@ -249,7 +249,7 @@ impl<E: mio::event::Source> PollEvented<E> {
         if d.pollers.len() < 2 {
             return false;
         }
-        let Some(w) = crate::worker::current_worker(&self.reg.shared) else {
+        let Some(w) = self.reg.shared.current_worker() else {
             return false;
         };
         let here = d.poller_of(w);

@@ -31,7 +31,6 @@
 //! rounded up to the next millisecond tick, and the wheel fires an entry at
 //! tick `t` only when the clock, rounded down, has reached `t`.
 
-use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
@@ -40,7 +39,6 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::wheel::{Key, Wheel};
-use crate::shared::Shared;
 
 /// The entry fired.
 const FIRED: u64 = u64::MAX;
@@ -52,17 +50,17 @@ const NO_KEY: u64 = u64::MAX;
 /// What a timer and its wheel share.
 pub(crate) struct Entry {
     /// The deadline tick, or `FIRED` / `CANCELLED`.
-    state: AtomicU64,
+    pub(super) state: AtomicU64,
     /// The entry's current key in its wheel (written by the owner only).
-    key: AtomicU64,
-    waker: Mutex<Option<Waker>>,
+    pub(super) key: AtomicU64,
+    pub(super) waker: Mutex<Option<Waker>>,
 }
 
-fn pack(k: Key) -> u64 {
+pub(super) fn pack(k: Key) -> u64 {
     ((k.index as u64) << 32) | k.gen as u64
 }
 
-fn unpack(v: u64) -> Key {
+pub(super) fn unpack(v: u64) -> Key {
     Key {
         index: (v >> 32) as u32,
         gen: v as u32,
@@ -70,7 +68,7 @@ fn unpack(v: u64) -> Key {
 }
 
 impl Entry {
-    fn new(tick: u64) -> Arc<Entry> {
+    pub(super) fn new(tick: u64) -> Arc<Entry> {
         Arc::new(Entry {
             state: AtomicU64::new(tick),
             key: AtomicU64::new(NO_KEY),
@@ -109,7 +107,7 @@ impl Entry {
     }
 
     /// Fires at `now` (the owner).
-    fn fire(&self, now: u64) -> Fire {
+    pub(super) fn fire(&self, now: u64) -> Fire {
         let mut s = self.state.load(Ordering::Acquire);
         loop {
             if s >= CANCELLED {
@@ -136,14 +134,14 @@ impl Entry {
     }
 
     /// Marks the entry dropped: it never wakes; the waker goes now.
-    fn cancel(&self) {
+    pub(super) fn cancel(&self) {
         self.state.store(CANCELLED, Ordering::Release);
         drop(self.waker.lock().take());
     }
 }
 
 /// What [`Entry::fire`] did.
-enum Fire {
+pub(super) enum Fire {
     Fired,
     /// Cancelled (or fired) already: nothing to do.
     Gone,
@@ -162,35 +160,19 @@ pub(crate) fn tick_up(start: Instant, t: Instant) -> u64 {
     }
 }
 
-/// The milliseconds since `start` now, rounded down (the clock).
-fn tick_now(start: Instant) -> u64 {
-    Instant::now().saturating_duration_since(start).as_millis() as u64
-}
-
-/// This worker thread's wheel.
-struct Local {
-    rt: *const Shared,
-    index: usize,
-    wheel: Wheel<Arc<Entry>>,
-}
-
-thread_local! {
-    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
-}
-
 /// The outside threads' wheel, and the queues of cancellations for the
 /// workers' wheels.
 pub(crate) struct ExternalTimers {
-    wheel: Mutex<Option<Wheel<Arc<Entry>>>>,
+    pub(super) wheel: Mutex<Option<Wheel<Arc<Entry>>>>,
     /// The wheel's next expiration (`u64::MAX`: none): when a look must
     /// advance it (busy workers, the sleeper in poller 0).
-    next: AtomicU64,
+    pub(super) next: AtomicU64,
     /// The tick until which the worker in poller 0 sleeps (0: nobody sleeps
     /// on a timeout there): an insert before it wakes that worker.
-    sleeping_until: AtomicU64,
+    pub(super) sleeping_until: AtomicU64,
     /// Per worker, keys of its wheel's entries dropped on other threads.
-    cancels: Box<[Mutex<Vec<u64>>]>,
-    has_cancels: Box<[AtomicBool]>,
+    pub(super) cancels: Box<[Mutex<Vec<u64>>]>,
+    pub(super) has_cancels: Box<[AtomicBool]>,
 }
 
 impl ExternalTimers {
@@ -209,194 +191,4 @@ impl ExternalTimers {
 pub(crate) enum Home {
     Worker(usize),
     Outside,
-}
-
-/// Registers a timer for `tick` of runtime `rt`, on this worker's wheel if
-/// this thread is one of `rt`'s workers, else on the outside wheel.
-pub(crate) fn insert(rt: &Arc<Shared>, tick: u64) -> (Arc<Entry>, Home) {
-    let e = Entry::new(tick);
-    let here = LOCAL.with(|l| {
-        let mut l = l.borrow_mut();
-        match l.as_mut() {
-            Some(local) if std::ptr::eq(local.rt, &**rt) => {
-                let k = local.wheel.insert(tick, e.clone());
-                e.key.store(pack(k), Ordering::Relaxed);
-                Some(local.index)
-            }
-            _ => None,
-        }
-    });
-    if let Some(w) = here {
-        return (e, Home::Worker(w));
-    }
-    let ext = &rt.ext_timers;
-    let wake = {
-        let mut g = ext.wheel.lock();
-        let wheel = g.get_or_insert_with(|| Wheel::new(tick_now(rt.start)));
-        let k = wheel.insert(tick, e.clone());
-        e.key.store(pack(k), Ordering::Relaxed);
-        // The wheel's next expiration, not `tick`: an entry in a higher
-        // level's slot must be cascaded at the slot's start, which may be
-        // earlier (time/wheel.rs); a look keyed on `tick` would skip it
-        // while the sleeper's timeout, keyed on the wheel's, came due.
-        ext.next.store(
-            wheel.next_expiration().unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
-        // Under the lock: ordered against the sleeper's store (module docs
-        // of `sleep_deadline`).
-        tick < ext.sleeping_until.load(Ordering::Relaxed)
-    };
-    if wake {
-        if let Some(d) = rt.driver.get() {
-            d.pollers[0].waker().wake_by_ref();
-        }
-    }
-    (e, Home::Outside)
-}
-
-/// Cancels a timer that has not fired (its `Sleep` is dropped or reset).
-pub(crate) fn cancel(rt: &Shared, e: &Arc<Entry>, home: &Home) {
-    if e.fired() {
-        return;
-    }
-    let key = e.key.load(Ordering::Relaxed);
-    match *home {
-        Home::Worker(w) => {
-            let removed = LOCAL.with(|l| {
-                let mut l = l.borrow_mut();
-                match l.as_mut() {
-                    Some(local) if std::ptr::eq(local.rt, rt) && local.index == w => {
-                        local.wheel.remove(unpack(key));
-                        true
-                    }
-                    _ => false,
-                }
-            });
-            e.cancel();
-            if !removed {
-                let ext = &rt.ext_timers;
-                ext.cancels[w].lock().push(key);
-                ext.has_cancels[w].store(true, Ordering::Release);
-            }
-        }
-        Home::Outside => {
-            e.cancel();
-            if let Some(w) = rt.ext_timers.wheel.lock().as_mut() {
-                w.remove(unpack(key));
-            }
-        }
-    }
-}
-
-/// Installs the wheel of worker `index` of `rt` on this thread.
-pub(crate) fn enter_worker(rt: &Shared, index: usize) {
-    LOCAL.with(|l| {
-        *l.borrow_mut() = Some(Local {
-            rt,
-            index,
-            wheel: Wheel::new(tick_now(rt.start)),
-        })
-    });
-}
-
-/// Drops this worker's wheel (its entries are never fired: the runtime
-/// shuts down, and their tasks are dropped with it).
-pub(crate) fn exit_worker() {
-    let local = LOCAL.with(|l| l.borrow_mut().take());
-    drop(local);
-}
-
-/// The deadline of this worker's next timer, and with `ext` (the worker
-/// sleeps in poller 0) of the outside threads' next one; `ext` also records
-/// it as the tick the worker sleeps until, so an earlier insert wakes it.
-pub(crate) fn sleep_deadline(rt: &Shared, ext: bool) -> Option<Instant> {
-    let mut next = LOCAL.with(|l| {
-        l.borrow()
-            .as_ref()
-            .and_then(|local| local.wheel.next_expiration())
-    });
-    if ext {
-        let t = &rt.ext_timers;
-        let g = t.wheel.lock();
-        let theirs = g.as_ref().and_then(|w| w.next_expiration());
-        next = match (next, theirs) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        t.sleeping_until
-            .store(next.unwrap_or(u64::MAX), Ordering::Relaxed);
-    }
-    next.map(|t| rt.start + Duration::from_millis(t))
-}
-
-/// The worker in poller 0 woke: outside inserts need not wake it now.
-pub(crate) fn wake_sleeper_done(rt: &Shared) {
-    rt.ext_timers.sleeping_until.store(0, Ordering::Relaxed);
-}
-
-/// Fires this worker's due timers (after its cancellations), and with
-/// `ext` the outside wheel's due ones if its lock is free. Wakes are made
-/// outside the wheels' borrows. Returns the number fired.
-pub(crate) fn fire_worker(rt: &Shared, ext: bool) -> usize {
-    let now = tick_now(rt.start);
-    let mut due: Vec<Arc<Entry>> = Vec::new();
-    LOCAL.with(|l| {
-        let mut l = l.borrow_mut();
-        let Some(local) = l.as_mut() else { return };
-        let t = &rt.ext_timers;
-        let w = local.index;
-        // Acquire: pairs with `cancel`'s release store.
-        if t.has_cancels[w].load(Ordering::Acquire) {
-            t.has_cancels[w].store(false, Ordering::Relaxed);
-            let keys = std::mem::take(&mut *t.cancels[w].lock());
-            for k in keys {
-                local.wheel.remove(unpack(k));
-            }
-        }
-        if local.wheel.next_expiration().is_some_and(|t| t <= now) {
-            local.wheel.advance(now, |e| due.push(e));
-        }
-    });
-    let mut n = fire_due(due, now, |tick, e| {
-        LOCAL.with(|l| {
-            if let Some(local) = l.borrow_mut().as_mut() {
-                let k = local.wheel.insert(tick, e.clone());
-                e.key.store(pack(k), Ordering::Relaxed);
-            }
-        })
-    });
-    let t = &rt.ext_timers;
-    if ext && t.next.load(Ordering::Relaxed) <= now {
-        let mut due = Vec::new();
-        if let Some(mut g) = t.wheel.try_lock() {
-            if let Some(w) = g.as_mut() {
-                w.advance(now, |e| due.push(e));
-                t.next
-                    .store(w.next_expiration().unwrap_or(u64::MAX), Ordering::Relaxed);
-            }
-        }
-        n += fire_due(due, now, |tick, e| {
-            let mut g = t.wheel.lock();
-            if let Some(w) = g.as_mut() {
-                let k = w.insert(tick, e.clone());
-                e.key.store(pack(k), Ordering::Relaxed);
-                t.next
-                    .store(w.next_expiration().unwrap_or(u64::MAX), Ordering::Relaxed);
-            }
-        });
-    }
-    n
-}
-
-fn fire_due(due: Vec<Arc<Entry>>, now: u64, mut reinsert: impl FnMut(u64, &Arc<Entry>)) -> usize {
-    let mut n = 0;
-    for e in due {
-        match e.fire(now) {
-            Fire::Later(t) => reinsert(t, &e),
-            Fire::Fired => n += 1,
-            Fire::Gone => {}
-        }
-    }
-    n
 }

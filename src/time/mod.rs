@@ -31,7 +31,8 @@
 //! # Ok::<(), hwsched::BuildError>(())
 //! ```
 
-mod entry;
+pub(crate) mod entry;
+mod ops;
 mod wheel;
 
 use std::future::Future;
@@ -43,7 +44,7 @@ use std::time::Duration;
 pub use std::time::Instant;
 
 pub(crate) use entry::ExternalTimers;
-pub(crate) use entry::{enter_worker, exit_worker, fire_worker, sleep_deadline, wake_sleeper_done};
+pub(crate) use ops::{enter_worker, exit_worker, fire_worker, sleep_deadline, wake_sleeper_done};
 
 use crate::shared::Shared;
 
@@ -122,13 +123,13 @@ impl Sleep {
 
     fn deregister(&mut self) {
         if let Some(r) = self.reg.take() {
-            entry::cancel(&r.rt, &r.entry, &r.home);
+            ops::cancel(&r.rt, &r.entry, &r.home);
         }
     }
 
     fn register(&mut self) -> Option<&Reg> {
         if self.reg.is_none() {
-            let rt = crate::worker::current_shared().unwrap_or_else(|| {
+            let rt = crate::shared::current().unwrap_or_else(|| {
                 panic!(
                     "hwsched::time: a timer was polled outside any hwsched runtime (poll it in \
                      Runtime::block_on or a task)"
@@ -138,7 +139,7 @@ impl Sleep {
                 panic!("hwsched::time: this runtime cannot keep timers: {e}");
             }
             let tick = entry::tick_up(rt.start, self.deadline);
-            let (entry, home) = entry::insert(&rt, tick);
+            let (entry, home) = ops::insert(&rt, tick);
             self.reg = Some(Reg { rt, entry, home });
         }
         self.reg.as_ref()

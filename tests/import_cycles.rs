@@ -1,0 +1,204 @@
+//! No import cycle between the modules of `src/` (README, "Layout": the
+//! arrows run one way).
+//!
+//! Each file is a module (a folder's `mod.rs` is the folder's module, its
+//! other files its submodules). Module A depends on module B when A's code
+//! outside its test module names a `crate::` path into B (the longest
+//! module prefix of the path; an item re-exported by a folder's `mod.rs`
+//! counts as that `mod.rs`). A parent and its own submodules do not count
+//! as depending on each other. A cycle fails the test, printed with the
+//! edges that close it.
+//!
+//! A test over the sources rather than `cargo-modules`' `dependencies
+//! --acyclic`: nothing to install on the CI machine, it runs with the rest
+//! of the suite in milliseconds, and its notion of a dependency (a
+//! `crate::` path) is the one the layering rule speaks of.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+
+/// Module path (`worker`, `io::driver`) -> source (test module cut off).
+fn modules(dir: &Path, prefix: &[String], out: &mut BTreeMap<String, String>) {
+    for e in fs::read_dir(dir).expect("src/ is readable") {
+        let p = e.expect("a directory entry").path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if p.is_dir() {
+            let mut pre = prefix.to_vec();
+            pre.push(name);
+            modules(&p, &pre, out);
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            let mut parts = prefix.to_vec();
+            if !matches!(stem, "mod" | "lib" | "main") {
+                parts.push(stem.to_owned());
+            }
+            let text = fs::read_to_string(&p).expect("a source file");
+            out.insert(parts.join("::"), code(&text));
+        }
+    }
+}
+
+/// The code of a file: comments dropped, its test module (at its end) cut.
+fn code(text: &str) -> String {
+    let mut s = String::new();
+    for line in text.lines() {
+        let l = line.split("//").next().unwrap_or("");
+        if l.trim_start().starts_with("#[cfg(test)]") || l.contains("#[cfg(all(test") {
+            break;
+        }
+        s.push_str(l);
+        s.push('\n');
+    }
+    s
+}
+
+/// The `crate::a::b::c` paths named in `src` (identifiers only, `crate::{`
+/// groups expanded one level).
+fn crate_paths(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut rest = src;
+    while let Some(i) = rest.find("crate::") {
+        let before = rest[..i].chars().last();
+        rest = &rest[i + "crate::".len()..];
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue; // `$crate::` or `hwsched_crate::`
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                out.push(item.trim().chars().take_while(|&c| ident(c)).collect());
+            }
+            continue;
+        }
+        out.push(rest.chars().take_while(|&c| ident(c)).collect());
+    }
+    out
+}
+
+/// The module a path lands in: its longest prefix that is a module.
+fn resolve<'a>(path: &str, mods: &'a BTreeMap<String, String>) -> Option<&'a str> {
+    let segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+    (1..=segs.len())
+        .rev()
+        .map(|n| segs[..n].join("::"))
+        .find_map(|k| mods.get_key_value(&k).map(|(k, _)| k.as_str()))
+}
+
+fn related(a: &str, b: &str) -> bool {
+    a == b || a.starts_with(&format!("{b}::")) || b.starts_with(&format!("{a}::"))
+}
+
+/// Strongly connected components of more than one module (Tarjan).
+fn cycles(edges: &BTreeMap<&str, BTreeSet<&str>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        edges: &'a BTreeMap<&'a str, BTreeSet<&'a str>>,
+        idx: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let n = t.idx.len();
+        t.idx.insert(v, n);
+        t.low.insert(v, n);
+        t.stack.push(v);
+        t.on.insert(v);
+        for &w in &t.edges[v] {
+            if !t.idx.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if t.on.contains(w) {
+                let iw = t.idx[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.idx[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = t.stack.pop().unwrap();
+                t.on.remove(w);
+                comp.push(w.to_owned());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        edges,
+        idx: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for &v in edges.keys() {
+        if !t.idx.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+fn edges_of(mods: &BTreeMap<String, String>) -> BTreeMap<&str, BTreeSet<&str>> {
+    let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (m, src) in mods {
+        let e = edges.entry(m.as_str()).or_default();
+        for p in crate_paths(src) {
+            if let Some(t) = resolve(&p, mods) {
+                if !related(m, t) {
+                    e.insert(t);
+                }
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn no_import_cycle_between_the_modules_of_src() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut mods = BTreeMap::new();
+    modules(&src, &[], &mut mods);
+    assert!(mods.len() > 20, "read {} modules from {src:?}", mods.len());
+    let edges = edges_of(&mods);
+    let found = cycles(&edges);
+    let mut report = String::new();
+    for c in &found {
+        report += &format!("{} modules in a cycle: {}\n", c.len(), c.join(", "));
+        for a in c {
+            for b in &edges[a.as_str()] {
+                if c.iter().any(|x| x == b) {
+                    report += &format!("    {a} -> {b}\n");
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "import cycles in src/:\n{report}");
+}
+
+/// The check itself finds a cycle, through `crate::{..}` groups too, and
+/// ignores comments, test modules and a parent's own submodules.
+#[test]
+fn the_check_finds_a_planted_cycle() {
+    let mut mods = BTreeMap::new();
+    mods.insert("a".to_owned(), code("use crate::b::X;\n"));
+    mods.insert("b".to_owned(), code("use crate::{c::Y, a};\n"));
+    mods.insert(
+        "c".to_owned(),
+        code("// crate::a\n#[cfg(test)]\nuse crate::a;\n"),
+    );
+    mods.insert("d".to_owned(), code("use crate::d::e::Z;\n"));
+    mods.insert("d::e".to_owned(), code("use crate::d::W;\n"));
+    let found = cycles(&edges_of(&mods));
+    assert_eq!(found, vec![vec!["a".to_owned(), "b".to_owned()]]);
+}

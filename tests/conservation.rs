@@ -159,55 +159,44 @@ fn spawned_from_outside(rt: &Runtime, k: usize, what: &str) {
 }
 
 /// A task that last ran on worker `w` is woken from a thread outside the
-/// runtime while `w` runs a long poll.
+/// runtime while `w` runs a long poll. The sleeper runs wherever placement
+/// puts it and reports its worker `w`; the blocker is then pinned to `w`
+/// (`Place::Worker`), so the arrangement holds by construction; only the
+/// sleeper, which has no place, is under test.
 fn woken_onto_the_blocked_worker(rt: &Runtime, what: &str) {
-    for _attempt in 0..20 {
-        let (tx, rx) = async_channel::bounded::<Instant>(1);
-        let (where_tx, where_rx) = mpsc::channel::<usize>();
-        let starts = Starts::default();
-        let s = starts.clone();
-        let go = Arc::new(AtomicBool::new(false));
-        let g = go.clone();
-        let blocker = rt.spawn(async move {
-            let me = hwsched::worker_index().unwrap();
-            // The sleeper: spawned onto this worker's deque; it runs here
-            // (when this task yields) unless another worker steals it.
-            let sleeper = hwsched::spawn(async move {
-                let _ = where_tx.send(hwsched::worker_index().unwrap());
-                if let Ok(sent) = rx.recv().await {
-                    s.record(sent);
-                }
-            });
-            drop(sleeper);
-            hwsched::yield_now().await;
-            // Block only if the sleeper is parked with this worker as its
-            // last worker; the main thread checks that.
-            while !g.load(Ordering::SeqCst) {
-                hwsched::yield_now().await;
-            }
-            let blocked = hwsched::worker_index() == Some(me);
-            if blocked {
-                run_for(BLOCK);
-            }
-            (me, blocked)
-        });
-        let sleeper_ran_on = where_rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        // The blocker may run on a different worker after its yields: it
-        // reports the worker it blocked (if it blocked its first worker).
-        go.store(true, Ordering::SeqCst);
-        // Give the blocker time to start its long poll.
-        thread::sleep(Duration::from_millis(20));
-        tx.try_send(Instant::now()).unwrap();
-        let during = stats_while_blocked(rt);
-        let (me, blocked) = rt.block_on(blocker).unwrap();
-        if !blocked || me != sleeper_ran_on {
-            // The sleeper or the blocker was stolen: not this scenario.
-            continue;
+    let (tx, rx) = async_channel::bounded::<Instant>(1);
+    let (where_tx, where_rx) = mpsc::channel::<usize>();
+    let starts = Starts::default();
+    let s = starts.clone();
+    drop(rt.spawn(async move {
+        let _ = where_tx.send(hwsched::worker_index().unwrap());
+        if let Ok(sent) = rx.recv().await {
+            s.record(sent);
         }
-        starts.check(1, what, &during);
-        return;
+    }));
+    let w = where_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let started = Arc::new(AtomicBool::new(false));
+    let st = started.clone();
+    let blocker = rt
+        .spawn_on(hwsched::Place::Worker(w), async move {
+            st.store(true, Ordering::SeqCst);
+            run_for(BLOCK);
+            hwsched::worker_index()
+        })
+        .unwrap();
+    while !started.load(Ordering::SeqCst) {
+        thread::yield_now();
     }
-    panic!("{what}: could not arrange the sleeper on the blocker's worker in 20 tries");
+    // The sleeper's poll that reported `w` ended before the blocker started
+    // on `w`: it waits in `recv` with `w` as its last worker.
+    tx.try_send(Instant::now()).unwrap();
+    let during = stats_while_blocked(rt);
+    assert_eq!(
+        rt.block_on(blocker).unwrap(),
+        Some(w),
+        "{what}: the blocker ran on its place"
+    );
+    starts.check(1, what, &during);
 }
 
 fn each_topology(name: &str, f: impl Fn(&Runtime, &str)) {

@@ -100,8 +100,11 @@ struct Probe {
 }
 
 impl Probe {
-    fn new() -> Arc<Probe> {
-        Arc::default()
+    /// Leaked, as [`Gate::new`]: a slip that drops what holds it twice then
+    /// counts two drops, and the test fails with its message, instead of
+    /// freeing memory twice and aborting the whole test binary.
+    fn new() -> &'static Probe {
+        Box::leak(Box::default())
     }
     fn polls(&self) -> usize {
         self.polls.load(Ordering::SeqCst)
@@ -137,7 +140,7 @@ impl Probe {
 }
 
 /// Part of a task's future (what it captured): counts its drop.
-struct Payload(Arc<Probe>);
+struct Payload(&'static Probe);
 
 impl Drop for Payload {
     fn drop(&mut self) {
@@ -146,7 +149,7 @@ impl Drop for Payload {
 }
 
 /// A task's output: counts its drop.
-struct Out(Arc<Probe>, u32);
+struct Out(&'static Probe, u32);
 
 impl Drop for Out {
     fn drop(&mut self) {
@@ -163,8 +166,9 @@ struct Gate {
 }
 
 impl Gate {
-    fn new() -> Arc<Gate> {
-        Arc::default()
+    /// Leaked (see [`Probe::new`]).
+    fn new() -> &'static Gate {
+        Box::leak(Box::default())
     }
     fn open(&self) {
         self.open.store(true, Ordering::SeqCst);
@@ -186,17 +190,17 @@ impl Gate {
 /// `abort_self`, its first poll aborts its own task (and `ready_then`
 /// makes that poll return its output anyway).
 struct Probed {
-    gate: Arc<Gate>,
+    gate: &'static Gate,
     payload: Payload,
     abort_self: Option<Arc<Mutex<Option<AbortHandle>>>>,
     ready_then: bool,
 }
 
 impl Probed {
-    fn new(gate: &Arc<Gate>, probe: &Arc<Probe>) -> Probed {
+    fn new(gate: &'static Gate, probe: &'static Probe) -> Probed {
         Probed {
-            gate: gate.clone(),
-            payload: Payload(probe.clone()),
+            gate,
+            payload: Payload(probe),
             abort_self: None,
             ready_then: false,
         }
@@ -206,7 +210,7 @@ impl Probed {
 impl Future for Probed {
     type Output = Out;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Out> {
-        let probe = self.payload.0.clone();
+        let probe = self.payload.0;
         probe.polls.fetch_add(1, Ordering::SeqCst);
         if probe.abort_returned.load(Ordering::SeqCst) {
             probe.polls_after_abort.fetch_add(1, Ordering::SeqCst);
@@ -256,7 +260,7 @@ fn completed_and_joined_drops_each_once() {
     with_timeout(60, "completed_and_joined_drops_each_once", || {
         let rt = runtime(2);
         let (probe, gate) = (Probe::new(), Gate::new());
-        let h = rt.spawn(Probed::new(&gate, &probe));
+        let h = rt.spawn(Probed::new(gate, probe));
         wait_until("the first poll", || gate.has_waker());
         gate.open();
         let out = join_within(h, "completed and joined").expect("the task's output");
@@ -276,7 +280,7 @@ fn completed_and_joined_drops_each_once() {
 
         // Joined inside the runtime (the handle awaited by a task).
         let (probe, gate) = (Probe::new(), Gate::new());
-        let inner = rt.spawn(Probed::new(&gate, &probe));
+        let inner = rt.spawn(Probed::new(gate, probe));
         let outer = rt.spawn(async move { inner.await.map(|o| o.1) });
         gate.open();
         assert_eq!(join_within(outer, "joined by a task").unwrap().unwrap(), 42);
@@ -285,7 +289,7 @@ fn completed_and_joined_drops_each_once() {
         // A panic's payload is the user's: `into_panic`, dropped once.
         quiet_intentional_panics_payload();
         let probe = Probe::new();
-        let p = Out(probe.clone(), 0);
+        let p = Out(probe, 0);
         let h = rt.spawn(async move { explode(p) });
         let e = join_within(h, "a panicking task").err().expect("Panicked");
         let payload = e.into_panic();
@@ -323,7 +327,7 @@ fn completed_with_the_handle_dropped_drops_each_once() {
     with_timeout(60, "completed_with_the_handle_dropped", || {
         let rt = runtime(2);
         let (probe, gate) = (Probe::new(), Gate::new());
-        let h = rt.spawn(Probed::new(&gate, &probe));
+        let h = rt.spawn(Probed::new(gate, probe));
         gate.open();
         wait_until("the task to finish", || h.is_finished());
         assert_eq!(
@@ -337,14 +341,14 @@ fn completed_with_the_handle_dropped_drops_each_once() {
         // Aborted after completion: the output is kept, then dropped once
         // with the handle, or joined.
         let (probe, gate) = (Probe::new(), Gate::new());
-        let h = rt.spawn(Probed::new(&gate, &probe));
+        let h = rt.spawn(Probed::new(gate, probe));
         gate.open();
         wait_until("the task to finish", || h.is_finished());
         h.abort();
         drop(h);
         probe.check("completed, aborted, handle dropped", 1);
         let (probe, gate) = (Probe::new(), Gate::new());
-        let h = rt.spawn(Probed::new(&gate, &probe));
+        let h = rt.spawn(Probed::new(gate, probe));
         gate.open();
         wait_until("the task to finish", || h.is_finished());
         h.abort();
@@ -360,7 +364,7 @@ fn a_detached_task_runs_and_drops_each_once() {
     with_timeout(60, "a_detached_task_runs_and_drops_each_once", || {
         let rt = runtime(2);
         let (probe, gate) = (Probe::new(), Gate::new());
-        let h = rt.spawn(Probed::new(&gate, &probe));
+        let h = rt.spawn(Probed::new(gate, probe));
         wait_until("the first poll", || gate.has_waker());
         drop(h);
         gate.open();
@@ -373,7 +377,7 @@ fn a_detached_task_runs_and_drops_each_once() {
         // Detached before its first poll.
         let (probe, gate) = (Probe::new(), Gate::new());
         gate.open();
-        drop(rt.spawn(Probed::new(&gate, &probe)));
+        drop(rt.spawn(Probed::new(gate, probe)));
         wait_until("the detached task to complete (its output dropped)", || {
             probe.outputs() >= 1
         });
@@ -388,7 +392,7 @@ fn aborted_before_its_first_poll_drops_the_payload_once() {
         let (release, blocker) = block_worker(&rt);
         let (probe, gate) = (Probe::new(), Gate::new());
         gate.open();
-        let h = rt.spawn(Probed::new(&gate, &probe));
+        let h = rt.spawn(Probed::new(gate, probe));
         h.abort();
         probe.aborted();
         drop(release);
@@ -405,7 +409,7 @@ fn aborted_while_pending_drops_the_payload_once_and_is_not_polled_again() {
     with_timeout(60, "aborted_while_pending", || {
         let rt = runtime(2);
         let (probe, gate) = (Probe::new(), Gate::new());
-        let h = rt.spawn(Probed::new(&gate, &probe));
+        let h = rt.spawn(Probed::new(gate, probe));
         wait_until("the first poll", || gate.has_waker());
         h.abort();
         probe.aborted();
@@ -421,11 +425,11 @@ fn aborted_while_pending_drops_the_payload_once_and_is_not_polled_again() {
 #[test]
 fn a_value_superseded_by_a_drop_panic_is_dropped_once() {
     /// Returns an [`Out`] at once; its own drop then panics.
-    struct ReadyThenPanicsInDrop(Arc<Probe>);
+    struct ReadyThenPanicsInDrop(&'static Probe);
     impl Future for ReadyThenPanicsInDrop {
         type Output = Out;
         fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Out> {
-            Poll::Ready(Out(self.0.clone(), 1))
+            Poll::Ready(Out(self.0, 1))
         }
     }
     impl Drop for ReadyThenPanicsInDrop {
@@ -438,7 +442,7 @@ fn a_value_superseded_by_a_drop_panic_is_dropped_once() {
         quiet_intentional_panics();
         let rt = runtime(1);
         let probe = Probe::new();
-        let h = rt.spawn(ReadyThenPanicsInDrop(probe.clone()));
+        let h = rt.spawn(ReadyThenPanicsInDrop(probe));
         let r = join_within(h, "a value superseded by a panic");
         assert!(
             matches!(r, Err(JoinError::Panicked(_))),
@@ -456,7 +460,7 @@ fn shutdown_drops_waiting_queued_and_finished_tasks_once() {
         let waiting: Vec<_> = (0..4)
             .map(|_| {
                 let (probe, gate) = (Probe::new(), Gate::new());
-                let h = rt.spawn(Probed::new(&gate, &probe));
+                let h = rt.spawn(Probed::new(gate, probe));
                 wait_until("the first poll", || gate.has_waker());
                 (probe, gate, h)
             })
@@ -466,7 +470,7 @@ fn shutdown_drops_waiting_queued_and_finished_tasks_once() {
             .map(|_| {
                 let (probe, gate) = (Probe::new(), Gate::new());
                 gate.open();
-                let h = rt.spawn(Probed::new(&gate, &probe));
+                let h = rt.spawn(Probed::new(gate, probe));
                 wait_until("the task to finish", || h.is_finished());
                 (probe, h)
             })
@@ -478,7 +482,7 @@ fn shutdown_drops_waiting_queued_and_finished_tasks_once() {
             .map(|_| {
                 let (probe, gate) = (Probe::new(), Gate::new());
                 gate.open();
-                let h = rt.spawn(Probed::new(&gate, &probe));
+                let h = rt.spawn(Probed::new(gate, probe));
                 (probe, h)
             })
             .collect();
@@ -538,8 +542,8 @@ fn spawn_blocking_and_join_set_drop_each_output_once() {
     with_timeout(60, "spawn_blocking_and_join_set", || {
         let rt = runtime(2);
         let probe = Probe::new();
-        let p = probe.clone();
-        let payload = Payload(probe.clone());
+        let p = probe;
+        let payload = Payload(probe);
         let h = rt.spawn_blocking(move || {
             let _payload = payload;
             Out(p, 3)
@@ -547,7 +551,7 @@ fn spawn_blocking_and_join_set_drop_each_output_once() {
         drop(join_within(h, "spawn_blocking joined").unwrap());
         probe.check("spawn_blocking joined", 1);
         let probe = Probe::new();
-        let (p, payload) = (probe.clone(), Payload(probe.clone()));
+        let (p, payload) = (probe, Payload(probe));
         let h = rt.spawn_blocking(move || {
             let _payload = payload;
             Out(p, 3)
@@ -559,7 +563,7 @@ fn spawn_blocking_and_join_set_drop_each_output_once() {
         // JoinSet: outputs taken by join_next, then a set dropped with
         // finished and waiting tasks in it.
         let probes: Vec<_> = (0..6).map(|_| (Probe::new(), Gate::new())).collect();
-        let ps: Vec<_> = probes.iter().map(|(p, g)| (p.clone(), g.clone())).collect();
+        let ps: Vec<_> = probes.iter().copied().collect();
         rt.block_on(async move {
             let mut set = JoinSet::new();
             for (p, g) in &ps[..3] {
@@ -575,7 +579,7 @@ fn spawn_blocking_and_join_set_drop_each_output_once() {
                 g.open();
                 set.spawn(Probed::new(g, p));
             }
-            set.spawn(Probed::new(&ps[5].1, &ps[5].0)); // waits forever
+            set.spawn(Probed::new(ps[5].1, ps[5].0)); // waits forever
             for (p, _) in &ps[3..5] {
                 while p.polls() == 0 {
                     hwsched::yield_now().await;
@@ -621,10 +625,11 @@ fn the_runtime_is_freed_once_its_tasks_and_handles_are_gone() {
             .expect("build");
         // Tasks that registered in the registry (returned Pending), then
         // completed, were aborted, or are left waiting for the shutdown.
-        let mut keep = Vec::new();
+        let (mut keep, mut gates) = (Vec::new(), Vec::new());
         for i in 0..3 {
             let (probe, gate) = (Probe::new(), Gate::new());
-            let h = rt.spawn(Probed::new(&gate, &probe));
+            gates.push(gate);
+            let h = rt.spawn(Probed::new(gate, probe));
             wait_until("the first poll", || gate.has_waker());
             match i {
                 0 => {
@@ -640,6 +645,11 @@ fn the_runtime_is_freed_once_its_tasks_and_handles_are_gone() {
         }
         drop(rt);
         drop(keep);
+        // The gates are leaked (`Probe::new` says why): drop the wakers
+        // they still hold, each a reference on its task.
+        for g in gates {
+            g.waker.lock().unwrap().take();
+        }
         wait_until(
             "the runtime's shared state to be freed (a task allocation kept alive?)",
             || freed.load(Ordering::SeqCst),
@@ -657,10 +667,10 @@ fn an_abort_racing_a_wake_allows_at_most_one_more_poll() {
         let rt = runtime(2);
         for round in 0..200 {
             let (probe, gate) = (Probe::new(), Gate::new());
-            let h = rt.spawn(Probed::new(&gate, &probe));
+            let h = rt.spawn(Probed::new(gate, probe));
             wait_until("the first poll", || gate.has_waker());
             let abort = h.abort_handle();
-            let g = gate.clone();
+            let g = gate;
             let waker = thread::spawn(move || {
                 for _ in 0..3 {
                     g.wake(); // brings nothing: the gate stays shut
@@ -706,7 +716,7 @@ fn a_task_that_aborts_itself_is_not_polled_again() {
             let ready_then = round % 4 == 3;
             let (probe, gate) = (Probe::new(), Gate::new());
             let cell = Arc::new(Mutex::new(None));
-            let mut fut = Probed::new(&gate, &probe);
+            let mut fut = Probed::new(gate, probe);
             fut.abort_self = Some(cell.clone());
             fut.ready_then = ready_then;
             // The handle goes into the cell before the task can run: the
@@ -717,7 +727,7 @@ fn a_task_that_aborts_itself_is_not_polled_again() {
             *guard = Some(h.abort_handle());
             drop(guard);
             // Another thread wakes it while it aborts itself.
-            let g = gate.clone();
+            let g = gate;
             let waker = thread::spawn(move || {
                 for _ in 0..3 {
                     g.wake();
@@ -772,7 +782,7 @@ fn a_join_handle_awaited_on_another_thread_is_woken_by_completion() {
         // completes: the waker must be woken.
         for round in 0..50 {
             let (probe, gate) = (Probe::new(), Gate::new());
-            let mut h = rt.spawn(Probed::new(&gate, &probe));
+            let mut h = rt.spawn(Probed::new(gate, probe));
             let (registered_tx, registered_rx) = mpsc::channel();
             let (done_tx, done_rx) = mpsc::channel();
             thread::spawn(move || {
@@ -814,7 +824,7 @@ fn a_join_handle_awaited_on_another_thread_is_woken_by_completion() {
         // Racing: the task completes while the other thread first polls.
         for round in 0..200 {
             let probe = Probe::new();
-            let p = probe.clone();
+            let p = probe;
             let h = rt.spawn(async move { Out(p, 7) });
             let out = join_within(h, &format!("racing round {round}")).expect("output");
             drop(out);
@@ -825,8 +835,8 @@ fn a_join_handle_awaited_on_another_thread_is_woken_by_completion() {
         for round in 0..50 {
             let gate = Gate::new();
             let probe = Probe::new();
-            let h = rt.spawn(Probed::new(&gate, &probe));
-            let g = gate.clone();
+            let h = rt.spawn(Probed::new(gate, probe));
+            let g = gate;
             let opener = thread::spawn(move || {
                 thread::yield_now();
                 g.open();

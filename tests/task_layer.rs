@@ -291,7 +291,7 @@ fn completed_and_joined_drops_each_once() {
         let probe = Probe::new();
         let p = Out(probe, 0);
         let h = rt.spawn(async move { explode(p) });
-        let e = join_within(h, "a panicking task").err().expect("Panicked");
+        let e = join_within(h, "a panicking task").expect_err("Panicked");
         let payload = e.into_panic();
         assert_eq!(
             probe.outputs(),
@@ -497,7 +497,7 @@ fn shutdown_drops_waiting_queued_and_finished_tasks_once() {
         // A spawn after the shutdown: dropped at once, Cancelled.
         let (late, gate) = (Probe::new(), Gate::new());
         gate.open();
-        let h = handle.spawn(Probed::new(&gate, &late));
+        let h = handle.spawn(Probed::new(gate, late));
         assert!(matches!(
             common::block_on_plain(h),
             Err(JoinError::Cancelled)
@@ -563,7 +563,7 @@ fn spawn_blocking_and_join_set_drop_each_output_once() {
         // JoinSet: outputs taken by join_next, then a set dropped with
         // finished and waiting tasks in it.
         let probes: Vec<_> = (0..6).map(|_| (Probe::new(), Gate::new())).collect();
-        let ps: Vec<_> = probes.iter().copied().collect();
+        let ps: Vec<_> = probes.to_vec();
         rt.block_on(async move {
             let mut set = JoinSet::new();
             for (p, g) in &ps[..3] {

@@ -21,6 +21,25 @@
 # The occurrence column picks the Nth match when the pattern is not unique
 # (empty: the pattern must occur exactly once). The note says why an
 # uncaught mutation is acceptable, or what would catch it.
+#
+# Logic mutations (LOGIC below: a skipped re-check, a guard dropped, a
+# field not cleared, a waker not taken, a drop made twice...) are applied
+# the same way, but each names the checks that should catch it (a
+# checks column before the note), and only those run:
+#
+#   loom:FILE            scripts/loom.sh FILE (every model of that file)
+#   lib:FILTER           cargo test -p hwsched --lib -- FILTER
+#   test:NAME            cargo test -p hwsched --test NAME
+#   test:NAME:FILTER     cargo test -p hwsched --test NAME -- FILTER
+#
+# A test check is built first, then run under `timeout $LOGIC_TIMEOUT`
+# (default 180 s; the tests' own watchdogs fail sooner, with a message),
+# in $MUTATE_DIR-test-target (debug, so hwsched's debug_assert!s run).
+# The logic rows are caught when a check fails or times out; their table
+# is the "Logic mutations" section of loom-tests/README.md. Every check of
+# the selected rows runs once unmutated first (the baseline).
+#
+#   MUTATE_KIND=ordering|logic|all   which list to run (default all)
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -30,6 +49,11 @@ export LOOM_TARGET_DIR=${LOOM_TARGET_DIR:-$SCRATCH-target}
 export LOOM_MODEL_TIMEOUT=${LOOM_MODEL_TIMEOUT:-120}
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3}
 FILTER=${1:-.}
+KIND=${MUTATE_KIND:-all}
+LOGIC_TIMEOUT=${LOGIC_TIMEOUT:-180}
+TEST_TARGET_DIR=${MUTATE_TEST_TARGET_DIR:-$SCRATCH-test-target}
+CARGO=${CARGO:-cargo}
+export CARGO
 
 # name @@ file @@ occurrence @@ pattern @@ replacement @@ note
 MUTATIONS=$(
@@ -104,6 +128,51 @@ logic-leave-parked-keeps-its-count @@ src/idle.rs @@ @@ let prev = Counts::of(se
 EOF
 )
 
+# Logic mutations: name @@ file @@ occurrence @@ pattern @@ replacement @@
+# checks @@ note (the checks: see the header).
+LOGIC=$(
+    cat <<'EOF'
+idle-scan-first-word-only @@ src/idle.rs @@ @@ w += k; @@ break; @@ lib:idle::tests test:wide_llc @@
+idle-scan-reads-word-zero @@ src/idle.rs @@ @@ let mut v = self.words[wi as usize].load(order) & mask; @@ let mut v = self.words[0].load(order) & mask; @@ lib:idle::tests test:wide_llc @@
+idle-find-no-wrap @@ src/idle.rs @@ @@ for seg in [first, second] { @@ for seg in [first] { @@ lib:idle::tests test:wide_llc @@
+idle-claim-awake-idle-first-word @@ src/idle.rs @@ @@ let wi = (first + i) % words; @@ let wi = first; @@ lib:idle::tests test:wide_llc @@ A placement hint (the idle mask, idle.rs): a spawn that misses an awake idle worker of another word falls through to the pusher's check and a parked worker's wake, so tests/wide_llc.rs passes; the unit test catches the scan.
+task-abort-flag-not-set @@ src/task.rs @@ @@ self.aborted.store(true, Ordering::Relaxed); @@ self.aborted.store(false, Ordering::Relaxed); @@ loom:abort loom:task_layer test:task_layer @@
+task-abort-no-registry-wake @@ src/task.rs @@ @@ registry.wake(SlotKey::unpack(slot)); @@ let _ = SlotKey::unpack(slot); @@ loom:abort loom:task_layer test:task_layer @@
+task-publish-ignores-abort @@ src/task.rs @@ 1 @@ self.aborted.load(Ordering::Relaxed) @@ false @@ loom:abort loom:task_layer test:task_layer @@
+task-register-forgets-its-key @@ src/task.rs @@ @@ self.slot = Some(key); @@  @@ loom:abort loom:task_layer test:task_layer @@
+task-register-closed-no-wake @@ src/task.rs @@ @@ None => waker.wake_by_ref(), @@ None => {} @@ loom:abort loom:task_layer test:task_layer @@
+task-is-aborted-always-false @@ src/task.rs @@ 3 @@ self.aborted.load(Ordering::Relaxed) @@ false @@ loom:abort loom:task_layer test:task_layer @@
+task-done-not-set @@ src/task.rs @@ @@ this.done = true; @@  @@ test:task_layer @@
+task-drop-done-inverted @@ src/task.rs @@ @@ if !self.done { @@ if self.done { @@ test:task_layer @@
+task-output-into-inner-drops-twice @@ src/task.rs @@ @@ let mut this = ManuallyDrop::new(self); @@ let mut this = self; @@ loom:task_layer test:task_layer @@
+task-output-drop-leaks @@ src/task.rs @@ @@ unsafe { ManuallyDrop::drop(&mut self.0) } @@ () @@ loom:task_layer test:task_layer @@
+task-completion-leaks-the-future @@ src/task.rs @@ @@ unsafe { ManuallyDrop::drop(&mut this.inner) } @@ () @@ test:task_layer @@
+task-superseded-value-leaked @@ src/task.rs @@ @@ drop_catching(v); @@ std::mem::forget(v); @@ test:task_layer @@
+task-drop-keeps-registry-slot @@ src/task.rs @@ @@ registry.remove(key); @@ let _ = key; @@ loom:abort loom:task_layer test:task_layer @@
+task-join-handle-noop-waker @@ src/task.rs @@ @@ match Pin::new(task).poll(cx) { @@ match Pin::new(task).poll(&mut Context::from_waker(Waker::noop())) { @@ loom:task_layer test:task_layer @@
+task-join-handle-keeps-task-after-ready @@ src/task.rs @@ @@ self.task = None; @@  @@ test:task_layer @@
+task-join-handle-drop-cancels @@ src/task.rs @@ @@ t.detach(); @@ drop(t); @@ loom:task_layer test:task_layer @@
+task-close-leaves-registry-open @@ src/task.rs @@ @@ s.closed = true; @@  @@ loom:abort loom:task_layer test:task_layer @@
+task-remove-keeps-generation @@ src/task.rs @@ @@ slot.0 = (slot.0 + 1) & 0x7FFF; @@  @@ loom:abort loom:task_layer test:task_layer @@ Benign: a key kept past its task's end (an abort of a finished task, whose slot was published) then names the slot's next task, and `Registry::wake` wakes that task spuriously; a spurious wake is allowed by the `Future` contract (the task polls, finds nothing, returns `Pending`), and the abort flag it acts on is the first task's, not the second's. The generation keeps such wakes rare, not correct.
+worker-polls-aborted-task @@ src/worker.rs @@ @@ if meta.is_aborted() { @@ if false { @@ test:task_layer @@
+blocking-runs-aborted-task @@ src/blocking.rs @@ @@ if r.metadata().is_aborted() { @@ if false { @@ lib:blocking::tests test:task_layer @@
+block-on-unpark-before-flag @@ src/block_on.rs @@ @@ self.set();\n        unpark(); @@ unpark();\n        self.set(); @@ loom:block_on loom:task_layer test:task_layer @@
+block-on-wake-without-flag @@ src/block_on.rs @@ @@ self.set();\n        unpark(); @@ unpark(); @@ loom:block_on loom:task_layer test:task_layer @@
+block-on-wait-parks-once @@ src/block_on.rs @@ @@ while !self.0.swap(false, Ordering::Acquire) { @@ if !self.0.swap(false, Ordering::Acquire) { @@ loom:block_on test:task_layer @@
+block-on-flag-not-consumed @@ src/block_on.rs @@ @@ while !self.0.swap(false, Ordering::Acquire) { @@ while !self.0.load(Ordering::Acquire) { @@ loom:block_on test:task_layer @@
+join-set-entry-queued-twice @@ src/join_set.rs @@ @@ if st.closed || self.queued.load(std::sync::atomic::Ordering::Relaxed) { @@ if st.closed { @@ lib:join_set test:task_layer test:embedding:join_set @@ Benign: an entry woken while on the list goes on it a second time; `join_next` pops the copy and polls a handle that is already joined (its slot is empty: skipped) or still pending (one extra poll with the same waker). The `queued` flag bounds the list to one entry per task, so that a task woken many times costs one pop: a cost, not a correctness, check.
+join-set-flag-not-cleared @@ src/join_set.rs @@ @@ e.queued.store(false, std::sync::atomic::Ordering::Relaxed); @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
+join-set-waiter-not-taken @@ src/join_set.rs @@ @@ st.waiter.take() @@ None::<Waker> @@ lib:join_set test:task_layer test:embedding:join_set @@
+join-set-waiter-not-stored @@ src/join_set.rs @@ @@ w => *w = Some(cx.waker().clone()), @@ _ => {} @@ lib:join_set test:task_layer test:embedding:join_set @@
+join-set-insert-not-queued @@ src/join_set.rs @@ @@ waker.wake_by_ref();\n        let slot = Some(Slot { @@ let slot = Some(Slot { @@ lib:join_set test:task_layer test:embedding:join_set @@
+join-set-drop-does-not-abort @@ src/join_set.rs @@ @@ self.abort_all(); @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
+join-set-drop-not-closed @@ src/join_set.rs @@ @@ st.closed = true; @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
+join-set-len-not-decremented @@ src/join_set.rs @@ @@ self.len -= 1; @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
+join-set-slot-not-freed @@ src/join_set.rs @@ @@ self.slots[i] = None; @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
+join-set-late-entry-not-skipped @@ src/join_set.rs @@ @@ if !Arc::ptr_eq(&slot.entry, &entry) { @@ if false { @@ lib:join_set test:task_layer @@ Benign: the entry of a joined task whose slot index was reused is popped after a late wake (a waker clone the old task kept), and the new task's handle is polled with the new entry's own waker (`slot.waker`): one extra poll of a handle, which returns `Pending` (registering the same waker again) or its result, which `join_next` hands out as it would have.
+EOF
+)
+
 # Applies one mutation to $SCRATCH/$file; prints an error and fails when
 # the pattern is missing or ambiguous.
 apply() {
@@ -144,19 +213,28 @@ sync_scratch() {
 
 trim() { sed 's/^ *//; s/ *$//'; }
 
-# Regenerates the README table from $OUT.
+# Regenerates a README table from $OUT: the rows of list $1 (MUTATIONS or
+# LOGIC), between the markers `<!-- mutate.sh$2: begin -->` and
+# `<!-- mutate.sh$2: end -->`.
 write_table() {
-    echo "$MUTATIONS" | awk -F'@@' '{gsub(/ /, "", $1); print $1}' >"$SCRATCH.order"
-    # The notes as the list has them now (a note added after a run counts).
-    echo "$MUTATIONS" | awk -F'@@' '{gsub(/ /, "", $1); n = $6; sub(/^ +/, "", n); sub(/ +$/, "", n); print $1 "\t" n}' >"$SCRATCH.notes"
-    python3 - "$OUT" "$ROOT/loom-tests/README.md" "$SCRATCH.order" "$SCRATCH.notes" <<'PY'
+    local list=$1 tag=$2
+    echo "$list" | awk -F'@@' '{gsub(/ /, "", $1); print $1}' >"$SCRATCH.order"
+    # The notes (and checks) as the list has them now (a note added after a
+    # run counts).
+    if [ -n "$tag" ]; then
+        echo "$list" | awk -F'@@' '{gsub(/ /, "", $1); n = $7; sub(/^ +/, "", n); sub(/ +$/, "", n); c = $6; sub(/^ +/, "", c); sub(/ +$/, "", c); print $1 "\t" n "\t" c}' >"$SCRATCH.notes"
+    else
+        echo "$list" | awk -F'@@' '{gsub(/ /, "", $1); n = $6; sub(/^ +/, "", n); sub(/ +$/, "", n); print $1 "\t" n "\t"}' >"$SCRATCH.notes"
+    fi
+    python3 - "$OUT" "$ROOT/loom-tests/README.md" "$SCRATCH.order" "$SCRATCH.notes" "$tag" <<'PY'
 import sys
-out, readme, order, notes_file = sys.argv[1:5]
-notes = {}
+out, readme, order, notes_file, tag = sys.argv[1:6]
+notes, checks = {}, {}
 for line in open(notes_file):
-    name, _, note = line.rstrip("\n").partition("\t")
+    name, note, check = (line.rstrip("\n").split("\t") + ["", ""])[:3]
     if note:
         notes[name] = note
+    checks[name] = check
 rows = {}
 for line in open(out):
     f = line.rstrip("\n").split("\t")
@@ -165,68 +243,211 @@ for line in open(out):
 # In the order of the list; rows of mutations no longer listed are dropped.
 names = [n for n in open(order).read().split() if n]
 rows = {n: rows[n] for n in names if n in rows}
-begin, end = "<!-- mutate.sh: begin -->", "<!-- mutate.sh: end -->"
-t = ["| mutation | file | change | result | caught by / note |", "| --- | --- | --- | --- | --- |"]
+begin, end = f"<!-- mutate.sh{tag}: begin -->", f"<!-- mutate.sh{tag}: end -->"
+if tag:
+    t = ["| mutation | file | change | checks run | result | caught by / note |",
+         "| --- | --- | --- | --- | --- | --- |"]
+else:
+    t = ["| mutation | file | change | result | caught by / note |", "| --- | --- | --- | --- | --- |"]
 for name, f in rows.items():
     _, file, change, result, detail = f[:5]
     if result == "NOT caught" and name in notes:
         detail = notes[name]
     if result == "NOT caught" and not detail:
         detail = "**open**: no model catches it, and the site has no proof that the weaker form is enough"
-    t.append(f"| `{name}` | `{file}` | {change} | {result} | {detail} |")
+    if tag:
+        run = " ".join(f"`{c}`" for c in checks.get(name, "").split())
+        change = change.replace("|", "\\|")
+        detail = detail.replace("|", "\\|")
+        t.append(f"| `{name}` | `{file}` | {change} | {run} | {result} | {detail} |")
+    else:
+        t.append(f"| `{name}` | `{file}` | {change} | {result} | {detail} |")
 s = open(readme).read()
 a, b = s.index(begin) + len(begin), s.index(end)
 open(readme, "w").write(s[:a] + "\n" + "\n".join(t) + "\n" + s[b:])
 PY
 }
 
-# `scripts/mutate.sh --table`: only regenerate the README table.
+write_tables() {
+    write_table "$MUTATIONS" ""
+    write_table "$LOGIC" " logic"
+}
+
+# `scripts/mutate.sh --table`: only regenerate the README tables.
 if [ "$FILTER" = "--table" ]; then
     mkdir -p "$(dirname "$SCRATCH")"
-    write_table
+    write_tables
     exit 0
 fi
 
-sync_scratch
-echo "mutate.sh: baseline (no mutation) in $SCRATCH" >&2
-if ! (cd "$SCRATCH" && scripts/loom.sh >/dev/null 2>&1); then
-    echo "mutate.sh: the unmutated suite fails or does not build; fix that first" >&2
-    exit 1
-fi
+field() { echo "$1" | awk -F'@@' -v n="$2" '{print $n}' | trim; }
 
-echo "$MUTATIONS" | while IFS= read -r line; do
-    [ -z "$line" ] && continue
-    name=$(echo "$line" | awk -F'@@' '{print $1}' | trim)
-    echo "$name" | grep -Eq -- "$FILTER" || continue
-    file=$(echo "$line" | awk -F'@@' '{print $2}' | trim)
-    occ=$(echo "$line" | awk -F'@@' '{print $3}' | trim)
-    pat=$(echo "$line" | awk -F'@@' '{print $4}' | trim)
-    rep=$(echo "$line" | awk -F'@@' '{print $5}' | trim)
-    note=$(echo "$line" | awk -F'@@' '{print $6}' | trim)
+# Joins the lines of stdin with ", ", naming at most three ("and N more").
+first3() { awk '{a[NR] = $0} END {for (i = 1; i <= NR && i <= 3; i++) s = s (i > 1 ? ", " : "") a[i]; if (NR > 3) s = s " and " NR - 3 " more"; print s}'; }
+
+# Runs one check of a logic row in $SCRATCH. Prints "pass", "FAIL: why", or
+# "BUILD" when the mutant does not build.
+run_check() {
+    local c=$1 kind arg name filter out rc failing why
+    kind=${c%%:*}
+    arg=${c#*:}
+    out=$(mktemp)
+    case $kind in
+        loom)
+            (cd "$SCRATCH" && scripts/loom.sh "$arg") >"$out" 2>&1
+            rc=$?
+            if [ $rc -eq 0 ]; then
+                echo pass
+            elif [ $rc -eq 2 ]; then
+                echo BUILD
+            else
+                failing=$(grep -E '^(FAILED|TIMEOUT) ' "$out" | awk '{print $1" "$2}' | sed 's/^FAILED //; s/^TIMEOUT \(.*\)/\1 (timeout)/' | first3)
+                why=$(grep -A1 -E '^(FAILED|TIMEOUT) ' "$out" | grep '^           ' | head -1 | trim | cut -c1-160)
+                echo "FAIL: $failing: \"$why\""
+            fi
+            ;;
+        lib | test)
+            local sel=()
+            if [ "$kind" = lib ]; then
+                sel=(--lib)
+                filter=$arg
+            else
+                name=${arg%%:*}
+                filter=""
+                [ "$name" != "$arg" ] && filter=${arg#*:}
+                sel=(--test "$name")
+            fi
+            if ! (cd "$SCRATCH" && $CARGO test -p hwsched --target-dir "$TEST_TARGET_DIR" "${sel[@]}" --no-run) >"$out" 2>&1; then
+                echo BUILD
+                rm -f "$out"
+                return
+            fi
+            # shellcheck disable=SC2086 # an empty filter is no argument
+            (cd "$SCRATCH" && timeout "$LOGIC_TIMEOUT" $CARGO test -p hwsched --target-dir "$TEST_TARGET_DIR" "${sel[@]}" -- $filter) >"$out" 2>&1
+            rc=$?
+            if [ $rc -eq 0 ]; then
+                echo pass
+            else
+                failing=$(grep -E '^test .* \.\.\. FAILED$' "$out" | awk '{print $2}' | sed 's/.*:://' | first3)
+                why=$(grep -A1 'panicked at' "$out" | grep -v 'panicked at\|^--' | head -1 | trim | cut -c1-160)
+                # No panic message: a `should_panic` test that did not, or
+                # the test binary killed by a signal (a double free).
+                [ -z "$why" ] && why=$(grep -m1 -oE 'test did not panic as expected|panic did not contain expected string' "$out")
+                [ -z "$why" ] && why=$(grep -m1 -oE 'signal: [0-9]+, SIG[A-Z]+' "$out" | sed 's/^/the test binary died (/; s/$/)/')
+                if [ $rc -eq 124 ]; then
+                    echo "FAIL: $c${failing:+ ($failing)}: timed out after ${LOGIC_TIMEOUT}s"
+                else
+                    echo "FAIL: $c${failing:+ ($failing)}: \"$why\""
+                fi
+            fi
+            ;;
+        *)
+            echo "FAIL: unknown check $c"
+            ;;
+    esac
+    rm -f "$out"
+}
+
+# Applies row $1 of list kind $2 (ordering or logic), runs the loom suite
+# (ordering) or the row's checks (logic), restores the file and records
+# the result.
+run_row() {
+    local line=$1 kind=$2 name file occ pat rep note checks change err t0 result detail
+    name=$(field "$line" 1)
+    file=$(field "$line" 2)
+    occ=$(field "$line" 3)
+    pat=$(field "$line" 4)
+    rep=$(field "$line" 5)
+    if [ "$kind" = logic ]; then
+        checks=$(field "$line" 6)
+        note=$(field "$line" 7)
+    else
+        checks=""
+        note=$(field "$line" 6)
+    fi
     if [ -z "$rep" ]; then change="\`${pat//\\n/ }\` removed"; else change="\`${pat//\\n/ }\` → \`${rep//\\n/ }\`"; fi
     [ -n "$occ" ] && change="$change (occurrence $occ)"
     cp "$SCRATCH/$file" "$SCRATCH/$file.orig"
     if ! err=$(apply "$file" "$occ" "$pat" "$rep" 2>&1); then
         echo "mutate.sh: $name: $err" >&2
+        rm -f "$SCRATCH/$file.orig"
         printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$file" "$change" "ERROR" "$err" >>"$OUT"
-        continue
+        return
     fi
     t0=$(date +%s)
-    res=$(cd "$SCRATCH" && scripts/loom.sh 2>&1)
-    rc=$?
+    if [ "$kind" = logic ]; then
+        local c r caught="" built=1
+        for c in $checks; do
+            r=$(run_check "$c")
+            echo "mutate.sh:   $name: $c: $r" >&2
+            case $r in
+                BUILD) built=0; break ;;
+                FAIL:*) caught="${caught:+$caught; }${r#FAIL: }" ;;
+            esac
+        done
+        if [ $built -eq 0 ]; then
+            result="does not build"; detail=""
+        elif [ -n "$caught" ]; then
+            result="caught"; detail=$caught
+        else
+            result="NOT caught"; detail=$note
+        fi
+    else
+        local res rc failing why
+        res=$(cd "$SCRATCH" && scripts/loom.sh 2>&1)
+        rc=$?
+        failing=$(echo "$res" | grep -E '^(FAILED|TIMEOUT) ' | awk '{print $1" "$2}' | sed 's/^FAILED //; s/^TIMEOUT \(.*\)/\1 (timeout)/' | paste -sd, - | sed 's/,/, /g')
+        why=$(echo "$res" | grep -A1 -E '^(FAILED|TIMEOUT) ' | grep '^           ' | head -1 | trim | cut -c1-140)
+        case $rc in
+            0) result="NOT caught"; detail="$note" ;;
+            1) result="caught"; detail="$failing: \"$why\"" ;;
+            *) result="does not build"; detail="" ;;
+        esac
+    fi
     # Restored by a copy (a new mtime, so cargo rebuilds), from the copy
     # taken before the mutation, not from the working tree (which may have
     # moved on while this runs).
     cp "$SCRATCH/$file.orig" "$SCRATCH/$file" && rm "$SCRATCH/$file.orig"
-    failing=$(echo "$res" | grep -E '^(FAILED|TIMEOUT) ' | awk '{print $1" "$2}' | sed 's/^FAILED //; s/^TIMEOUT \(.*\)/\1 (timeout)/' | paste -sd, - | sed 's/,/, /g')
-    why=$(echo "$res" | grep -A1 -E '^(FAILED|TIMEOUT) ' | grep '^           ' | head -1 | trim | cut -c1-140)
-    case $rc in
-        0) result="NOT caught"; detail="$note" ;;
-        1) result="caught"; detail="$failing: \"$why\"" ;;
-        *) result="does not build"; detail="" ;;
-    esac
     echo "mutate.sh: $name: $result ($(($(date +%s) - t0))s) $detail" >&2
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$file" "$change" "$result" "$detail" >>"$OUT"
-done
-write_table
-echo "mutate.sh: results in $OUT; table written to loom-tests/README.md" >&2
+}
+
+# The rows of list $1 whose name matches the filter.
+selected() {
+    echo "$1" | while IFS= read -r line; do
+        [ -z "$line" ] && continue
+        if field "$line" 1 | grep -Eq -- "$FILTER"; then echo "$line"; fi
+    done
+}
+
+sync_scratch
+ORDERING_ROWS=""
+LOGIC_ROWS=""
+[ "$KIND" != logic ] && ORDERING_ROWS=$(selected "$MUTATIONS")
+[ "$KIND" != ordering ] && LOGIC_ROWS=$(selected "$LOGIC")
+if [ -n "$ORDERING_ROWS" ]; then
+    echo "mutate.sh: baseline (no mutation) in $SCRATCH" >&2
+    if ! (cd "$SCRATCH" && scripts/loom.sh >/dev/null 2>&1); then
+        echo "mutate.sh: the unmutated suite fails or does not build; fix that first" >&2
+        exit 1
+    fi
+fi
+if [ -n "$LOGIC_ROWS" ]; then
+    for c in $(echo "$LOGIC_ROWS" | while IFS= read -r line; do field "$line" 6; done | tr ' ' '\n' | sort -u); do
+        echo "mutate.sh: baseline of $c (no mutation) in $SCRATCH" >&2
+        r=$(run_check "$c")
+        if [ "$r" != pass ]; then
+            echo "mutate.sh: $c fails unmutated ($r); fix that first" >&2
+            exit 1
+        fi
+    done
+fi
+
+if [ -n "$ORDERING_ROWS" ]; then
+    echo "$ORDERING_ROWS" | while IFS= read -r line; do run_row "$line" ordering; done
+fi
+if [ -n "$LOGIC_ROWS" ]; then
+    echo "$LOGIC_ROWS" | while IFS= read -r line; do run_row "$line" logic; done
+fi
+write_tables
+echo "mutate.sh: results in $OUT; tables written to loom-tests/README.md" >&2

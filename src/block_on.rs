@@ -1,8 +1,8 @@
 //! `Runtime::block_on`: run a future on the calling thread.
 //!
 //! Each call has its own wake flag: the waker sets it, then unparks the
-//! thread; the loop polls again only when its own flag is set, and parks
-//! until then. So a wake is never lost to code that consumes the thread's
+//! thread (in that order: [`WakeFlag::wake`]); the loop polls again only
+//! when its own flag is set, and parks until then. So a wake is never lost to code that consumes the thread's
 //! park token (a `std::sync::mpsc::Receiver::recv_timeout` inside the
 //! future, or another parker on the same thread), and calls nest: an inner
 //! `block_on` on the same thread runs its own loop, and the outer one polls
@@ -31,9 +31,20 @@ impl WakeFlag {
         WakeFlag(AtomicBool::new(false))
     }
 
-    /// The waker's side; the caller then unparks the polling thread.
+    /// The waker's side: sets the flag, *then* unparks the polling thread
+    /// (`unpark`). The other order loses the wake: the loop could take the
+    /// unpark's token in a park that returns at once, find the flag still
+    /// clear, and park again, and the flag set afterwards has no unpark
+    /// left to end that park (the loom model `block_on.rs` finds it).
     #[inline]
-    pub fn set(&self) {
+    pub fn wake(&self, unpark: impl FnOnce()) {
+        self.set();
+        unpark();
+    }
+
+    /// Sets the flag (the first half of [`wake`](Self::wake)).
+    #[inline]
+    fn set(&self) {
         // ORDERING: Release, paired with `wait`'s Acquire swap: whatever
         // the waker did before the wake happens before the next poll (the
         // waker contract). The unpark does not carry it when the loop finds
@@ -69,8 +80,7 @@ impl Wake for CallWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.set();
-        self.thread.unpark();
+        self.woken.wake(|| self.thread.unpark());
     }
 }
 

@@ -861,6 +861,129 @@ mod tests {
         assert_eq!(words, 2, "100..128 and 128..130 are two words");
     }
 
+    /// One LLC of 96 workers (`pack:1 l3:1 core:96 pu:1`): its bits take
+    /// two words. Members only in the second word must be found by every
+    /// scan that starts in the first: `find`, `scan`, `any`, `take`, and
+    /// `find` wrapping round to them. Word 0 is kept empty, so that a scan
+    /// that reads only the first word, or reads word 0 in place of word 1,
+    /// finds nothing (or a member that is not there) and the assertions
+    /// fail rather than `take` looping.
+    #[test]
+    fn worker_set_scans_reach_the_second_word_of_one_span() {
+        let all = 0..96;
+        let s = WorkerSet::new(96, std::slice::from_ref(&all));
+        assert_eq!(s.words.len(), 2, "96 workers of one LLC take two words");
+        assert_eq!(s.pos[64], (1, 0));
+        assert_eq!(s.find(&all, 0, 96, Ordering::Relaxed, None).0, None);
+        for w in [66, 80, 95] {
+            s.insert(w, Ordering::Relaxed);
+        }
+        assert_eq!(s.find(&all, 3, 96, Ordering::Relaxed, None).0, Some(66));
+        assert_eq!(s.find(&all, 70, 96, Ordering::Relaxed, None).0, Some(80));
+        assert_eq!(s.find(&all, 81, 96, Ordering::Relaxed, None).0, Some(95));
+        // A span that ends inside the second word: 10..80 holds 66.
+        assert_eq!(
+            s.find(&(0..80), 10, 70, Ordering::Relaxed, None).0,
+            Some(66)
+        );
+        assert_eq!(s.find(&all, 86, 96, Ordering::Relaxed, None).0, Some(95));
+        s.remove(95, Ordering::Relaxed);
+        // From 86 the first segment (86..96) is empty: the wrap (0..86)
+        // crosses from word 0 into word 1 and finds 66.
+        assert_eq!(s.find(&all, 86, 96, Ordering::Relaxed, None).0, Some(66));
+        s.insert(95, Ordering::Relaxed);
+        let (any, words) = s.any(&all, Ordering::Relaxed, None);
+        assert!(any, "any() over 0..96 misses members of the second word");
+        assert_eq!(words, 2, "any() over 0..96 reads both words");
+        assert_eq!(s.any(&(0..64), Ordering::Relaxed, None), (false, 1));
+        let mut seen = Vec::new();
+        let (none, words) = s.scan(all.clone(), Ordering::Relaxed, Some(80), |w| {
+            seen.push(w);
+            false
+        });
+        assert_eq!((none, words), (None, 2));
+        assert_eq!(seen, vec![66, 95], "scan over both words, skipping 80");
+        let mut taken = Vec::new();
+        while let (Some(w), _) = s.take(&all, 0, Ordering::Relaxed) {
+            taken.push(w);
+            assert!(
+                taken.len() <= 3,
+                "take found {taken:?}: more than were put in"
+            );
+        }
+        assert_eq!(taken, vec![66, 80, 95]);
+    }
+
+    /// The wake protocol over that LLC when every worker of the first word
+    /// is busy and only workers of the second are parked or idle: the
+    /// claim finds a parked worker of the second word from any `near`, the
+    /// re-check's `find_queued` sees a queue of the second word, and an
+    /// external spawn's `claim_awake_idle` from the first word reaches an
+    /// idle worker of the second.
+    #[test]
+    fn sleepers_find_workers_of_the_second_word() {
+        let all = 0..96;
+        let s = Sleepers::new(96, std::slice::from_ref(&all));
+        for w in [70, 90] {
+            s.idle.insert(w, Ordering::Relaxed);
+            assert!(s.to_parked(w, false), "no searcher: re-check");
+        }
+        assert!(s.needs_wake());
+        // What the claim's take will scan (checked first: `wake_one` would
+        // go round forever if its take found no bit).
+        assert_eq!(
+            s.parked.find(&all, 5, 96, Ordering::Relaxed, None).0,
+            Some(70),
+            "a scan from worker 5 misses the parked workers of the second word"
+        );
+        let (w, words) = s.wake_one(5, std::iter::once(&all));
+        assert_eq!(w, Some(70), "the parked worker nearest after 5");
+        assert!(words >= 2, "the claim read {words} words for a span of two");
+        assert!(s.leave_parked(70), "woken by the claim");
+        assert!(s.leave_searching());
+        // From 91 nothing is parked up to the end of the span: the search
+        // wraps round to 0..91, from the first word into the second.
+        assert!(s.to_parked(70, false));
+        assert_eq!(
+            s.parked.find(&all, 91, 96, Ordering::Relaxed, None).0,
+            Some(70),
+            "a scan from worker 91 does not wrap round to the parked workers"
+        );
+        assert_eq!(s.wake_one(91, std::iter::once(&all)).0, Some(70));
+        assert!(s.leave_parked(70));
+        assert!(s.leave_searching());
+        assert_eq!(
+            s.counts(),
+            Counts {
+                searching: 0,
+                awake: 95
+            }
+        );
+
+        s.queued.insert(93, Ordering::Relaxed);
+        let mut looked = Vec::new();
+        let (f, words) = s.find_queued(&all, 90, |v| {
+            looked.push(v);
+            true
+        });
+        assert_eq!(
+            f,
+            Some(93),
+            "the re-check misses a queue of the second word"
+        );
+        assert_eq!(words, 2);
+        assert_eq!(looked, vec![93]);
+
+        // Worker 70 is idle and awake (its idle bit, no parked bit); 90 is
+        // idle and parked. An external spawn from worker 3's word claims 70.
+        assert_eq!(
+            s.claim_awake_idle(3),
+            Some(70),
+            "claim_awake_idle from the first word misses an idle worker of the second"
+        );
+        assert_eq!(s.claim_awake_idle(3), None, "90 is parked, 70 claimed");
+    }
+
     #[test]
     fn one_wake_in_flight_and_the_woken_worker_searches() {
         let llcs = vec![0..2, 2..4];

@@ -31,6 +31,11 @@
 //!
 //! This is not a scheduling protocol of the runtime (no loom model): one
 //! `std` mutex, outside the loom shim, whose lock orders everything above.
+//! Each step is checked by a test that fails (with a deadline, not a hang)
+//! when it is skipped: `tests/task_layer.rs` (`join_next` woken by each
+//! completion, `len`, drops) and this file's unit test (a wake after the
+//! set is dropped queues nothing); see the logic mutations of
+//! `scripts/mutate.sh`.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -308,5 +313,63 @@ impl<T> Drop for JoinSet<T> {
             std::mem::take(&mut st.list)
         };
         drop(queued);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    /// A set dropped while one of its tasks runs: the task is aborted, and
+    /// its cancellation, which comes after the drop, wakes the entry (the
+    /// handle registered the entry's waker when `join_next` polled it).
+    /// That late wake must queue nothing: an entry put on the dropped
+    /// set's list would hold the list (entry -> list -> entry), and
+    /// neither would ever be freed.
+    #[test]
+    fn a_wake_after_the_set_is_dropped_queues_nothing() {
+        let rt = crate::Runtime::builder()
+            .worker_threads(1)
+            .build()
+            .expect("build");
+        let (started_tx, started_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let mut set = JoinSet::new();
+        set.spawn_on(
+            async move {
+                started_tx.send(()).expect("report");
+                // Holds the worker inside this poll until released.
+                let _ = release_rx.recv();
+                std::future::pending::<()>().await;
+            },
+            &rt.handle(),
+        );
+        started_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the task never started");
+        let waker = Waker::from(Arc::new(Noop));
+        assert!(set
+            .poll_join_next(&mut Context::from_waker(&waker))
+            .is_pending());
+        let ready = Arc::downgrade(&set.ready);
+        drop(set);
+        release_tx.send(()).expect("release");
+        let t0 = Instant::now();
+        while ready.upgrade().is_some() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the dropped set's ready list is still alive 10 s after the drop: its \
+                 task was not aborted, or the task's late wake queued its entry on the \
+                 list (a cycle, never freed)"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }

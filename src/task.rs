@@ -59,6 +59,13 @@
 //! and is woken by the close, or finds the shard closed and wakes itself.
 //! Both races are model-checked on this code (`loom-tests/tests/abort.rs`).
 //!
+//! What the user is promised on top (a task is not polled again once its
+//! abort is observed; each output and each future is dropped exactly once,
+//! on every path; the completion wakes the waker a `JoinHandle` registered)
+//! is checked by `loom-tests/tests/task_layer.rs` and `tests/task_layer.rs`,
+//! which fail, not hang, when a step above is skipped or misordered (the
+//! logic mutations of `scripts/mutate.sh`).
+//!
 //! Raw pointers, not `Arc`s, lead from a task to the registry: the registry
 //! lives in the runtime's shared state, which the task's schedule function
 //! keeps alive (`Arc<Shared>`) until async-task destroys the task, after its

@@ -1,6 +1,7 @@
 //! `Runtime::block_on`'s wake flag (`src/block_on.rs`, `WakeFlag`): a
-//! waker on another thread publishes something, sets the flag and unparks
-//! the blocked thread; the blocked thread, whose first poll returned
+//! waker on another thread publishes something, then wakes the blocked
+//! thread (`WakeFlag::wake`: sets the flag, then unparks it, the order
+//! `CallWaker` uses); the blocked thread, whose first poll returned
 //! `Pending`, waits on the flag (parking while it is clear) and polls
 //! again. Checked in every interleaving: the second poll sees what the
 //! waker published before the wake (a loom `UnsafeCell`, so a read without
@@ -11,7 +12,17 @@
 //!
 //! The thread's park token is the model's own (`Token`: a loom mutex and
 //! condvar with `std::thread::park`'s semantics), so that the park path
-//! does not depend on loom's `thread::park`. With `WakeFlag::set` written
+//! does not depend on loom's `thread::park`. A second model starts with
+//! the token already set, as code inside the future that consumed or left
+//! the thread's token would (a `recv_timeout`, another parker): the wait
+//! must not end on that token alone.
+//!
+//! Logic mutations these catch (`scripts/mutate.sh`, `LOGIC`): `wake`
+//! unparking before it sets the flag (a park that returns on the unpark's
+//! token, finds the flag clear and parks again, for good: a deadlock), or
+//! not setting it; `wait` parking once instead of until the flag is set
+//! (the stale token ends the wait: the next poll reads the waker's write
+//! unordered). With `WakeFlag::set` written
 //! as a store (enough in C11), this model deadlocked: loom 0.7.2 keeps a
 //! partial modification order, and the loop's second swap read the value
 //! its first swap wrote, past the waker's store that happened before it;
@@ -32,9 +43,9 @@ struct Token {
 }
 
 impl Token {
-    fn new() -> Self {
+    fn new(set: bool) -> Self {
         Token {
-            set: Mutex::new(false),
+            set: Mutex::new(set),
             cv: Condvar::new(),
         }
     }
@@ -53,8 +64,9 @@ impl Token {
     }
 }
 
-#[test]
-fn a_wake_is_seen_by_the_next_poll() {
+/// One `block_on` wait against one wake; `stale`: the thread's park token
+/// is set before the wait (left by code inside the future).
+fn wake_against_wait(stale: bool) {
     let cases = Cases::new(&[
         "the flag was set before the wait: no park",
         "the thread parked until the wake",
@@ -64,7 +76,7 @@ fn a_wake_is_seen_by_the_next_poll() {
         move || {
             let flag = Arc::new(WakeFlag::new());
             let data = Arc::new(UnsafeCell::new(0u32));
-            let blocked = Arc::new(Token::new());
+            let blocked = Arc::new(Token::new(stale));
             let waker = {
                 let (flag, data, blocked) = (flag.clone(), data.clone(), blocked.clone());
                 thread::spawn(move || {
@@ -73,8 +85,7 @@ fn a_wake_is_seen_by_the_next_poll() {
                     // below happens after it.
                     data.with_mut(|p| unsafe { *p = 1 });
                     // `CallWaker::wake_by_ref`.
-                    flag.set();
-                    blocked.unpark();
+                    flag.wake(|| blocked.unpark());
                 })
             };
             // The first poll returned `Pending`; `block_on` waits.
@@ -96,4 +107,14 @@ fn a_wake_is_seen_by_the_next_poll() {
         }
     });
     cases.assert_all_reached();
+}
+
+#[test]
+fn a_wake_is_seen_by_the_next_poll() {
+    wake_against_wait(false);
+}
+
+#[test]
+fn a_stale_park_token_does_not_end_the_wait() {
+    wake_against_wait(true);
 }

@@ -110,21 +110,6 @@ blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering:
 blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ Test code, as blocking-woken-release.
 block-on-woken-release @@ src/block_on.rs @@ @@ let _ = self.0.swap(true, Ordering::Release); @@ let _ = self.0.swap(true, Ordering::Relaxed); @@
 block-on-woken-acquire @@ src/block_on.rs @@ @@ while !self.0.swap(false, Ordering::Acquire) @@ while !self.0.swap(false, Ordering::Relaxed) @@
-logic-idle-no-recheck @@ src/idle_worker.rs @@ @@ pending = rt.find_queued_work(me); @@ pending = None; @@
-logic-idle-no-leave-parked @@ src/idle_worker.rs @@ @@ if pass.announced { @@ if false && pass.announced { @@
-logic-idle-leave-parked-answer-ignored @@ src/idle_worker.rs @@ @@ *w.parts().1 = rt.sleepers().leave_parked(me); @@ let _ = rt.sleepers().leave_parked(me); @@
-logic-idle-no-pending-steal @@ src/idle_worker.rs @@ @@ if let Some(v) = pass.pending { @@ if let Some(v) = pass.pending.filter(|_| false) { @@
-logic-idle-pending-no-wake-for-the-rest @@ src/idle_worker.rs @@ @@ if let Some(u) = left { @@ if let Some(u) = left.filter(|_| false) { @@
-logic-idle-walk-skips-found-work @@ src/idle_worker.rs @@ 1 @@ found_work(rt, w);\n                w.exit_idle(period.idle_since @@ w.exit_idle(period.idle_since @@
-logic-idle-inbox-skips-found-work @@ src/idle_worker.rs @@ @@ w.count(Event::InboxPull);\n            found_work(rt, w); @@ w.count(Event::InboxPull); @@
-logic-idle-never-searches-at-start @@ src/idle_worker.rs @@ 1 @@ *searching = rt.sleepers().to_searching(); @@ let _ = &searching; @@ Benign for conservation (argued): a worker that does not search still announces its sleep with no searcher left after it and re-checks the `queued` set (step 3), so work is found; it only finds it later. The searcher cap makes the same worker in the models (`a_non_searcher_parks_as_the_last_searcher_leaves`).
-logic-idle-never-searches-after-a-wait @@ src/idle_worker.rs @@ 2 @@ *searching = rt.sleepers().to_searching(); @@ let _ = &searching; @@ Benign for conservation, as logic-idle-never-searches-at-start.
-logic-idle-kick-note-dropped @@ src/idle_worker.rs @@ @@ .or_else(|| rt.mailbox(me).take_kick()); @@ ; @@ Benign for conservation (argued): a worker is kicked by a pusher's `wake_one`, whose claim counts it searching (`leave_parked` returns true), so it walks anyway; the note only says where to look first.
-logic-idle-take-own-skipped @@ src/idle_worker.rs @@ @@ if let Some(t) = w.take_own() { @@ if let Some(t) = w.take_own().filter(|_| false) { @@ Not reached by these models (their workers make no wakes while they sleep: only a worker sleeping in the I/O driver does). Caught by `tests/io.rs` (the driver's wakes stay in the LIFO slot of a worker that goes back to sleep: the tests' watchdogs fail).
-logic-push-check-before-push @@ src/handoff.rs @@ @@ local.push(t);\n    after_push(rt, me, queued_bit) @@ let woke = after_push(rt, me, queued_bit);\n    local.push(t);\n    woke @@
-logic-clear-keeps-the-owner-record @@ src/handoff.rs @@ @@ *queued_bit = false; @@  @@
-logic-found-work-no-recheck @@ src/handoff.rs @@ @@ recheck().and_then(|v| notify_parked(rt, v)) @@ None @@
-logic-leave-parked-keeps-its-count @@ src/idle.rs @@ @@ let prev = Counts::of(self.state.fetch_sub(1, Ordering::SeqCst)); @@ let prev = Counts::of(self.state.load(Ordering::SeqCst)); @@
 EOF
 )
 
@@ -132,6 +117,21 @@ EOF
 # checks @@ note (the checks: see the header).
 LOGIC=$(
     cat <<'EOF'
+logic-idle-no-recheck @@ src/idle_worker.rs @@ @@ pending = rt.find_queued_work(me); @@ pending = None; @@ loom:conserve loom:idle_loop loom:queued @@
+logic-idle-no-leave-parked @@ src/idle_worker.rs @@ @@ if pass.announced { @@ if false && pass.announced { @@ loom:conserve loom:idle_loop loom:queued @@
+logic-idle-leave-parked-answer-ignored @@ src/idle_worker.rs @@ @@ *w.parts().1 = rt.sleepers().leave_parked(me); @@ let _ = rt.sleepers().leave_parked(me); @@ loom:conserve loom:idle_loop loom:queued @@
+logic-idle-no-pending-steal @@ src/idle_worker.rs @@ @@ if let Some(v) = pass.pending { @@ if let Some(v) = pass.pending.filter(|_| false) { @@ loom:conserve loom:idle_loop loom:queued @@
+logic-idle-pending-no-wake-for-the-rest @@ src/idle_worker.rs @@ @@ if let Some(u) = left { @@ if let Some(u) = left.filter(|_| false) { @@ loom:conserve loom:idle_loop loom:queued @@
+logic-idle-walk-skips-found-work @@ src/idle_worker.rs @@ 1 @@ found_work(rt, w);\n                w.exit_idle(period.idle_since @@ w.exit_idle(period.idle_since @@ loom:conserve loom:idle_loop loom:queued @@
+logic-idle-inbox-skips-found-work @@ src/idle_worker.rs @@ @@ w.count(Event::InboxPull);\n            found_work(rt, w); @@ w.count(Event::InboxPull); @@ loom:conserve loom:idle_loop loom:queued @@
+logic-idle-never-searches-at-start @@ src/idle_worker.rs @@ 1 @@ *searching = rt.sleepers().to_searching(); @@ let _ = &searching; @@ loom:conserve loom:idle_loop loom:queued @@ Benign for conservation (argued): a worker that does not search still announces its sleep with no searcher left after it and re-checks the `queued` set (step 3), so work is found; it only finds it later. The searcher cap makes the same worker in the models (`a_non_searcher_parks_as_the_last_searcher_leaves`).
+logic-idle-never-searches-after-a-wait @@ src/idle_worker.rs @@ 2 @@ *searching = rt.sleepers().to_searching(); @@ let _ = &searching; @@ loom:conserve loom:idle_loop loom:queued @@ Benign for conservation, as logic-idle-never-searches-at-start.
+logic-idle-kick-note-dropped @@ src/idle_worker.rs @@ @@ .or_else(|| rt.mailbox(me).take_kick()); @@ ; @@ loom:conserve loom:idle_loop loom:queued @@ Benign for conservation (argued): a worker is kicked by a pusher's `wake_one`, whose claim counts it searching (`leave_parked` returns true), so it walks anyway; the note only says where to look first.
+logic-idle-take-own-skipped @@ src/idle_worker.rs @@ @@ if let Some(t) = w.take_own() { @@ if let Some(t) = w.take_own().filter(|_| false) { @@ loom:conserve loom:idle_loop loom:queued @@ Not reached by these models (their workers make no wakes while they sleep: only a worker sleeping in the I/O driver does). Caught by `tests/io.rs` (the driver's wakes stay in the LIFO slot of a worker that goes back to sleep: the tests' watchdogs fail).
+logic-push-check-before-push @@ src/handoff.rs @@ @@ local.push(t);\n    after_push(rt, me, queued_bit) @@ let woke = after_push(rt, me, queued_bit);\n    local.push(t);\n    woke @@ loom:conserve loom:idle_loop loom:queued @@
+logic-clear-keeps-the-owner-record @@ src/handoff.rs @@ @@ *queued_bit = false; @@ @@ loom:conserve loom:idle_loop loom:queued @@
+logic-found-work-no-recheck @@ src/handoff.rs @@ @@ recheck().and_then(|v| notify_parked(rt, v)) @@ None @@ loom:conserve loom:idle_loop loom:queued @@
+logic-leave-parked-keeps-its-count @@ src/idle.rs @@ @@ let prev = Counts::of(self.state.fetch_sub(1, Ordering::SeqCst)); @@ let prev = Counts::of(self.state.load(Ordering::SeqCst)); @@ loom:conserve loom:idle_loop loom:queued @@
 idle-scan-first-word-only @@ src/idle.rs @@ @@ w += k; @@ break; @@ lib:idle::tests test:wide_llc @@
 idle-scan-reads-word-zero @@ src/idle.rs @@ @@ let mut v = self.words[wi as usize].load(order) & mask; @@ let mut v = self.words[0].load(order) & mask; @@ lib:idle::tests test:wide_llc @@
 idle-find-no-wrap @@ src/idle.rs @@ @@ for seg in [first, second] { @@ for seg in [first] { @@ lib:idle::tests test:wide_llc @@

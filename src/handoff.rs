@@ -2,7 +2,7 @@
 //! ([`idle`](crate::idle), "The steps"), the start of every task's
 //! schedule path, and the owner's clear of its `queued` bit
 //! ([`clear_queued`]), written once over a small view of the runtime
-//! ([`Workers`]) so that the runtime (`worker.rs`, `schedule.rs`) and the
+//! ([`Workers`]) so that the runtime (`worker/`, `schedule.rs`) and the
 //! loom models (`loom-tests/tests/conserve.rs`, `queued.rs`, `shutdown.rs`)
 //! run the same code. The callers keep what is theirs: placement, counters, and what a
 //! worker's core holds.

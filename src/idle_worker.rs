@@ -1,7 +1,7 @@
 //! An idle worker's steps of the wake protocol ([`idle`](crate::idle),
 //! "The steps", a worker's steps 1-5): the idle period of a worker whose
 //! own queues are empty, written once over two small views, so that the
-//! runtime (`worker.rs`) and the loom models (`loom-tests/tests/conserve.rs`,
+//! runtime (`worker/idle.rs`) and the loom models (`loom-tests/tests/conserve.rs`,
 //! `idle_loop.rs`) run the same sequence. The pusher's steps are
 //! [`handoff`](crate::handoff)'s.
 //!

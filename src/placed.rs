@@ -1,7 +1,7 @@
 //! Places: where a user says a task runs ([`Place`], checked into a
 //! [`Target`] or refused with a [`PlaceError`]) and where the calling code
 //! runs ([`CurrentPlace`]). The queues behind a place are the workers'
-//! (park.rs, "Pinned tasks"); the spawns are worker.rs's `spawn_pinned` and
+//! (park.rs, "Pinned tasks"); the spawns are worker/placed.rs's `spawn_pinned` and
 //! `spawn_local`.
 
 use std::fmt;

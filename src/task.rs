@@ -197,7 +197,7 @@ impl TaskMeta {
 /// task exists (until async-task destroys it, after its future and every
 /// handle are gone): the runtime's spawns have `schedule` own the
 /// `Arc<Shared>` that holds it (module docs).
-// Called by worker.rs's `spawn` and by the loom models (blocking.rs builds
+// Called by schedule.rs's `spawn` and by the loom models (blocking.rs builds
 // its tasks with the same calls and its own schedule function).
 pub unsafe fn build<F, S>(
     future: F,

@@ -1,6 +1,6 @@
 //! The worker's side of the driver hand-off (the [module docs](super), "The
 //! hand-off"), written once over a poller trait: the runtime drives it with
-//! mio's pollers (`worker.rs`'s `Driven`), the loom models of
+//! mio's pollers (`worker/driven.rs`'s `Driven`), the loom models of
 //! `loom-tests/tests/driver.rs` with a mock poller built from loom's mutex,
 //! condvar and atomics.
 //!

@@ -1,0 +1,118 @@
+//! How a worker sleeps in the I/O driver and looks at it while busy.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// How a worker sleeps and looks at the I/O driver (io/mod.rs): in a
+/// poller it holds, or on its thread (the steps of
+/// [`io::handoff`](crate::io::handoff), which the loom models of
+/// `loom-tests/tests/driver.rs` drive); and, busy, every
+/// [`EVENT_INTERVAL`](crate::io::EVENT_INTERVAL) tasks without blocking.
+#[cfg(feature = "io")]
+pub(super) struct Driven<'a> {
+    shared: &'a Shared,
+    index: usize,
+    /// The poller this worker holds while it sleeps in it, and the sleep of
+    /// its thread when every poller is taken.
+    sleep: crate::io::handoff::PollerSleep<'a, crate::io::Poller, crate::io::handoff::ThreadPark>,
+    tasks: u32,
+}
+
+#[cfg(feature = "io")]
+impl<'a> Driven<'a> {
+    pub(super) fn new(ctx: &'a WorkerCtx) -> Self {
+        Driven {
+            shared: &ctx.shared,
+            index: ctx.index,
+            sleep: crate::io::handoff::PollerSleep::new(crate::io::handoff::ThreadPark::current()),
+            tasks: 0,
+        }
+    }
+
+    /// Step 4 of the park protocol: on the condvar while no driver exists;
+    /// else `PARKED` with the waker of a poller this worker takes (its own
+    /// first), or of its thread when every poller is taken. `Pending`
+    /// suspends the idle period; [`wait`](Self::wait) then sleeps.
+    pub(super) fn sleep(&mut self, p: &crate::park::Parker) -> std::task::Poll<bool> {
+        let Some(d) = self.shared.driver.get() else {
+            return std::task::Poll::Ready(p.park());
+        };
+        // Steps 1 and 2 of the hand-off, and 6 when called again: a free
+        // poller (its own first) or the thread, `poll_park` with its waker;
+        // the poller is released when the park ends.
+        self.sleep.sleep(&d.pollers, d.poller_of(self.index), p)
+    }
+
+    /// Sleeps after the idle period suspended: in the poller held (until an
+    /// event, a wake through its eventfd, or the next timer), or on the
+    /// thread; then fires due timers and ends the batch.
+    pub(super) fn wait(&mut self, ctx: &WorkerCtx) {
+        let shared = self.shared;
+        let d = shared
+            .driver
+            .get()
+            .expect("a park suspends only with a driver");
+        let parker = &shared.workers[self.index].mailbox.parker;
+        let ext = self.sleep.held() == Some(0);
+        let deadline = crate::time::sleep_deadline(shared, ext);
+        let timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
+        if self.sleep.held().is_some() {
+            let turns = &shared.workers[self.index].stats.driver_turns;
+            WorkerCounters::bump(turns, 1);
+        }
+        // Steps 3 and 4 of the hand-off: the turn (or the thread's park),
+        // the waker taken back when it returns, before the dispatch.
+        self.sleep.wait(&d.pollers, parker, timeout);
+        if ext {
+            crate::time::wake_sleeper_done(shared);
+        }
+        self.fire_timers(ext);
+        let mut core = ctx.core.borrow_mut();
+        core.wake_mode = WakeMode::Place;
+        core.end_batch(shared);
+    }
+
+    /// Fires this worker's due timers (and the outside threads' ones, when
+    /// `ext`), in batch mode.
+    fn fire_timers(&self, ext: bool) {
+        let n = crate::time::fire_worker(self.shared, ext);
+        if n > 0 {
+            WorkerCounters::bump(
+                &self.shared.workers[self.index].stats.timers_fired,
+                n as u64,
+            );
+        }
+    }
+
+    /// After each task: every `EVENT_INTERVAL` tasks (or when a task ran out
+    /// of budget) a look at the poller without blocking, the due timers,
+    /// then the deferred wakes.
+    pub(super) fn after_task(&mut self, ctx: &WorkerCtx) {
+        self.tasks = self.tasks.wrapping_add(1);
+        let deferred = crate::io::coop::has_deferred();
+        if self.tasks % crate::io::EVENT_INTERVAL != 0 && !deferred {
+            return;
+        }
+        let shared = self.shared;
+        if let Some(d) = shared.driver.get() {
+            ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
+            let p = &d.pollers[d.poller_of(self.index)];
+            if let Some(mut g) = p.try_hold() {
+                WorkerCounters::bump(&shared.workers[self.index].stats.driver_turns, 1);
+                p.turn(&mut g, Some(std::time::Duration::ZERO), || {});
+            }
+            self.fire_timers(true);
+            let mut core = ctx.core.borrow_mut();
+            core.wake_mode = WakeMode::Place;
+            core.end_batch(shared);
+        }
+        if deferred {
+            ctx.core.borrow_mut().wake_mode = WakeMode::Yield;
+            for w in crate::io::coop::take_deferred() {
+                w.wake();
+            }
+            ctx.core.borrow_mut().wake_mode = WakeMode::Place;
+        }
+    }
+}

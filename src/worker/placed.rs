@@ -1,0 +1,203 @@
+//! Placed and local tasks (`spawn_on`, `spawn_local`): their schedule
+//! functions, the pinned queues they go back to, and the local tasks'
+//! drop on their own thread at shutdown (park.rs, "Pinned tasks").
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Spawns `future` at `place` (see [`Place`](crate::Place)): checked
+/// first, so a refused place spawns nothing.
+pub(crate) fn spawn_on<F>(
+    shared: &Arc<Shared>,
+    place: crate::Place,
+    future: F,
+) -> Result<JoinHandle<F::Output>, crate::PlaceError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match shared.places.check(place, current_worker(shared))? {
+        crate::placed::Target::Worker(w) => Ok(spawn_pinned(shared, w, future)),
+    }
+}
+
+/// Spawns `future` pinned to worker `w` (a checked [`Place`](crate::Place)):
+/// its schedule function, [`schedule_pinned`], sends it to `w`'s pinned
+/// queue at every wake, which only `w` takes from (park.rs, "Pinned
+/// tasks"). A task without a place never runs this code.
+pub(crate) fn spawn_pinned<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let this = shared;
+    let shared = this.clone();
+    // SAFETY: as in `spawn`: the schedule function keeps `Shared`, which
+    // holds the registry, alive for as long as the task exists.
+    let (runnable, handle) = unsafe {
+        crate::task::build(future, &this.registry, move |r: Runnable| {
+            schedule_pinned(&shared, w, r)
+        })
+    };
+    bump_for(this, current_worker(this), |s| &s.spawned);
+    if this.is_shutdown() {
+        drop_task(runnable);
+        return handle;
+    }
+    push_pinned(this, w, runnable, false);
+    handle
+}
+
+/// The schedule function of a task pinned to worker `w`: after shutdown it
+/// is buried, as every task is ([`handoff::admit`]); else it goes back to
+/// `w`'s pinned queue.
+pub(super) fn schedule_pinned(shared: &Shared, w: usize, r: Runnable) {
+    let Some(r) = handoff::admit(shared, r) else {
+        return;
+    };
+    push_pinned(shared, w, r, false);
+}
+
+/// Puts `r` in worker `w`'s pinned queue (`locals`, with `local`): from
+/// `w` itself while it runs (its core free and not asleep in the driver),
+/// a push alone, since `w` looks at the queue before it waits; from
+/// anywhere else a delivery with the notify that `w`'s wait cannot sleep
+/// through (park.rs, "Pinned tasks").
+pub(super) fn push_pinned(shared: &Shared, w: usize, r: Runnable, local: bool) {
+    let m = &shared.workers[w].mailbox;
+    let (own, from) = with_core(shared, |c| match c {
+        Some((i, Some(core))) => (i == w && core.suspended.is_none(), Some(i)),
+        Some((i, None)) => (false, Some(i)),
+        None => (false, None),
+    });
+    if own {
+        m.push_pinned(r, local);
+        return;
+    }
+    let n = if local {
+        m.deliver_local(r)
+    } else {
+        m.deliver_pinned_or_drain(r, &shared.shutdown, |t| shared.bury(t))
+    };
+    if n == Notified::Unparked {
+        bump_for(shared, from, |s| &s.unparks);
+    }
+}
+
+thread_local! {
+    /// This worker thread's live local tasks (`spawn_local`): a waker of
+    /// each, by key, removed when the task's future is dropped (always on
+    /// this thread). The worker wakes them at shutdown so that their
+    /// futures come back here to be dropped ([`drop_local_tasks`]).
+    static LOCAL_TASKS: RefCell<LocalTasks> = RefCell::new(LocalTasks::default());
+}
+
+#[derive(Default)]
+pub(super) struct LocalTasks {
+    next: u64,
+    live: std::collections::HashMap<u64, std::task::Waker>,
+}
+
+/// A local task's future: takes its entry out of [`LOCAL_TASKS`] when
+/// dropped.
+pub(super) struct LocalFuture<F> {
+    inner: F,
+    key: u64,
+}
+
+impl<F: Future> Future for LocalFuture<F> {
+    type Output = F::Output;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        // SAFETY: `inner` is structurally pinned: never moved out of
+        // `self`, dropped in place.
+        unsafe { self.map_unchecked_mut(|s| &mut s.inner) }.poll(cx)
+    }
+}
+
+impl<F> Drop for LocalFuture<F> {
+    fn drop(&mut self) {
+        let key = self.key;
+        // The waker is dropped after the borrow ends (its drop runs no
+        // user code, but keep the borrow short all the same).
+        let w = LOCAL_TASKS
+            .try_with(|l| l.borrow_mut().live.remove(&key))
+            .ok()
+            .flatten();
+        drop(w);
+    }
+}
+
+/// Spawns the `!Send` `future` on worker `w`, the calling thread's: its
+/// schedule function sends it to `w`'s `locals` queue at every wake (from
+/// any thread), which only `w` takes from and drops from, also at
+/// shutdown ([`drop_local_tasks`]). Async-task checks the thread at every
+/// poll and drop of the future.
+pub(crate) fn spawn_local<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    debug_assert_eq!(current_worker(shared), Some(w));
+    let key = LOCAL_TASKS.with(|l| {
+        let mut l = l.borrow_mut();
+        l.next += 1;
+        l.next
+    });
+    let this = shared;
+    let shared = this.clone();
+    let registry: *const Registry = &this.registry;
+    let (runnable, task) = async_task::Builder::new()
+        .metadata(TaskMeta::new())
+        .spawn_local(
+            move |meta: &TaskMeta| {
+                // SAFETY: as in `spawn`: the registry lives in `Shared`,
+                // which the schedule function of this task keeps alive.
+                TaskFuture::new(LocalFuture { inner: future, key }, meta, unsafe {
+                    &*registry
+                })
+            },
+            move |r: Runnable| push_pinned(&shared, w, r, true),
+        );
+    let handle = JoinHandle::new(task, &this.registry, runnable.waker());
+    LOCAL_TASKS.with(|l| l.borrow_mut().live.insert(key, runnable.waker()));
+    WorkerCounters::bump(&this.workers[w].stats.spawned, 1);
+    if this.is_shutdown() {
+        // On its own thread: dropped here (its handle says Cancelled).
+        drop_task(runnable);
+        return handle;
+    }
+    push_pinned(this, w, runnable, true);
+    handle
+}
+
+/// The worker's last duty at shutdown: every live local task of this
+/// thread is woken, and each comes to this worker's `locals` queue, where
+/// it is dropped, here; until none is left (a wake made by another thread
+/// just before may still be on its way: its notify ends the park).
+pub(super) fn drop_local_tasks(shared: &Shared, index: usize) {
+    let m = &shared.workers[index].mailbox;
+    loop {
+        m.parker.prepare();
+        while let Some(r) = m.take_local() {
+            drop_task(r);
+        }
+        let wakers: Vec<std::task::Waker> =
+            LOCAL_TASKS.with(|l| l.borrow().live.values().cloned().collect());
+        if wakers.is_empty() {
+            return;
+        }
+        for wk in wakers {
+            wk.wake();
+        }
+        while let Some(r) = m.take_local() {
+            drop_task(r);
+        }
+        if LOCAL_TASKS.with(|l| l.borrow().live.is_empty()) {
+            return;
+        }
+        m.parker.park();
+    }
+}

@@ -154,7 +154,7 @@ task-join-handle-keeps-task-after-ready @@ src/task.rs @@ @@ self.task = None; @
 task-join-handle-drop-cancels @@ src/task.rs @@ @@ t.detach(); @@ drop(t); @@ loom:task_layer test:task_layer @@
 task-close-leaves-registry-open @@ src/task.rs @@ @@ s.closed = true; @@  @@ loom:abort loom:task_layer test:task_layer @@
 task-remove-keeps-generation @@ src/task.rs @@ @@ slot.0 = (slot.0 + 1) & 0x7FFF; @@  @@ loom:abort loom:task_layer test:task_layer @@ Benign: a key kept past its task's end (an abort of a finished task, whose slot was published) then names the slot's next task, and `Registry::wake` wakes that task spuriously; a spurious wake is allowed by the `Future` contract (the task polls, finds nothing, returns `Pending`), and the abort flag it acts on is the first task's, not the second's. The generation keeps such wakes rare, not correct.
-worker-polls-aborted-task @@ src/worker.rs @@ @@ if meta.is_aborted() { @@ if false { @@ test:task_layer @@
+worker-polls-aborted-task @@ src/worker/mod.rs @@ @@ if meta.is_aborted() { @@ if false { @@ test:task_layer @@
 blocking-runs-aborted-task @@ src/blocking.rs @@ @@ if r.metadata().is_aborted() { @@ if false { @@ lib:blocking::tests test:task_layer @@
 block-on-unpark-before-flag @@ src/block_on.rs @@ @@ self.set();\n        unpark(); @@ unpark();\n        self.set(); @@ loom:block_on loom:task_layer test:task_layer @@
 block-on-wake-without-flag @@ src/block_on.rs @@ @@ self.set();\n        unpark(); @@ unpark(); @@ loom:block_on loom:task_layer test:task_layer @@

@@ -189,24 +189,30 @@ fn join_set_yields_in_completion_order() {
         let rt = rt(2);
         let order = rt.block_on(async {
             let mut set = JoinSet::new();
-            for (i, ms) in [(0u32, 60u64), (1, 5), (2, 30)] {
+            // Each task finishes when the test releases it: the completion
+            // order is the release order (1, 2, 0), whatever the load on
+            // the machine (sleeps of different lengths raced under load).
+            let mut go = Vec::new();
+            for i in 0u32..3 {
+                let (tx, rx) = async_channel::bounded::<()>(1);
+                go.push(tx);
                 set.spawn(async move {
-                    // Blocking sleep: each task holds a worker; 2 workers,
-                    // so task 2 starts when task 1 ends.
-                    thread::sleep(Duration::from_millis(ms));
+                    rx.recv().await.unwrap();
                     i
                 });
             }
             assert_eq!(set.len(), 3);
             let mut order = Vec::new();
-            while let Some(r) = set.join_next().await {
-                order.push(r.unwrap());
+            for i in [1usize, 2, 0] {
+                go[i].send(()).await.unwrap();
+                order.push(set.join_next().await.unwrap().unwrap());
+                assert_eq!(set.len(), 2 - (order.len() - 1));
             }
+            assert!(set.join_next().await.is_none());
             assert!(set.is_empty());
             order
         });
-        assert_eq!(order.len(), 3);
-        assert_eq!(order[2], 0, "the 60 ms task finishes last: {order:?}");
+        assert_eq!(order, vec![1, 2, 0], "join_next yields in completion order");
     });
 }
 

@@ -110,6 +110,9 @@ blocking-woken-release @@ src/blocking.rs @@ @@ self.woken.store(true, Ordering:
 blocking-woken-acquire @@ src/blocking.rs @@ @@ w.woken.swap(false, Ordering::Acquire) @@ w.woken.swap(false, Ordering::Relaxed) @@ Test code, as blocking-woken-release.
 block-on-woken-release @@ src/block_on.rs @@ @@ let _ = self.0.swap(true, Ordering::Release); @@ let _ = self.0.swap(true, Ordering::Relaxed); @@
 block-on-woken-acquire @@ src/block_on.rs @@ @@ while !self.0.swap(false, Ordering::Acquire) @@ while !self.0.swap(false, Ordering::Relaxed) @@
+slot-put-release @@ src/queue.rs @@ @@ self.p.store(new, Ordering::Release); @@ self.p.store(new, Ordering::Relaxed); @@ Needed in C11 (a thief that swaps the pointer out then uses the task it stands for); loom does not track the plain memory behind the pointer, so the lifo models cannot show it.
+slot-replace-release @@ src/queue.rs @@ @@ self.p.swap(new, Ordering::Release) @@ self.p.swap(new, Ordering::Relaxed) @@ As slot-put-release.
+slot-take-acquire @@ src/queue.rs @@ @@ self.p.swap(std::ptr::null_mut(), Ordering::Acquire) @@ self.p.swap(std::ptr::null_mut(), Ordering::Relaxed) @@ The other half of slot-put-release: not checkable in loom for the same reason.
 EOF
 )
 
@@ -170,6 +173,11 @@ join-set-drop-not-closed @@ src/join_set.rs @@ @@ st.closed = true; @@  @@ lib:j
 join-set-len-not-decremented @@ src/join_set.rs @@ @@ self.len -= 1; @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
 join-set-slot-not-freed @@ src/join_set.rs @@ @@ self.slots[i] = None; @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
 join-set-late-entry-not-skipped @@ src/join_set.rs @@ @@ if !Arc::ptr_eq(&slot.entry, &entry) { @@ if false { @@ lib:join_set test:task_layer @@ Benign: the entry of a joined task whose slot index was reused is popped after a late wake (a waker clone the old task kept), and the new task's handle is polled with the new entry's own waker (`slot.waker`): one extra poll of a handle, which returns `Pending` (registering the same waker again) or its result, which `join_next` hands out as it would have.
+logic-lifo-put-no-queued-bit @@ src/handoff.rs @@ @@         rt.sleepers().queued.insert(me, Ordering::Relaxed);\n    }\n    None @@     }\n    None @@ loom:lifo test:conservation:a_task_woken_by @@
+logic-lifo-recheck-skips-slot @@ src/worker/steal.rs @@ @@ has_work(shared, v) || !shared.workers[v].lifo.is_empty() @@ has_work(shared, v) @@ test:conservation:a_task_woken_by @@ The runtime's re-check (the models' `Rt::has_work` is their own).
+logic-lifo-pending-steal-skips-slot @@ src/worker/idle.rs @@ @@ let r = self.shared.workers[v].lifo.take()?; @@ let r: Runnable = None?; @@ test:conservation:a_task_woken_by @@ The runtime's pending steal (the models' `Worker::steal_from` is their own).
+logic-slot-take-not-exclusive @@ src/queue.rs @@ @@ let old = self.p.swap(std::ptr::null_mut(), Ordering::Acquire); @@ let old = self.p.load(Ordering::Acquire);\n        self.p.store(std::ptr::null_mut(), Ordering::Relaxed); @@ loom:lifo @@
+logic-slot-put-overwrites @@ src/queue.rs @@ @@ if self.p.load(Ordering::Relaxed).is_null() {\n            // Release: pairs @@ if true {\n            // Release: pairs @@ test:reliability test:conservation @@
 EOF
 )
 

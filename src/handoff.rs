@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use crate::idle::{Sleepers, WakeSpecific};
 use crate::park::{Mailbox, Notified};
-use crate::queue::Local;
+use crate::queue::{Handle, Local, Slot};
 use crate::sync::{AtomicBool, Ordering};
 
 /// What the pusher's steps need of a runtime: its idle state, each
@@ -122,6 +122,40 @@ pub fn push_local<T>(
 ) -> Option<(usize, Notified)> {
     local.push(t);
     after_push(rt, me, queued_bit)
+}
+
+/// The owner `me`'s put into its LIFO slot `lifo` (a wake it keeps: it
+/// runs the task next): an occupant it replaces goes to its deque `local`
+/// with [`after_push`] (stealable work, the pusher's check); otherwise the
+/// owner's `queued` bit is set (once per busy period, as [`after_push`]),
+/// and nobody is woken: the owner runs the task as soon as its current poll
+/// returns, and a wake would cost a futex round trip for a task that waits
+/// microseconds. Should the poll run long, the slot is where a worker that
+/// goes idle meanwhile finds the task: its re-check reads the `queued` set
+/// and [`Queues::has_work`](crate::idle_worker::Queues::has_work) counts
+/// the slot, and its pending steal takes it (idle.rs, "The LIFO slot").
+/// `Core::push_lifo`, `Core::push_batch` and the loom model `lifo.rs` call
+/// this.
+#[inline]
+pub fn push_lifo<T: Handle>(
+    rt: &impl Workers<T>,
+    me: usize,
+    lifo: &Slot<T>,
+    local: &Local<T>,
+    queued_bit: &mut bool,
+    t: T,
+) -> Option<(usize, Notified)> {
+    if let Some(prev) = lifo.put(t) {
+        return push_local(rt, me, local, queued_bit, prev);
+    }
+    if !*queued_bit {
+        *queued_bit = true;
+        // Relaxed: a re-check that reads this bit after its fence looks at
+        // the slot; the slot's Release store and the taker's Acquire swap
+        // hand the task over (queue.rs, `Slot`).
+        rt.sleepers().queued.insert(me, Ordering::Relaxed);
+    }
+    None
 }
 
 /// Work was found by idle worker `me` (Go's `resetspinning` -> `wakep`):

@@ -6,9 +6,11 @@
 //! take it from (a local deque or an inbox) and some worker of the runtime
 //! is parked, either some worker is *searching* (it will find the task, or
 //! look for it once more before it sleeps if no searcher is left after it),
-//! or a wake is on its way to a parked worker.** The one exception is a running
-//! worker's LIFO slot, which nobody else can take from; it holds one task,
-//! and the worker runs it next. Tasks pinned to a worker (placed on it, or
+//! or a wake is on its way to a parked worker.** A running worker's LIFO
+//! slot is the one softer case ("The LIFO slot" below): it holds one task,
+//! which its worker runs next, so a push there wakes nobody; a worker that
+//! goes idle later re-checks it and takes it, which covers a waker that
+//! then runs a long poll. Tasks pinned to a worker (placed on it, or
 //! local to it) are outside the invariant's queues: only their worker can
 //! take them, so a push notifies that worker directly and wakes nobody
 //! else (park.rs, "Pinned tasks"); a pinned task waits while its worker is
@@ -102,6 +104,30 @@
 //! too many awake (claimed, and counted again by itself until it takes its
 //! count back), but only while that worker is counted searching, when no
 //! decision reads `awake` (every one tests `searching == 0` first).
+//!
+//! # The LIFO slot
+//!
+//! A wake that keeps its task on the waker's worker (nobody idle to take
+//! it, or `wake_affine` chose the waker: schedule.rs) puts it in that
+//! worker's LIFO slot, which the worker takes first after its current poll
+//! ([`handoff::push_lifo`](crate::handoff::push_lifo)). The slot is
+//! one atomic pointer (`queue::Slot`): the owner fills it with a plain
+//! store when empty, and every take is a swap, so a task leaves it once.
+//! The push sets the owner's `queued` bit (pusher's step 1) but runs no
+//! check and wakes nobody: the task waits microseconds for its worker,
+//! where a wake would cost a futex round trip and a cold cache (tokio's
+//! `schedule_local` and Go's `runnext` keep it there too). What a wake
+//! would buy is the case where the waker's poll then runs long (a task
+//! that sends and then computes): the re-checks of step 3 and of the last
+//! searcher count the slot as work ([`Queues::has_work`](crate::idle_worker::Queues::has_work)),
+//! so a worker that goes idle while the owner is still in that poll takes
+//! the task in its pending steal (counted as `lifo_steals`); the walk does
+//! not look at slots, so a searcher does not take a task its worker is
+//! about to run. A worker that was already parked when the task was put
+//! there is not woken for it: the task then waits for its worker's poll to
+//! return, or for the next worker to go idle (the conservation suite's
+//! `a_task_woken_by_a_blocked_task_while_all_are_busy_runs_elsewhere`;
+//! loom: `lifo.rs`).
 //!
 //! # Why no wake is lost
 //!

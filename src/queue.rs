@@ -334,3 +334,123 @@ mod imp {
 }
 
 pub use imp::{Inbox, Local, Stealer};
+
+use crate::sync::{AtomicPtr, Ordering};
+
+/// A value that travels as one pointer: a task handle ([`Slot`] holds it
+/// without allocating).
+pub trait Handle: Sized {
+    /// The pointer that stands for `self` until [`from_ptr`](Handle::from_ptr).
+    fn into_ptr(self) -> *mut ();
+    /// The value back.
+    ///
+    /// # Safety
+    ///
+    /// `p` came from [`into_ptr`](Handle::into_ptr) and is turned back once.
+    unsafe fn from_ptr(p: *mut ()) -> Self;
+}
+
+impl<M> Handle for async_task::Runnable<M> {
+    #[inline]
+    fn into_ptr(self) -> *mut () {
+        self.into_raw().as_ptr()
+    }
+    #[inline]
+    unsafe fn from_ptr(p: *mut ()) -> Self {
+        // SAFETY: `p` came from `into_raw` (never null), turned back once
+        // (the caller's contract).
+        unsafe { async_task::Runnable::from_raw(std::ptr::NonNull::new_unchecked(p)) }
+    }
+}
+
+impl<T> Handle for Box<T> {
+    fn into_ptr(self) -> *mut () {
+        Box::into_raw(self).cast()
+    }
+    unsafe fn from_ptr(p: *mut ()) -> Self {
+        // SAFETY: `p` came from `Box::into_raw`, turned back once.
+        unsafe { Box::from_raw(p.cast()) }
+    }
+}
+
+/// A worker's LIFO slot: one task, put and taken by its owner, and taken
+/// by another worker when the owner does not get to it (idle.rs, "The
+/// LIFO slot"). The owner's put is a plain store when the slot is empty
+/// (only the owner fills it, so an empty slot it sees stays empty) and a
+/// swap when it replaces an occupant; every take is a swap, so a task
+/// leaves the slot exactly once, to the owner or to one thief.
+pub struct Slot<T: Handle> {
+    p: AtomicPtr<()>,
+    _t: std::marker::PhantomData<T>,
+}
+
+// SAFETY: the slot owns the `T` its pointer stands for and hands it to
+// exactly one taker (every take is a swap); a `T: Send` may move to the
+// thread that takes it.
+unsafe impl<T: Handle + Send> Send for Slot<T> {}
+// SAFETY: as above; `&Slot` only puts and takes whole values.
+unsafe impl<T: Handle + Send> Sync for Slot<T> {}
+
+impl<T: Handle> Slot<T> {
+    /// An empty slot.
+    pub fn new() -> Self {
+        Slot {
+            p: AtomicPtr::new(std::ptr::null_mut()),
+            _t: std::marker::PhantomData,
+        }
+    }
+
+    /// The owner puts `t` in; returns the occupant it replaced (which the
+    /// caller queues).
+    #[inline]
+    pub fn put(&self, t: T) -> Option<T> {
+        let new = t.into_ptr();
+        // Relaxed: only the owner stores a task here; a null it reads (its
+        // own take, or a thief's swap) stays null until its own store.
+        if self.p.load(Ordering::Relaxed).is_null() {
+            // Release: pairs with the thief's Acquire swap in `take`, which
+            // then owns the task the pointer stands for.
+            self.p.store(new, Ordering::Release);
+            return None;
+        }
+        // Release as above, for `new`; the occupant returned is the owner's
+        // own earlier store (no acquire needed) or null if a thief took it.
+        let old = self.p.swap(new, Ordering::Release);
+        // SAFETY: a non-null pointer in the slot came from `into_ptr` and
+        // the swap took it out: turned back once.
+        (!old.is_null()).then(|| unsafe { T::from_ptr(old) })
+    }
+
+    /// Takes the occupant (the owner, or a thief).
+    #[inline]
+    pub fn take(&self) -> Option<T> {
+        // Relaxed: a look; the swap below decides.
+        if self.p.load(Ordering::Relaxed).is_null() {
+            return None;
+        }
+        // Acquire: pairs with the Release of `put` (a thief takes a task
+        // another thread put).
+        let old = self.p.swap(std::ptr::null_mut(), Ordering::Acquire);
+        // SAFETY: as in `put`: taken out by the swap, turned back once.
+        (!old.is_null()).then(|| unsafe { T::from_ptr(old) })
+    }
+
+    /// Whether the slot looks empty (a snapshot).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        // Relaxed: a hint for the re-checks, which take with `take`.
+        self.p.load(Ordering::Relaxed).is_null()
+    }
+}
+
+impl<T: Handle> Default for Slot<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Handle> Drop for Slot<T> {
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}

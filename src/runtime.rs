@@ -318,6 +318,7 @@ impl Builder {
             .map(|w| WorkerShared {
                 mailbox: CachePadded::new(Mailbox::new()),
                 stealer: locals[w].stealer(),
+                lifo: CachePadded::new(crate::queue::Slot::new()),
                 stats: CachePadded::new(WorkerCounters::default()),
                 llc_hint: llc_hint[w],
                 pinned: AtomicBool::new(false),

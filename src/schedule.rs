@@ -117,7 +117,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
                 // A wake made by the poller or a timer on this worker: the
                 // batch stays here, one decision after it (io/mod.rs).
                 WorkerCounters::bump(&stats.wakes_by_driver, 1);
-                core.push_batch(r);
+                core.push_batch(shared, r);
             }
             worker::WakeMode::Yield => {
                 // A task whose cooperative budget ran out (io/coop.rs): to
@@ -158,9 +158,9 @@ fn place_from_worker(
     if !llc_idle && !prev_idle_elsewhere(shared, &core.llc, last) {
         // Every worker the placement could choose is busy: the wakee waits
         // here, in the LIFO slot (tokio's `schedule_local`), with no search
-        // and no look at another worker's queues. An idle worker elsewhere
-        // steals it if the LIFO slot's occupant is pushed to the deque (the
-        // pusher's check runs there).
+        // and no look at another worker's queues. A worker that goes idle
+        // while this one is still in its poll takes it from the slot
+        // (idle.rs, "The LIFO slot").
         WorkerCounters::bump(&shared.workers[me].stats.wake_none_idle, 1);
         core.push_lifo(shared, r);
         return;
@@ -186,7 +186,7 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
         |p| shared.idle.idle.contains(p),
         |p| queue_loaded(shared, p),
     );
-    if target == me && core.lifo.is_none() && core.local.is_empty() {
+    if target == me && shared.workers[me].lifo.is_empty() && core.local.is_empty() {
         // The waker's worker has nothing else queued: the wakee runs as
         // soon as the waker yields, with a warm cache and no cross-worker
         // hand-off. This is the kernel's sync wakeup in wake_affine_idle

@@ -21,6 +21,9 @@ use crate::tunables::Tunables;
 pub(crate) struct WorkerShared {
     pub(crate) mailbox: CachePadded<Mailbox<Runnable>>,
     pub(crate) stealer: Stealer<Runnable>,
+    /// The worker's LIFO slot: its next task, which another worker takes
+    /// when the owner does not get to it (idle.rs, "The LIFO slot").
+    pub(crate) lifo: CachePadded<crate::queue::Slot<Runnable>>,
     pub(crate) stats: CachePadded<WorkerCounters>,
     /// Index into `Shared::llc_idle_cores` of this worker's LLC.
     pub(crate) llc_hint: usize,

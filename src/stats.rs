@@ -75,6 +75,9 @@ counters! {
         polls,
         /// Polls taken from the LIFO slot.
         lifo_polls,
+        /// Tasks this worker took from another worker's LIFO slot (a
+        /// re-check's pending steal: the owner was in a long poll).
+        lifo_steals,
         /// Batches taken from the inbox.
         inbox_pulls,
         /// Tasks spawned onto this worker's own deque.
@@ -534,8 +537,8 @@ impl fmt::Display for Stats {
         writeln!(
             f,
             "wake placement (select_idle_sibling): {} placed, {} local (LIFO), {} with nobody \
-             idle to find (no search)",
-            placed, t.wake_local, t.wake_none_idle
+             idle to find (no search), {} taken from a busy worker's LIFO slot",
+            placed, t.wake_local, t.wake_none_idle, t.lifo_steals
         )?;
         writeln!(
             f,

@@ -9,7 +9,9 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+    };
 
     /// A mutex whose `lock` cannot fail (parking_lot's, without poisoning).
     #[derive(Debug, Default)]
@@ -59,7 +61,9 @@ mod imp {
 
 #[cfg(loom)]
 mod imp {
-    pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+    };
     pub(crate) use loom::sync::Arc;
 
     /// Loom's mutex behind the same infallible `lock` as production's.

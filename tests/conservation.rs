@@ -234,3 +234,54 @@ fn a_task_woken_onto_a_blocked_worker_runs_elsewhere() {
         each_topology("woken from outside", woken_onto_the_blocked_worker)
     });
 }
+
+/// A task woken by a task that then runs a long poll, at a moment when every
+/// other worker is busy (so nobody idle could take the wake): the wake lands
+/// on the waker's worker. The other workers then finish and go idle; the
+/// woken task must start on one of them while the blocker still runs.
+fn woken_by_the_blocker_while_all_busy(rt: &Runtime, what: &str) {
+    const BUSY: Duration = Duration::from_millis(50);
+    let n = rt.stats().workers.len();
+    let (tx, rx) = async_channel::bounded::<Instant>(1);
+    let starts = Starts::default();
+    let s = starts.clone();
+    drop(rt.spawn(async move {
+        if let Ok(sent) = rx.recv().await {
+            s.record(sent);
+        }
+    }));
+    // Let the sleeper reach its `recv`.
+    thread::sleep(Duration::from_millis(20));
+    let a = 0;
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for w in (0..n).filter(|w| *w != a) {
+        let b = busy.clone();
+        drop(
+            rt.spawn_on(hwsched::Place::Worker(w), async move {
+                b.fetch_add(1, Ordering::SeqCst);
+                run_for(BUSY);
+            })
+            .unwrap(),
+        );
+    }
+    let b = busy.clone();
+    let blocker = rt
+        .spawn_on(hwsched::Place::Worker(a), async move {
+            while b.load(Ordering::SeqCst) < n - 1 {
+                std::hint::spin_loop();
+            }
+            tx.try_send(Instant::now()).unwrap();
+            run_for(BLOCK);
+        })
+        .unwrap();
+    let during = stats_while_blocked(rt);
+    rt.block_on(blocker).unwrap();
+    starts.check(1, what, &during);
+}
+
+#[test]
+fn a_task_woken_by_a_blocked_task_while_all_are_busy_runs_elsewhere() {
+    with_timeout(120, "woken_by_the_blocker_while_all_busy", || {
+        each_topology("woken by the blocker", woken_by_the_blocker_while_all_busy)
+    });
+}

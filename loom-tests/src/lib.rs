@@ -243,6 +243,19 @@ mod imp {
         }
     }
 
+    // A task of the model travels through a LIFO slot as a boxed pointer
+    // (the runtime's `Runnable` is one pointer already).
+    impl hwsched::queue::Handle for Task {
+        fn into_ptr(self) -> *mut () {
+            Box::into_raw(Box::new(self)).cast()
+        }
+        unsafe fn from_ptr(p: *mut ()) -> Self {
+            // SAFETY: `p` came from `into_ptr`'s `Box::into_raw`, turned
+            // back once (the trait's contract).
+            *unsafe { Box::from_raw(p.cast::<Task>()) }
+        }
+    }
+
     impl Drop for Task {
         fn drop(&mut self) {
             self.ledger.dropped[self.id].fetch_add(1, SeqCst);
@@ -257,6 +270,8 @@ mod imp {
         pub mailboxes: Vec<hwsched::park::Mailbox<Task>>,
         /// What other workers see of each worker's deque.
         pub stealers: Vec<Stealer<Task>>,
+        /// Each worker's LIFO slot (`hwsched::handoff::push_lifo`).
+        pub lifos: Vec<hwsched::queue::Slot<Task>>,
         pub all: std::ops::Range<usize>,
         pub shutdown: loom::sync::atomic::AtomicBool,
     }
@@ -276,6 +291,7 @@ mod imp {
                 s: hwsched::idle::Sleepers::new(n, &[0..n]),
                 mailboxes: (0..n).map(|_| hwsched::park::Mailbox::new()).collect(),
                 stealers: locals.iter().map(|l| l.stealer()).collect(),
+                lifos: (0..n).map(|_| hwsched::queue::Slot::new()).collect(),
                 all: 0..n,
                 shutdown: loom::sync::atomic::AtomicBool::new(false),
             });
@@ -305,7 +321,10 @@ mod imp {
 
     impl hwsched::idle_worker::Queues<Task> for Rt {
         fn has_work(&self, v: usize) -> bool {
-            !self.stealers[v].is_empty() || !self.mailboxes[v].inbox.is_empty()
+            // As the runtime's: the re-checks count the LIFO slot too.
+            !self.stealers[v].is_empty()
+                || !self.mailboxes[v].inbox.is_empty()
+                || !self.lifos[v].is_empty()
         }
         fn find_queued_work(&self, me: usize) -> Option<usize> {
             self.s.find_queued(&self.all, me, |v| self.has_work(v)).0
@@ -387,7 +406,16 @@ mod imp {
             None
         }
         fn steal_from(&mut self, v: usize) -> Option<Task> {
-            let t = self.rt.steal_from(v, &self.local);
+            // As the runtime's pending steal: the deque, the inbox, then
+            // the LIFO slot (the walk does not look there).
+            let t = self.rt.steal_from(v, &self.local).or_else(|| {
+                let t = self.rt.lifos[v].take();
+                if t.is_some() {
+                    self.cases
+                        .hit("the re-check took the task from the LIFO slot");
+                }
+                t
+            });
             if t.is_some() && self.pending {
                 self.cases
                     .hit("the last searcher's re-check found the item");
@@ -395,7 +423,7 @@ mod imp {
             t
         }
         fn take_own(&mut self) -> Option<Task> {
-            self.local.pop()
+            self.rt.lifos[self.me].take().or_else(|| self.local.pop())
         }
         fn wait(
             &mut self,

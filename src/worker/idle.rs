@@ -62,7 +62,9 @@ pub(super) struct IdleCore<'a> {
 impl crate::idle_worker::Queues<Runnable> for Shared {
     #[inline]
     fn has_work(&self, v: usize) -> bool {
-        has_work(self, v)
+        // The re-checks also count the LIFO slot (handoff::push_lifo); the
+        // walk does not take from it.
+        has_work(self, v) || !self.workers[v].lifo.is_empty()
     }
     #[inline]
     fn find_queued_work(&self, me: usize) -> Option<usize> {
@@ -89,12 +91,22 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
     }
 
     fn steal_from(&mut self, v: usize) -> Option<Runnable> {
-        steal_from(self.shared, self.core, v).map(|(r, _)| r)
+        steal_from(self.shared, self.core, v)
+            .map(|(r, _)| r)
+            .or_else(|| {
+                // The pending steal of a re-check that counted `v`'s LIFO
+                // slot: its owner has not got to it since (a long poll).
+                let r = self.shared.workers[v].lifo.take()?;
+                let st = &self.shared.workers[self.core.index].stats;
+                WorkerCounters::bump(&st.lifo_steals, 1);
+                Some(r)
+            })
     }
 
     fn take_own(&mut self) -> Option<Runnable> {
         let c = &mut *self.core;
-        c.lifo
+        self.shared.workers[c.index]
+            .lifo
             .take()
             .or_else(|| c.local.pop())
             .or_else(|| c.batch_q.pop_front())

@@ -25,7 +25,9 @@
 //!    busy worker's inbox) runs the wake protocol's pusher check: if nobody
 //!    searches and a worker is parked, the parked worker nearest to the
 //!    work is woken to search ([`handoff::notify_parked`]). The one exception is the
-//!    LIFO slot, which nobody else can take from.
+//!    LIFO slot, the worker's next task: its push wakes nobody, and a worker
+//!    that goes idle while this one is still in its poll takes it from
+//!    there ([`idle`](crate::idle), "The LIFO slot").
 //! 5. Once the I/O driver exists (`crate::io`), a worker going to sleep
 //!    suspends its idle period ([`Idle::Suspended`]) and sleeps in a poller
 //!    it takes (or on its thread), with its next timer as the timeout
@@ -130,7 +132,6 @@ pub(crate) struct Core {
     /// word (up to 64 workers): the one load of a wake with nobody idle.
     pub(crate) llc_word: Option<(usize, u64)>,
     pub(crate) local: Local<Runnable>,
-    pub(crate) lifo: Option<Runnable>,
     lifo_streak: u32,
     tick: u32,
     pub(crate) running: bool,
@@ -385,7 +386,6 @@ impl Core {
             llc: shared.topology.llc_span(index),
             llc_word: shared.idle.idle.word_of(&shared.topology.llc_span(index)),
             local,
-            lifo: None,
             lifo_streak: 0,
             tick: 0,
             running: true,
@@ -424,7 +424,9 @@ impl Core {
             return;
         };
         if s.left_parked.is_some()
-            || (self.lifo.is_none() && self.local.is_empty() && self.batch_q.is_empty())
+            || (shared.workers[self.index].lifo.is_empty()
+                && self.local.is_empty()
+                && self.batch_q.is_empty())
         {
             return;
         }
@@ -469,7 +471,7 @@ impl Core {
                 return Some(r);
             }
         }
-        if let Some(r) = self.lifo.take() {
+        if let Some(r) = me.lifo.take() {
             if self.lifo_streak < MAX_LIFO_POLLS {
                 self.lifo_streak += 1;
                 WorkerCounters::bump(&me.stats.lifo_polls, 1);
@@ -497,7 +499,7 @@ impl Core {
     fn contribution(&self, shared: &Shared) -> Contribution {
         let queued = self.local.len()
             + self.batch_q.len()
-            + usize::from(self.lifo.is_some())
+            + usize::from(!shared.workers[self.index].lifo.is_empty())
             + shared.workers[self.index].mailbox.inbox.len();
         Contribution {
             running: u32::from(self.running),
@@ -558,9 +560,9 @@ impl Core {
     /// pusher's check, once it has waited the runtime's `migration_cost`
     /// (the kernel's `sysctl_sched_migration_cost`, 500 us by default).
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
-    pub(crate) fn push_batch(&mut self, r: Runnable) {
+    pub(crate) fn push_batch(&mut self, shared: &Shared, r: Runnable) {
         self.batch += 1;
-        if let Some(prev) = self.lifo.replace(r) {
+        if let Some(prev) = shared.workers[self.index].lifo.put(r) {
             if self.batch_q.len() < BATCH_LOCAL {
                 self.batch_q.push_back(prev);
             } else {
@@ -608,11 +610,19 @@ impl Core {
     }
 
     /// Puts a woken task in the LIFO slot; the previous occupant moves to
-    /// the deque.
+    /// the deque ([`handoff::push_lifo`]).
     #[inline]
     pub(crate) fn push_lifo(&mut self, shared: &Shared, r: Runnable) {
-        if let Some(prev) = self.lifo.replace(r) {
-            self.push_local(shared, prev);
+        let woke = handoff::push_lifo(
+            shared,
+            self.index,
+            &shared.workers[self.index].lifo,
+            &self.local,
+            &mut self.queued_bit,
+            r,
+        );
+        if woke.is_some() {
+            count_wake(shared, Some(self.index), woke);
         }
     }
 }
@@ -751,7 +761,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
     crate::time::exit_worker();
     // Shutdown: drop what this worker still holds (see the module docs).
     let mut core = ctx.core.borrow_mut();
-    if let Some(r) = core.lifo.take() {
+    if let Some(r) = shared.workers[index].lifo.take() {
         drop_task(r);
     }
     while let Some(r) = core.local.pop() {

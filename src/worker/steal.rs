@@ -12,7 +12,8 @@ pub(super) fn has_work(shared: &Shared, v: usize) -> bool {
 
 /// The re-check of the last searcher leaving, or of a worker parking with
 /// no searcher left (idle.rs, steps 2 and 3): a worker other than `me`
-/// whose queue holds work, found through the `queued` set nearest first.
+/// whose queue holds work (its deque, its inbox or its LIFO slot: idle.rs,
+/// "The LIFO slot"), found through the `queued` set nearest first.
 /// Call after the fence of `leave_searching` / `to_parked`.
 pub(super) fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
     let st = &shared.workers[me].stats;
@@ -22,7 +23,7 @@ pub(super) fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
     for span in near_spans(shared, me) {
         let (f, n) = shared.idle.find_queued(span, me, |v| {
             touched += 1;
-            has_work(shared, v)
+            has_work(shared, v) || !shared.workers[v].lifo.is_empty()
         });
         words += n as u64;
         if f.is_some() {

@@ -146,7 +146,7 @@ pub fn push_lifo<T: Handle>(
     t: T,
 ) -> Option<(usize, Notified)> {
     if let Some(prev) = lifo.put(t) {
-        return push_local(rt, me, local, queued_bit, prev);
+        return replaced(rt, me, local, queued_bit, prev);
     }
     if !*queued_bit {
         *queued_bit = true;
@@ -156,6 +156,21 @@ pub fn push_lifo<T: Handle>(
         rt.sleepers().queued.insert(me, Ordering::Relaxed);
     }
     None
+}
+
+/// [`push_lifo`]'s occupant moved to the deque, out of line: a wake that
+/// finds the slot full is the rarer case (tokio's `schedule_local` pays the
+/// same push).
+#[cold]
+#[inline(never)]
+fn replaced<T>(
+    rt: &impl Workers<T>,
+    me: usize,
+    local: &Local<T>,
+    queued_bit: &mut bool,
+    prev: T,
+) -> Option<(usize, Notified)> {
+    push_local(rt, me, local, queued_bit, prev)
 }
 
 /// Work was found by idle worker `me` (Go's `resetspinning` -> `wakep`):

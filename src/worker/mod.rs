@@ -611,7 +611,7 @@ impl Core {
 
     /// Puts a woken task in the LIFO slot; the previous occupant moves to
     /// the deque ([`handoff::push_lifo`]).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_lifo(&mut self, shared: &Shared, r: Runnable) {
         let woke = handoff::push_lifo(
             shared,

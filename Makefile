@@ -57,7 +57,8 @@ fmt:
 clippy: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# No import cycle between the modules of src/ (README, "Layout").
+# No import cycle between the modules of src/, file by file and folder by
+# folder (README, "Layout").
 check-imports:
 	$(CARGO) test --test import_cycles
 

@@ -86,19 +86,33 @@ impl Wake for CallWaker {
 
 /// Restores the previous runtime context of this thread on exit (also on
 /// panic).
-pub(crate) struct Restore(Option<Arc<Shared>>);
+pub(crate) struct Restore {
+    prev: Option<Arc<Shared>>,
+    /// The driver context it replaced (dropped after `prev` is back).
+    #[cfg(feature = "io")]
+    _driver: Option<crate::context::DriverGuard>,
+}
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        let prev = self.0.take();
+        let prev = self.prev.take();
         BLOCK_ON.with(|b| *b.borrow_mut() = prev);
     }
 }
 
 /// Makes `shared` this thread's runtime context (what `hwsched::spawn`
-/// spawns onto) until the returned guard is dropped.
+/// spawns onto, and whose driver keeps the timers and sockets made here)
+/// until the returned guard is dropped. On a worker thread the worker's
+/// runtime stays the context (`shared::current`): its driver stays too.
 pub(crate) fn enter(shared: Arc<Shared>) -> Restore {
-    Restore(BLOCK_ON.with(|b| b.borrow_mut().replace(shared)))
+    #[cfg(feature = "io")]
+    let _driver =
+        (!on_worker_thread()).then(|| crate::context::enter_driver(shared.driver.clone()));
+    Restore {
+        prev: BLOCK_ON.with(|b| b.borrow_mut().replace(shared)),
+        #[cfg(feature = "io")]
+        _driver,
+    }
 }
 
 pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output {

@@ -1,10 +1,17 @@
-//! The thread-local context: which worker, if any, runs on this thread.
+//! The thread-local context: which worker, if any, runs on this thread,
+//! and which runtime's driver this thread uses.
 //!
 //! At the bottom of the mechanism (tokio keeps the same in
-//! `runtime/context.rs`): the task layer, the blocking pool, `block_on`
-//! and the worker all read it, and it imports nothing above the counters.
-//! The worker's own context (`worker::WorkerCtx`, with its core) starts
-//! with a [`Here`], which the thread-local points at while the worker runs.
+//! `runtime/context.rs`): the task layer, the blocking pool, `block_on`,
+//! the driver (I/O, timers, signals) and the worker all read it, and it
+//! imports nothing above the counters. The worker's own context
+//! (`worker::WorkerCtx`, with its core) starts with a [`Here`], which the
+//! thread-local points at while the worker runs.
+//!
+//! The driver's handle is kept here without its type ([`enter_driver`],
+//! [`driver`]): the driver sits above this module, and its layers take
+//! back the handle they know (`time::current`), so that the arrows still
+//! run one way.
 
 use std::cell::Cell;
 use std::ptr;
@@ -99,4 +106,43 @@ pub(crate) fn count_retired(registry: *const ()) -> bool {
         }
         _ => false,
     })
+}
+
+#[cfg(feature = "io")]
+thread_local! {
+    /// The driver of this thread's runtime: set for a worker's whole life,
+    /// and by `block_on::enter` on the threads outside the workers.
+    static DRIVER: std::cell::RefCell<Option<DriverHandle>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A runtime's driver handle, its type left to the layer that reads it.
+#[cfg(feature = "io")]
+pub(crate) type DriverHandle = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
+/// Puts back the driver that [`enter_driver`] replaced when dropped.
+#[cfg(feature = "io")]
+pub(crate) struct DriverGuard(Option<DriverHandle>);
+
+#[cfg(feature = "io")]
+impl Drop for DriverGuard {
+    fn drop(&mut self) {
+        let prev = self.0.take();
+        DRIVER.with(|d| *d.borrow_mut() = prev);
+    }
+}
+
+/// Makes `driver` this thread's driver until the guard drops.
+#[cfg(feature = "io")]
+pub(crate) fn enter_driver(driver: DriverHandle) -> DriverGuard {
+    DriverGuard(DRIVER.with(|d| d.borrow_mut().replace(driver)))
+}
+
+/// This thread's driver, if it is a `T` (the driver's layers each name the
+/// handle type they store).
+#[cfg(feature = "io")]
+pub(crate) fn driver<T: std::any::Any + Send + Sync>() -> Option<std::sync::Arc<T>> {
+    DRIVER
+        .with(|d| d.borrow().clone())
+        .and_then(|d| d.downcast::<T>().ok())
 }

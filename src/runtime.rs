@@ -344,6 +344,11 @@ impl Builder {
             masks,
         };
         let places = crate::placed::Places::new(&topology);
+        // Per worker, the OS index of its CPU (the I/O driver maps an
+        // accepted socket's `SO_INCOMING_CPU` to a poller with it).
+        #[cfg(feature = "io")]
+        let cpus: Box<[usize]> = (0..n).map(|w| topology.place(w).os_index).collect();
+        let start = Instant::now();
         let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| Shared {
             // Each blocking thread runs with this runtime as its context. A
             // Weak: the pool lives in `Shared`, so an Arc here would be a
@@ -373,18 +378,26 @@ impl Builder {
             registry: Registry::new(n),
             external: CachePadded::new(WorkerCounters::default()),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
-            start: Instant::now(),
+            start,
             graveyard: crate::shared::Graveyard::new(),
             starting: Latch::new(n),
-            io: self.io,
             #[cfg(feature = "io")]
-            driver: std::sync::OnceLock::new(),
-            #[cfg(feature = "io")]
-            poller_domain,
-            #[cfg(feature = "io")]
-            driver_init: std::sync::Mutex::new(()),
-            #[cfg(feature = "io")]
-            ext_timers: crate::time::ExternalTimers::new(n),
+            driver: {
+                // Workers asleep on their condvars move into the driver at
+                // their next park: once it exists, notify them, so that one
+                // sleeps in each poller now. A Weak, as for the pool.
+                let owner = weak.as_ptr() as *const ();
+                let weak = weak.clone();
+                let on_create = Box::new(move || {
+                    if let Some(s) = weak.upgrade() {
+                        for w in s.workers.iter() {
+                            let _ = w.mailbox.parker.notify();
+                        }
+                    }
+                });
+                let io = crate::io::Handle::new(self.io, poller_domain, cpus, owner, on_create);
+                Arc::new(crate::time::Handle::new(Arc::new(io), start, n))
+            },
             on_start: self.on_start.clone(),
             on_stop: self.on_stop.clone(),
         });

@@ -1,6 +1,8 @@
 //! The state every worker shares: below the API (`runtime.rs`,
-//! `handle.rs`) and the mechanism (`worker.rs`, `wake.rs`, `task.rs`) that
-//! use it, so the dependency arrows run one way (DESIGN section 12).
+//! `handle.rs`) and the mechanism (`worker/`, `schedule.rs`) that use it,
+//! so the dependency arrows run one way (DESIGN section 12). Below it, and
+//! never naming it: the task layer, the blocking pool, and the driver
+//! (`io/`, `time/`, `signal.rs`), whose handle it holds.
 
 use std::time::{Duration, Instant};
 
@@ -66,24 +68,11 @@ pub(crate) struct Shared {
     /// Workers that have not yet started (and tried to pin): `build` waits
     /// for zero, so `pinned_workers()` is exact from its first call.
     pub(crate) starting: Latch,
-    /// Whether this runtime may create its I/O driver
-    /// (`Builder::enable_io`).
-    #[cfg_attr(not(feature = "io"), allow(dead_code))]
-    pub(crate) io: bool,
-    /// The I/O driver, created on first use ([`Shared::driver`]).
+    /// The driver's handle: the timers' state over the I/O driver's handle
+    /// (`driver.io`, whose pollers are created on first use). Below this
+    /// state: the driver never names it (io/handle.rs).
     #[cfg(feature = "io")]
-    pub(crate) driver: std::sync::OnceLock<crate::io::Driver>,
-    /// Per worker, its poller's index (`Builder::io_pollers`).
-    #[cfg(feature = "io")]
-    pub(crate) poller_domain: Box<[usize]>,
-    /// Serializes the driver's creation.
-    #[cfg(feature = "io")]
-    pub(crate) driver_init: std::sync::Mutex<()>,
-    /// The timers of threads that are not this runtime's workers
-    /// (`block_on`'s thread, the blocking pool): one wheel behind a lock,
-    /// looked at by the worker holding poller 0 and by busy workers.
-    #[cfg(feature = "io")]
-    pub(crate) ext_timers: crate::time::entry::ExternalTimers,
+    pub(crate) driver: std::sync::Arc<crate::time::Handle>,
     /// The pool behind `spawn_blocking`.
     pub(crate) blocking: crate::blocking::BlockingPool,
     /// Per worker, its blocking CPU set (an index into the pool's masks);
@@ -203,7 +192,7 @@ impl Shared {
             io_rehomed: 0,
         };
         #[cfg(feature = "io")]
-        if let Some(d) = self.driver.get() {
+        if let Some(d) = self.driver.io.get() {
             stats.io_driven = true;
             stats.io_pollers = d.pollers.len();
             for p in d.pollers.iter() {
@@ -216,40 +205,6 @@ impl Shared {
             }
         }
         stats
-    }
-
-    /// The I/O driver, created on first use: `Err` when I/O is off for this
-    /// runtime or the poller cannot be created (the OS's error).
-    #[cfg(feature = "io")]
-    #[inline]
-    pub(crate) fn driver(&self) -> std::io::Result<&crate::io::Driver> {
-        match self.driver.get() {
-            Some(d) => Ok(d),
-            None => self.init_driver(),
-        }
-    }
-
-    #[cfg(feature = "io")]
-    #[cold]
-    fn init_driver(&self) -> std::io::Result<&crate::io::Driver> {
-        if !self.io {
-            return Err(std::io::Error::other(
-                "I/O is off for this runtime (Builder::enable_io(false)): sockets and timers \
-                 need it on",
-            ));
-        }
-        let _g = self.driver_init.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(d) = self.driver.get() {
-            return Ok(d);
-        }
-        let d = crate::io::Driver::new(&self.poller_domain)?;
-        let _ = self.driver.set(d);
-        // Workers asleep on their condvars move into the driver at their
-        // next park: notify them, so that one sleeps in each poller now.
-        for w in self.workers.iter() {
-            let _ = w.mailbox.parker.notify();
-        }
-        Ok(self.driver.get().expect("set above"))
     }
 }
 

@@ -53,7 +53,6 @@ use std::task::{Context, Poll, Waker};
 use parking_lot::Mutex;
 
 use crate::io::TOKEN_SIGNAL;
-use crate::shared::Shared;
 
 /// Signal numbers handled: 1 to 64 (Linux's `SIGRTMAX`).
 const NSIG: usize = 65;
@@ -154,9 +153,9 @@ static PIPE: std::sync::OnceLock<Pipe> = std::sync::OnceLock::new();
 struct Installed {
     /// Signals whose handler is installed.
     handlers: [bool; NSIG],
-    /// Runtimes whose first poller watches the pipe (a dead one is pruned
-    /// when the next listener is created).
-    runtimes: Vec<Weak<Shared>>,
+    /// The I/O drivers (one per runtime) whose first poller watches the
+    /// pipe (a dead one is pruned when the next listener is created).
+    runtimes: Vec<Weak<crate::io::Handle>>,
 }
 
 static INSTALL: Mutex<Installed> = Mutex::new(Installed {
@@ -186,7 +185,8 @@ fn on_signal(signum: usize) {
     }
 }
 
-/// Called by the worker that found the signal pipe readable in its poller:
+/// Run by the worker that found the signal pipe readable in its poller
+/// (the I/O driver calls it through [`on_signal_token`](crate::io::on_signal_token)):
 /// drains the pipe (it is edge-triggered), then, for each signal delivered
 /// since the last call, bumps its generation and wakes its listeners.
 pub(crate) fn dispatch() {
@@ -298,7 +298,9 @@ pub fn signal(kind: SignalKind) -> io::Result<Signal> {
             ),
         ));
     }
-    let shared = crate::shared::current().ok_or_else(crate::io::no_runtime)?;
+    let io = crate::time::current()
+        .map(|d| d.io.clone())
+        .ok_or_else(crate::io::no_runtime)?;
 
     let mut inst = INSTALL.lock();
     let pipe = match PIPE.get() {
@@ -313,9 +315,10 @@ pub fn signal(kind: SignalKind) -> io::Result<Signal> {
     if !inst
         .runtimes
         .iter()
-        .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&shared)))
+        .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&io)))
     {
-        let driver = shared.driver()?;
+        let driver = io.driver()?;
+        crate::io::on_signal_token(dispatch);
         let rx_fd = pipe.rx.as_raw_fd();
         // Edge-triggered (mio's only mode): `dispatch` drains the pipe. A
         // byte written before this registration is reported by it.
@@ -324,7 +327,7 @@ pub fn signal(kind: SignalKind) -> io::Result<Signal> {
             TOKEN_SIGNAL,
             mio::Interest::READABLE,
         )?;
-        inst.runtimes.push(Arc::downgrade(&shared));
+        inst.runtimes.push(Arc::downgrade(&io));
     }
     if !inst.handlers[index] {
         // SAFETY: the action runs in signal context and does only what is

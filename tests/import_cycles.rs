@@ -1,5 +1,12 @@
 //! No import cycle between the modules of `src/` (README, "Layout": the
-//! arrows run one way).
+//! arrows run one way), at two grains:
+//!
+//! - **files**: each file is a module;
+//! - **top-level modules**: a folder (`io/`, `time/`, `worker/`) counts as
+//!   one module with everything under it, so that a layer whose files do not
+//!   import each other in a circle still cannot import, as a whole, a layer
+//!   that imports it back (`shared.rs` -> `io::driver` while
+//!   `io::registration` -> `shared.rs`).
 //!
 //! Each file is a module (a folder's `mod.rs` is the folder's module, its
 //! other files its submodules). Module A depends on module B when A's code
@@ -186,6 +193,79 @@ fn no_import_cycle_between_the_modules_of_src() {
     assert!(found.is_empty(), "import cycles in src/:\n{report}");
 }
 
+/// The edges between top-level modules: a folder and its files are one
+/// module, named by the folder (`io::driver` -> `shared` counts as `io` ->
+/// `shared`); what a folder's files import of each other is left out.
+fn top_level_edges<'a>(
+    edges: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+) -> BTreeMap<&'a str, BTreeSet<&'a str>> {
+    let top = |m: &'a str| m.split("::").next().unwrap_or(m);
+    let mut out: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (&a, bs) in edges {
+        let e = out.entry(top(a)).or_default();
+        for &b in bs {
+            if top(b) != top(a) {
+                e.insert(top(b));
+            }
+        }
+    }
+    out
+}
+
+/// The file-level edges behind one top-level edge `a -> b` (what to look at
+/// to break it).
+fn witnesses(edges: &BTreeMap<&str, BTreeSet<&str>>, a: &str, b: &str) -> Vec<String> {
+    let under = |m: &str, t: &str| m == t || m.starts_with(&format!("{t}::"));
+    let mut out = Vec::new();
+    for (&x, ys) in edges {
+        if under(x, a) {
+            for &y in ys {
+                if under(y, b) {
+                    out.push(format!("{x} -> {y}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The cycles between top-level modules, printed with the file-level
+/// imports that make each edge; empty when there is none.
+fn top_level_report(edges: &BTreeMap<&str, BTreeSet<&str>>) -> String {
+    let top = top_level_edges(edges);
+    let mut report = String::new();
+    for c in cycles(&top) {
+        report += &format!(
+            "{} top-level modules in a cycle: {}\n",
+            c.len(),
+            c.join(", ")
+        );
+        for a in &c {
+            for b in &top[a.as_str()] {
+                if c.iter().any(|x| x == b) {
+                    report += &format!("    {a} -> {b} ({})\n", witnesses(edges, a, b).join(", "));
+                }
+            }
+        }
+    }
+    report
+}
+
+#[test]
+fn no_import_cycle_between_the_top_level_modules_of_src() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut mods = BTreeMap::new();
+    modules(&src, &[], &mut mods);
+    assert!(mods.len() > 20, "read {} modules from {src:?}", mods.len());
+    let edges = edges_of(&mods);
+    let report = top_level_report(&edges);
+    assert!(
+        report.is_empty(),
+        "import cycles between the top-level modules of src/ (a folder counts as one \
+         module):\n{report}"
+    );
+}
+
 /// The check itself finds a cycle, through `crate::{..}` groups too, and
 /// ignores comments, test modules and a parent's own submodules.
 #[test]
@@ -201,4 +281,27 @@ fn the_check_finds_a_planted_cycle() {
     mods.insert("d::e".to_owned(), code("use crate::d::W;\n"));
     let found = cycles(&edges_of(&mods));
     assert_eq!(found, vec![vec!["a".to_owned(), "b".to_owned()]]);
+}
+
+/// The top-level check finds a cycle that only folders make (no two files
+/// import each other in a circle), names the files behind its edges, and
+/// leaves out what a folder's files import of each other.
+#[test]
+fn the_top_level_check_finds_a_cycle_through_folders() {
+    let mut mods = BTreeMap::new();
+    mods.insert("a".to_owned(), code("use crate::b::y::Y;\n"));
+    mods.insert("b".to_owned(), code("mod x;\nmod y;\n"));
+    mods.insert(
+        "b::x".to_owned(),
+        code("use crate::a::A;\nuse crate::b::y;\n"),
+    );
+    mods.insert("b::y".to_owned(), code("pub struct Y;\n"));
+    mods.insert("c".to_owned(), code("use crate::a::A;\n"));
+    let edges = edges_of(&mods);
+    assert!(cycles(&edges).is_empty(), "no file-level cycle: {edges:?}");
+    let report = top_level_report(&edges);
+    assert_eq!(
+        report,
+        "2 top-level modules in a cycle: a, b\n    a -> b (a -> b::y)\n    b -> a (b::x -> a)\n"
+    );
 }

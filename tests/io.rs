@@ -554,3 +554,48 @@ fn a_timer_far_enough_to_cascade_does_not_spin_the_poller() {
         }
     });
 }
+
+/// The panic message of `f`, which must panic.
+fn panic_message(f: impl FnOnce()) -> String {
+    let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("it panics");
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// A timer takes the driver of the runtime whose context its thread has:
+/// a worker's, `block_on`'s, a blocking thread's; none outside any. (A
+/// timer that is refused panics at its first poll; a minute is long enough
+/// that it is not already due then.)
+#[test]
+fn a_timer_uses_the_driver_of_its_threads_runtime() {
+    let refused = || futures_lite::future::block_on(hwsched::time::sleep(Duration::from_secs(60)));
+    let m = panic_message(refused);
+    assert!(m.contains("outside any hwsched runtime"), "{m}");
+    let off = Runtime::builder()
+        .worker_threads(1)
+        .enable_io(false)
+        .build()
+        .unwrap();
+    let m = panic_message(|| off.block_on(hwsched::time::sleep(Duration::from_secs(60))));
+    assert!(m.contains("cannot keep timers"), "{m}");
+    let m = off
+        .block_on(off.spawn_blocking(move || panic_message(refused)))
+        .unwrap();
+    assert!(m.contains("cannot keep timers"), "{m}");
+
+    let rt = rt_io(None, Some(2), IoPollers::One);
+    let h = rt.handle();
+    with_timeout(
+        60,
+        "timers on a worker, in block_on, on a blocking thread",
+        move || {
+            let sleep = || hwsched::time::sleep(Duration::from_millis(1));
+            h.block_on(sleep());
+            h.block_on(h.spawn(sleep())).unwrap();
+            h.block_on(h.spawn_blocking(move || futures_lite::future::block_on(sleep())))
+                .unwrap();
+        },
+    );
+}

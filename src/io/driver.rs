@@ -16,6 +16,17 @@ pub(crate) const TOKEN_WAKEUP: mio::Token = mio::Token(0);
 /// The signal pipe's read end (signal.rs).
 pub(crate) const TOKEN_SIGNAL: mio::Token = mio::Token(1);
 
+/// What an event on [`TOKEN_SIGNAL`] runs: set by the signal layer (above
+/// this one) before it registers its pipe ([`on_signal_token`]).
+static SIGNAL_DISPATCH: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Makes `dispatch` what an event on [`TOKEN_SIGNAL`] runs (signal.rs
+/// calls it before it registers the pipe with that token; one function for
+/// the process, set once).
+pub(crate) fn on_signal_token(dispatch: fn()) {
+    let _ = SIGNAL_DISPATCH.set(dispatch);
+}
+
 /// Most events one `epoll_wait` returns (tokio's default, 1024).
 const EVENTS: usize = 1024;
 
@@ -145,7 +156,11 @@ impl Poller {
         for ev in events.iter() {
             match ev.token() {
                 TOKEN_WAKEUP => {}
-                TOKEN_SIGNAL => crate::signal::dispatch(),
+                TOKEN_SIGNAL => {
+                    if let Some(dispatch) = SIGNAL_DISPATCH.get() {
+                        dispatch();
+                    }
+                }
                 mio::Token(addr) => {
                     // SAFETY: every other token is the address of a
                     // `ScheduledIo` owned by a live `Registration` or by this

@@ -71,9 +71,26 @@
 //! with this runtime: until then the workers park on their condvars and no
 //! descriptor is opened. The first use creates the driver and notifies the
 //! workers, which sleep in it from their next park on.
+//!
+//! # Below the scheduler
+//!
+//! The driver is three layers, each over the one below: signals
+//! (`signal.rs`), timers (`time/`, whose `time::Handle` holds this
+//! layer's), and this one, whose `Handle` (`handle.rs`) holds the pollers.
+//! The runtime's shared state holds the handles; a socket's registration
+//! and a registered timer keep theirs. None of them names the shared state
+//! or the worker: the worker calls the driver (its sleep, `handoff.rs`; its
+//! looks while busy), never the other way. What the driver needs of the
+//! scheduler comes through the thread-local context (`context.rs`: the
+//! current worker's index, this thread's driver), through the callback the
+//! runtime gives `Handle` (notify the workers once the driver exists),
+//! and through the tasks' wakers, which the worker's batch mode keeps on
+//! it. The signal pipe's events reach the signal layer through a function
+//! it installs (`on_signal_token`).
 
 pub(crate) mod coop;
 mod driver;
+mod handle;
 // The worker's side of the hand-off, generic over the poller (mio's here,
 // a mock in the loom model `loom-tests/tests/driver.rs`), and the readiness
 // cache: public under `cfg(loom)` so the models drive the production code.
@@ -88,7 +105,8 @@ pub mod scheduled_io;
 mod scheduled_io;
 
 pub use driver::IoPollers;
-pub(crate) use driver::{Driver, PollState, Poller, TOKEN_SIGNAL};
+pub(crate) use driver::{on_signal_token, PollState, Poller, TOKEN_SIGNAL};
+pub(crate) use handle::Handle;
 pub(crate) use registration::{no_runtime, PollEvented, Registration};
 pub(crate) use scheduled_io::Direction;
 pub use scheduled_io::Ready;

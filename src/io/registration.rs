@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::coop;
+use super::handle::Handle;
 use super::scheduled_io::{Direction, Ready, ReadyEvent, ScheduledIo};
-use crate::shared::Shared;
 
 /// The error of an I/O type created outside any runtime.
 pub(crate) fn no_runtime() -> io::Error {
@@ -19,29 +19,31 @@ pub(crate) fn no_runtime() -> io::Error {
 
 /// One socket's registration: its readiness cell and the poller it lives in.
 pub(crate) struct Registration {
-    shared: Arc<Shared>,
+    handle: Arc<Handle>,
     poller: usize,
     io: Arc<ScheduledIo>,
 }
 
 impl Registration {
     /// Registers `src` (read and write, edge-triggered, once for its
-    /// lifetime) with the poller of the current worker's domain, or the
-    /// first poller off the workers.
-    pub(crate) fn new<S: mio::event::Source + ?Sized>(src: &mut S) -> io::Result<Registration> {
-        let shared = crate::shared::current().ok_or_else(no_runtime)?;
-        let driver = shared.driver()?;
-        let poller = shared.current_worker().map_or(0, |w| driver.poller_of(w));
-        Self::with_poller(shared, poller, src)
+    /// lifetime) with `handle`'s driver: the poller of the current worker's
+    /// domain, or the first poller off the workers.
+    pub(crate) fn new<S: mio::event::Source + ?Sized>(
+        handle: Arc<Handle>,
+        src: &mut S,
+    ) -> io::Result<Registration> {
+        let driver = handle.driver()?;
+        let poller = handle.current_poller(driver);
+        Self::with_poller(handle, poller, src)
     }
 
-    /// Registers `src` with poller `poller` of `shared`'s driver.
+    /// Registers `src` with poller `poller` of `handle`'s driver.
     pub(crate) fn with_poller<S: mio::event::Source + ?Sized>(
-        shared: Arc<Shared>,
+        handle: Arc<Handle>,
         poller: usize,
         src: &mut S,
     ) -> io::Result<Registration> {
-        let driver = shared.driver()?;
+        let driver = handle.driver()?;
         let p = &driver.pollers[poller];
         let io = Arc::new(ScheduledIo::new());
         let token = mio::Token(Arc::as_ptr(&io) as usize);
@@ -53,12 +55,12 @@ impl Registration {
         p.counters
             .registered
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(Registration { shared, poller, io })
+        Ok(Registration { handle, poller, io })
     }
 
-    /// The runtime this registration belongs to.
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The driver this registration belongs to.
+    pub(crate) fn handle(&self) -> &Arc<Handle> {
+        &self.handle
     }
 
     /// The poller this registration lives in.
@@ -68,7 +70,7 @@ impl Registration {
 
     /// Registers `src` again with this registration's poller and token.
     pub(crate) fn reregister<S: mio::event::Source + ?Sized>(&self, src: &mut S) -> io::Result<()> {
-        let driver = self.shared.driver()?;
+        let driver = self.handle.driver()?;
         let token = mio::Token(Arc::as_ptr(&self.io) as usize);
         driver.pollers[self.poller].registry().register(
             src,
@@ -79,7 +81,7 @@ impl Registration {
 
     /// Removes `src` from its poller (before its descriptor is closed).
     pub(crate) fn deregister<S: mio::event::Source + ?Sized>(&self, src: &mut S) -> io::Result<()> {
-        let driver = self.shared.driver()?;
+        let driver = self.handle.driver()?;
         driver.pollers[self.poller].registry().deregister(src)
     }
 
@@ -183,7 +185,7 @@ impl Drop for Registration {
         // drop their wakers, then keep the cell alive until the poller's
         // next turn (driver.rs, `release`).
         self.io.clear_wakers();
-        if let Some(d) = self.shared.driver.get() {
+        if let Some(d) = self.handle.get() {
             d.pollers[self.poller].release(self.io.clone());
         }
     }
@@ -207,9 +209,9 @@ pub(crate) struct PollEvented<E: mio::event::Source> {
 pub(crate) const REHOME_AFTER: u8 = 4;
 
 impl<E: mio::event::Source> PollEvented<E> {
-    /// Registers `io` with the current runtime's driver.
-    pub(crate) fn new(mut io: E) -> io::Result<Self> {
-        let reg = Registration::new(&mut io)?;
+    /// Registers `io` with `handle`'s driver ([`Registration::new`]).
+    pub(crate) fn new(handle: Arc<Handle>, mut io: E) -> io::Result<Self> {
+        let reg = Registration::new(handle, &mut io)?;
         Ok(PollEvented {
             io: Some(io),
             reg,
@@ -217,9 +219,9 @@ impl<E: mio::event::Source> PollEvented<E> {
         })
     }
 
-    /// Registers `io` with a given poller of `shared`'s driver.
-    pub(crate) fn with_poller(shared: Arc<Shared>, poller: usize, mut io: E) -> io::Result<Self> {
-        let reg = Registration::with_poller(shared, poller, &mut io)?;
+    /// Registers `io` with a given poller of `handle`'s driver.
+    pub(crate) fn with_poller(handle: Arc<Handle>, poller: usize, mut io: E) -> io::Result<Self> {
+        let reg = Registration::with_poller(handle, poller, &mut io)?;
         Ok(PollEvented {
             io: Some(io),
             reg,
@@ -243,13 +245,13 @@ impl<E: mio::event::Source> PollEvented<E> {
     /// that poller, so its events are seen where its task runs. Returns
     /// whether it moved. One poller: nothing to do (one load).
     pub(crate) fn note_wait(&mut self) -> bool {
-        let Some(d) = self.reg.shared.driver.get() else {
+        let Some(d) = self.reg.handle.get() else {
             return false;
         };
         if d.pollers.len() < 2 {
             return false;
         }
-        let Some(w) = self.reg.shared.current_worker() else {
+        let Some(w) = self.reg.handle.current_worker() else {
             return false;
         };
         let here = d.poller_of(w);
@@ -268,7 +270,7 @@ impl<E: mio::event::Source> PollEvented<E> {
             return false;
         }
         self.away = 0;
-        let shared = self.reg.shared.clone();
+        let handle = self.reg.handle.clone();
         let io = self.io.as_mut().expect("present until drop or into_inner");
         // Out of the old poller first (a descriptor may sit in two epoll
         // instances, but its events belong in one), then into the new one
@@ -277,9 +279,9 @@ impl<E: mio::event::Source> PollEvented<E> {
         if self.reg.deregister(io).is_err() {
             return false;
         }
-        match Registration::with_poller(shared, here, io) {
+        match Registration::with_poller(handle, here, io) {
             Ok(reg) => {
-                if let Ok(d) = reg.shared.driver() {
+                if let Ok(d) = reg.handle.driver() {
                     d.pollers[here]
                         .counters
                         .rehomed
@@ -394,7 +396,8 @@ mod tests {
             let (s, _) = l.accept().unwrap();
             s.set_nonblocking(true).unwrap();
             // Off the workers: the first poller.
-            let mut pe = PollEvented::new(mio::net::TcpStream::from_std(s)).unwrap();
+            let handle = crate::shared::current().unwrap().driver.io.clone();
+            let mut pe = PollEvented::new(handle, mio::net::TcpStream::from_std(s)).unwrap();
             assert_eq!(pe.registration().poller(), 0);
             assert_eq!(rt.stats().io_pollers, 2);
             // A wait back home resets the count: a steal is not a move.

@@ -199,7 +199,16 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::io::{Ready, Registration};
+use crate::io::{PollEvented, Ready, Registration};
+
+/// Registers `io` with the driver of this thread's runtime (its worker's,
+/// or the one `block_on` runs); the error of [`no_runtime`] outside any.
+///
+/// [`no_runtime`]: crate::io::no_runtime
+pub(crate) fn evented<E: mio::event::Source>(io: E) -> io::Result<PollEvented<E>> {
+    let shared = crate::shared::current().ok_or_else(crate::io::no_runtime)?;
+    PollEvented::new(shared.driver.io.clone(), io)
+}
 
 /// Waits until any bit of `interest` is ready on `reg` (the futures of
 /// `readable()` / `writable()`: several may wait on one socket).

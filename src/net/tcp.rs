@@ -32,7 +32,7 @@ impl TcpListener {
         each_addr(addr, |a| async move {
             let l = mio::net::TcpListener::bind(a)?;
             Ok(TcpListener {
-                io: PollEvented::new(l)?,
+                io: super::evented(l)?,
             })
         })
         .await
@@ -42,7 +42,7 @@ impl TcpListener {
     pub fn from_std(l: std::net::TcpListener) -> io::Result<TcpListener> {
         l.set_nonblocking(true)?;
         Ok(TcpListener {
-            io: PollEvented::new(mio::net::TcpListener::from_std(l))?,
+            io: super::evented(mio::net::TcpListener::from_std(l))?,
         })
     }
 
@@ -74,13 +74,13 @@ impl TcpListener {
             Poll::Pending => return Poll::Pending,
         };
         let reg = self.io.registration();
-        let shared = reg.shared().clone();
-        let poller = incoming_poller(&shared, s.as_raw_fd()).unwrap_or_else(|| {
-            crate::worker::current_worker(&shared).map_or(reg.poller(), |w| {
-                shared.driver().map_or(0, |d| d.poller_of(w))
+        let handle = reg.handle().clone();
+        let poller = incoming_poller(&handle, s.as_raw_fd()).unwrap_or_else(|| {
+            handle.current_worker().map_or(reg.poller(), |w| {
+                handle.driver().map_or(0, |d| d.poller_of(w))
             })
         });
-        Poll::Ready(PollEvented::with_poller(shared, poller, s).map(|io| (TcpStream { io }, addr)))
+        Poll::Ready(PollEvented::with_poller(handle, poller, s).map(|io| (TcpStream { io }, addr)))
     }
 
     /// The local address.
@@ -116,8 +116,8 @@ impl AsFd for TcpListener {
 
 /// The poller for an accepted socket: that of the domain of the CPU the
 /// kernel received it on, when the runtime has several pollers.
-fn incoming_poller(shared: &crate::shared::Shared, fd: RawFd) -> Option<usize> {
-    let d = shared.driver.get()?;
+fn incoming_poller(handle: &crate::io::Handle, fd: RawFd) -> Option<usize> {
+    let d = handle.get()?;
     if d.pollers.len() < 2 {
         return None;
     }
@@ -137,9 +137,7 @@ fn incoming_poller(shared: &crate::shared::Shared, fd: RawFd) -> Option<usize> {
     if r != 0 || cpu < 0 {
         return None;
     }
-    let t = &shared.topology;
-    let w = (0..t.workers()).find(|&w| t.place(w).os_index == cpu as usize)?;
-    Some(d.poller_of(w))
+    handle.poller_of_cpu(d, cpu as usize)
 }
 
 /// A TCP connection.
@@ -157,7 +155,7 @@ impl TcpStream {
     pub async fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
         each_addr(addr, |a| async move {
             let s = TcpStream {
-                io: PollEvented::new(mio::net::TcpStream::connect(a)?)?,
+                io: super::evented(mio::net::TcpStream::connect(a)?)?,
             };
             // A non-blocking connect completes when the socket is writable;
             // its outcome is the socket's pending error.
@@ -175,7 +173,7 @@ impl TcpStream {
     pub fn from_std(s: std::net::TcpStream) -> io::Result<TcpStream> {
         s.set_nonblocking(true)?;
         Ok(TcpStream {
-            io: PollEvented::new(mio::net::TcpStream::from_std(s))?,
+            io: super::evented(mio::net::TcpStream::from_std(s))?,
         })
     }
 

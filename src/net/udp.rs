@@ -47,7 +47,7 @@ impl UdpSocket {
         each_addr(addr, |a| async move {
             let s = mio::net::UdpSocket::bind(a)?;
             Ok(UdpSocket {
-                io: PollEvented::new(s)?,
+                io: super::evented(s)?,
             })
         })
         .await
@@ -57,7 +57,7 @@ impl UdpSocket {
     pub fn from_std(s: std::net::UdpSocket) -> io::Result<UdpSocket> {
         s.set_nonblocking(true)?;
         Ok(UdpSocket {
-            io: PollEvented::new(mio::net::UdpSocket::from_std(s))?,
+            io: super::evented(mio::net::UdpSocket::from_std(s))?,
         })
     }
 

@@ -58,7 +58,7 @@ impl UnixListener {
     /// Not async: binding a Unix socket does not wait.
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixListener> {
         Ok(UnixListener {
-            io: PollEvented::new(mio::net::UnixListener::bind(path)?)?,
+            io: super::evented(mio::net::UnixListener::bind(path)?)?,
         })
     }
 
@@ -66,7 +66,7 @@ impl UnixListener {
     pub fn from_std(l: std::os::unix::net::UnixListener) -> io::Result<UnixListener> {
         l.set_nonblocking(true)?;
         Ok(UnixListener {
-            io: PollEvented::new(mio::net::UnixListener::from_std(l))?,
+            io: super::evented(mio::net::UnixListener::from_std(l))?,
         })
     }
 
@@ -98,11 +98,11 @@ impl UnixListener {
             Poll::Pending => return Poll::Pending,
         };
         let reg = self.io.registration();
-        let shared = reg.shared().clone();
-        let poller = crate::worker::current_worker(&shared).map_or(reg.poller(), |w| {
-            shared.driver().map_or(0, |d| d.poller_of(w))
+        let handle = reg.handle().clone();
+        let poller = handle.current_worker().map_or(reg.poller(), |w| {
+            handle.driver().map_or(0, |d| d.poller_of(w))
         });
-        Poll::Ready(PollEvented::with_poller(shared, poller, s).map(|io| (UnixStream { io }, addr)))
+        Poll::Ready(PollEvented::with_poller(handle, poller, s).map(|io| (UnixStream { io }, addr)))
     }
 
     /// The local address (the path bound).
@@ -168,7 +168,7 @@ impl UnixStream {
     /// (`EAGAIN`: a non-blocking Unix connect does not wait for room).
     pub async fn connect<P: AsRef<Path>>(path: P) -> io::Result<UnixStream> {
         let s = UnixStream {
-            io: PollEvented::new(mio::net::UnixStream::connect(path)?)?,
+            io: super::evented(mio::net::UnixStream::connect(path)?)?,
         };
         // A connect in progress completes when the socket is writable; its
         // outcome is the socket's pending error.
@@ -185,10 +185,10 @@ impl UnixStream {
         let (a, b) = mio::net::UnixStream::pair()?;
         Ok((
             UnixStream {
-                io: PollEvented::new(a)?,
+                io: super::evented(a)?,
             },
             UnixStream {
-                io: PollEvented::new(b)?,
+                io: super::evented(b)?,
             },
         ))
     }
@@ -197,7 +197,7 @@ impl UnixStream {
     pub fn from_std(s: std::os::unix::net::UnixStream) -> io::Result<UnixStream> {
         s.set_nonblocking(true)?;
         Ok(UnixStream {
-            io: PollEvented::new(mio::net::UnixStream::from_std(s))?,
+            io: super::evented(mio::net::UnixStream::from_std(s))?,
         })
     }
 

@@ -31,7 +31,7 @@
 //! # Ok::<(), hwsched::BuildError>(())
 //! ```
 
-pub(crate) mod entry;
+mod entry;
 mod ops;
 mod wheel;
 
@@ -43,10 +43,18 @@ use std::time::Duration;
 
 pub use std::time::Instant;
 
-pub(crate) use entry::ExternalTimers;
-pub(crate) use ops::{enter_worker, exit_worker, fire_worker, sleep_deadline, wake_sleeper_done};
+pub(crate) use ops::{
+    enter_worker, exit_worker, fire_worker, sleep_deadline, wake_sleeper_done, Handle,
+};
 
-use crate::shared::Shared;
+/// The driver of this thread's runtime: its worker's, or, off the
+/// workers, that of the runtime the thread runs for (`block_on`, a
+/// blocking thread, the shutdown's drops), from the thread-local context
+/// (`context.rs`, which the runtime fills: `block_on::enter` and the
+/// worker's start).
+pub(crate) fn current() -> Option<Arc<Handle>> {
+    crate::context::driver::<Handle>()
+}
 
 /// Waits until `duration` has passed.
 pub fn sleep(duration: Duration) -> Sleep {
@@ -72,7 +80,7 @@ fn far_future() -> Instant {
 
 /// A registered timer.
 struct Reg {
-    rt: Arc<Shared>,
+    rt: Arc<Handle>,
     entry: Arc<entry::Entry>,
     home: entry::Home,
 }
@@ -129,13 +137,13 @@ impl Sleep {
 
     fn register(&mut self) -> Option<&Reg> {
         if self.reg.is_none() {
-            let rt = crate::shared::current().unwrap_or_else(|| {
+            let rt = current().unwrap_or_else(|| {
                 panic!(
                     "hwsched::time: a timer was polled outside any hwsched runtime (poll it in \
                      Runtime::block_on or a task)"
                 )
             });
-            if let Err(e) = rt.driver() {
+            if let Err(e) = rt.io.driver() {
                 panic!("hwsched::time: this runtime cannot keep timers: {e}");
             }
             let tick = entry::tick_up(rt.start, self.deadline);

@@ -1,16 +1,49 @@
-//! The timers' operations on a runtime: insert, cancel, fire, and the
-//! sleeper's deadline, over the entries and wheels of
-//! [`entry`](super::entry) (which know nothing of the runtime's state).
-//! The life of an entry and why no expiry is lost: `entry.rs`.
+//! The timers' operations on a runtime's driver ([`Handle`]): insert,
+//! cancel, fire, and the sleeper's deadline, over the entries and wheels of
+//! [`entry`](super::entry). The life of an entry and why no expiry is
+//! lost: `entry.rs`.
+//!
+//! Below the scheduler: a worker installs its wheel here
+//! ([`enter_worker`]) and calls [`sleep_deadline`] and [`fire_worker`] from
+//! its park path; the wakes the firing makes go through the tasks' wakers,
+//! which the worker's batch mode keeps on it (io/mod.rs, "A batch stays
+//! local"). Nothing here names the worker or the runtime's shared state.
 
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::entry::{pack, unpack, Entry, Fire, Home};
+use super::entry::{pack, unpack, Entry, ExternalTimers, Fire, Home};
 use super::wheel::Wheel;
-use crate::shared::Shared;
+
+/// The driver's handle as the timers see it: the I/O driver's handle (a
+/// timer inserted from outside the workers wakes the worker in poller 0;
+/// timers need the driver created), the runtime's clock origin, and the
+/// outside threads' wheel. The runtime's shared state holds it
+/// (`shared.rs`); a registered timer keeps it alive (`Sleep`).
+pub(crate) struct Handle {
+    /// The I/O driver's handle.
+    pub(crate) io: Arc<crate::io::Handle>,
+    /// The runtime's start: tick 0 of every wheel.
+    pub(crate) start: Instant,
+    /// The timers of threads that are not this runtime's workers
+    /// (`block_on`'s thread, the blocking pool): one wheel behind a lock,
+    /// looked at by the worker holding poller 0 and by busy workers.
+    ext: ExternalTimers,
+}
+
+impl Handle {
+    /// The timers of a runtime of `workers` workers started at `start`,
+    /// over the I/O handle `io`.
+    pub(crate) fn new(io: Arc<crate::io::Handle>, start: Instant, workers: usize) -> Handle {
+        Handle {
+            io,
+            start,
+            ext: ExternalTimers::new(workers),
+        }
+    }
+}
 
 /// The milliseconds since `start` now, rounded down (the clock).
 fn tick_now(start: Instant) -> u64 {
@@ -19,7 +52,8 @@ fn tick_now(start: Instant) -> u64 {
 
 /// This worker thread's wheel.
 struct Local {
-    rt: *const Shared,
+    /// The driver the wheel belongs to (an identity).
+    rt: *const Handle,
     index: usize,
     wheel: Wheel<Arc<Entry>>,
 }
@@ -28,9 +62,9 @@ thread_local! {
     static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
 }
 
-/// Registers a timer for `tick` of runtime `rt`, on this worker's wheel if
+/// Registers a timer for `tick` of driver `rt`, on this worker's wheel if
 /// this thread is one of `rt`'s workers, else on the outside wheel.
-pub(crate) fn insert(rt: &Arc<Shared>, tick: u64) -> (Arc<Entry>, Home) {
+pub(crate) fn insert(rt: &Arc<Handle>, tick: u64) -> (Arc<Entry>, Home) {
     let e = Entry::new(tick);
     let here = LOCAL.with(|l| {
         let mut l = l.borrow_mut();
@@ -46,7 +80,7 @@ pub(crate) fn insert(rt: &Arc<Shared>, tick: u64) -> (Arc<Entry>, Home) {
     if let Some(w) = here {
         return (e, Home::Worker(w));
     }
-    let ext = &rt.ext_timers;
+    let ext = &rt.ext;
     let wake = {
         let mut g = ext.wheel.lock();
         let wheel = g.get_or_insert_with(|| Wheel::new(tick_now(rt.start)));
@@ -65,7 +99,7 @@ pub(crate) fn insert(rt: &Arc<Shared>, tick: u64) -> (Arc<Entry>, Home) {
         tick < ext.sleeping_until.load(Ordering::Relaxed)
     };
     if wake {
-        if let Some(d) = rt.driver.get() {
+        if let Some(d) = rt.io.get() {
             d.pollers[0].waker().wake_by_ref();
         }
     }
@@ -73,7 +107,7 @@ pub(crate) fn insert(rt: &Arc<Shared>, tick: u64) -> (Arc<Entry>, Home) {
 }
 
 /// Cancels a timer that has not fired (its `Sleep` is dropped or reset).
-pub(crate) fn cancel(rt: &Shared, e: &Arc<Entry>, home: &Home) {
+pub(crate) fn cancel(rt: &Handle, e: &Arc<Entry>, home: &Home) {
     if e.fired() {
         return;
     }
@@ -92,14 +126,14 @@ pub(crate) fn cancel(rt: &Shared, e: &Arc<Entry>, home: &Home) {
             });
             e.cancel();
             if !removed {
-                let ext = &rt.ext_timers;
+                let ext = &rt.ext;
                 ext.cancels[w].lock().push(key);
                 ext.has_cancels[w].store(true, Ordering::Release);
             }
         }
         Home::Outside => {
             e.cancel();
-            if let Some(w) = rt.ext_timers.wheel.lock().as_mut() {
+            if let Some(w) = rt.ext.wheel.lock().as_mut() {
                 w.remove(unpack(key));
             }
         }
@@ -107,7 +141,7 @@ pub(crate) fn cancel(rt: &Shared, e: &Arc<Entry>, home: &Home) {
 }
 
 /// Installs the wheel of worker `index` of `rt` on this thread.
-pub(crate) fn enter_worker(rt: &Shared, index: usize) {
+pub(crate) fn enter_worker(rt: &Handle, index: usize) {
     LOCAL.with(|l| {
         *l.borrow_mut() = Some(Local {
             rt,
@@ -127,14 +161,14 @@ pub(crate) fn exit_worker() {
 /// The deadline of this worker's next timer, and with `ext` (the worker
 /// sleeps in poller 0) of the outside threads' next one; `ext` also records
 /// it as the tick the worker sleeps until, so an earlier insert wakes it.
-pub(crate) fn sleep_deadline(rt: &Shared, ext: bool) -> Option<Instant> {
+pub(crate) fn sleep_deadline(rt: &Handle, ext: bool) -> Option<Instant> {
     let mut next = LOCAL.with(|l| {
         l.borrow()
             .as_ref()
             .and_then(|local| local.wheel.next_expiration())
     });
     if ext {
-        let t = &rt.ext_timers;
+        let t = &rt.ext;
         let g = t.wheel.lock();
         let theirs = g.as_ref().and_then(|w| w.next_expiration());
         next = match (next, theirs) {
@@ -148,20 +182,20 @@ pub(crate) fn sleep_deadline(rt: &Shared, ext: bool) -> Option<Instant> {
 }
 
 /// The worker in poller 0 woke: outside inserts need not wake it now.
-pub(crate) fn wake_sleeper_done(rt: &Shared) {
-    rt.ext_timers.sleeping_until.store(0, Ordering::Relaxed);
+pub(crate) fn wake_sleeper_done(rt: &Handle) {
+    rt.ext.sleeping_until.store(0, Ordering::Relaxed);
 }
 
 /// Fires this worker's due timers (after its cancellations), and with
 /// `ext` the outside wheel's due ones if its lock is free. Wakes are made
 /// outside the wheels' borrows. Returns the number fired.
-pub(crate) fn fire_worker(rt: &Shared, ext: bool) -> usize {
+pub(crate) fn fire_worker(rt: &Handle, ext: bool) -> usize {
     let now = tick_now(rt.start);
     let mut due: Vec<Arc<Entry>> = Vec::new();
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         let Some(local) = l.as_mut() else { return };
-        let t = &rt.ext_timers;
+        let t = &rt.ext;
         let w = local.index;
         // Acquire: pairs with `cancel`'s release store.
         if t.has_cancels[w].load(Ordering::Acquire) {
@@ -183,7 +217,7 @@ pub(crate) fn fire_worker(rt: &Shared, ext: bool) -> usize {
             }
         })
     });
-    let t = &rt.ext_timers;
+    let t = &rt.ext;
     if ext && t.next.load(Ordering::Relaxed) <= now {
         let mut due = Vec::new();
         if let Some(mut g) = t.wheel.try_lock() {

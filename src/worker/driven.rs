@@ -11,6 +11,9 @@ use super::*;
 #[cfg(feature = "io")]
 pub(super) struct Driven<'a> {
     shared: &'a Shared,
+    /// The driver's handles (`shared.driver`, and its I/O handle).
+    timers: &'a crate::time::Handle,
+    io: &'a crate::io::Handle,
     index: usize,
     /// The poller this worker holds while it sleeps in it, and the sleep of
     /// its thread when every poller is taken.
@@ -23,6 +26,8 @@ impl<'a> Driven<'a> {
     pub(super) fn new(ctx: &'a WorkerCtx) -> Self {
         Driven {
             shared: &ctx.shared,
+            timers: &ctx.shared.driver,
+            io: &ctx.shared.driver.io,
             index: ctx.index,
             sleep: crate::io::handoff::PollerSleep::new(crate::io::handoff::ThreadPark::current()),
             tasks: 0,
@@ -34,7 +39,7 @@ impl<'a> Driven<'a> {
     /// first), or of its thread when every poller is taken. `Pending`
     /// suspends the idle period; [`wait`](Self::wait) then sleeps.
     pub(super) fn sleep(&mut self, p: &crate::park::Parker) -> std::task::Poll<bool> {
-        let Some(d) = self.shared.driver.get() else {
+        let Some(d) = self.io.get() else {
             return std::task::Poll::Ready(p.park());
         };
         // Steps 1 and 2 of the hand-off, and 6 when called again: a free
@@ -48,13 +53,10 @@ impl<'a> Driven<'a> {
     /// thread; then fires due timers and ends the batch.
     pub(super) fn wait(&mut self, ctx: &WorkerCtx) {
         let shared = self.shared;
-        let d = shared
-            .driver
-            .get()
-            .expect("a park suspends only with a driver");
+        let d = self.io.get().expect("a park suspends only with a driver");
         let parker = &shared.workers[self.index].mailbox.parker;
         let ext = self.sleep.held() == Some(0);
-        let deadline = crate::time::sleep_deadline(shared, ext);
+        let deadline = crate::time::sleep_deadline(self.timers, ext);
         let timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
         ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
         if self.sleep.held().is_some() {
@@ -65,7 +67,7 @@ impl<'a> Driven<'a> {
         // the waker taken back when it returns, before the dispatch.
         self.sleep.wait(&d.pollers, parker, timeout);
         if ext {
-            crate::time::wake_sleeper_done(shared);
+            crate::time::wake_sleeper_done(self.timers);
         }
         self.fire_timers(ext);
         let mut core = ctx.core.borrow_mut();
@@ -76,7 +78,7 @@ impl<'a> Driven<'a> {
     /// Fires this worker's due timers (and the outside threads' ones, when
     /// `ext`), in batch mode.
     fn fire_timers(&self, ext: bool) {
-        let n = crate::time::fire_worker(self.shared, ext);
+        let n = crate::time::fire_worker(self.timers, ext);
         if n > 0 {
             WorkerCounters::bump(
                 &self.shared.workers[self.index].stats.timers_fired,
@@ -95,7 +97,7 @@ impl<'a> Driven<'a> {
             return;
         }
         let shared = self.shared;
-        if let Some(d) = shared.driver.get() {
+        if let Some(d) = self.io.get() {
             ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
             let p = &d.pollers[d.poller_of(self.index)];
             if let Some(mut g) = p.try_hold() {

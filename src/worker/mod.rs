@@ -748,6 +748,9 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
         core: RefCell::new(core),
     };
     let guard = crate::context::enter(&ctx.here);
+    // The driver this worker's timers and sockets use, for its whole life.
+    #[cfg(feature = "io")]
+    let driver_guard = crate::context::enter_driver(shared.driver.clone());
     // The start hook runs with the worker's context (Handle::current works)
     // and before `build` returns (the latch below) and before any task.
     if let Some(h) = &shared.on_start {
@@ -755,7 +758,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
     }
     shared.starting.count_down();
     #[cfg(feature = "io")]
-    crate::time::enter_worker(&shared, index);
+    crate::time::enter_worker(&shared.driver, index);
     run_loop(&ctx);
     #[cfg(feature = "io")]
     crate::time::exit_worker();
@@ -779,5 +782,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
     if let Some(h) = &shared.on_stop {
         h.run();
     }
+    #[cfg(feature = "io")]
+    drop(driver_guard);
     drop(guard);
 }

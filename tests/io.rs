@@ -599,3 +599,81 @@ fn a_timer_uses_the_driver_of_its_threads_runtime() {
         },
     );
 }
+
+/// Work conservation with the driver's batches: readiness for several
+/// sockets arrives in one poller turn, and the first task of the batch to
+/// run then runs a long poll (1 s without yielding). The batch's other
+/// tasks must start elsewhere while it runs: a batch kept on the worker
+/// that polled it (its LIFO slot and private batch queue) must not wait
+/// behind that poll while the other worker sleeps.
+///
+/// Fails today (3 of 4 tasks wait the whole second): the batch's tasks
+/// beyond the LIFO slot sit in the worker's private batch queue
+/// (`Core::push_batch`), the other worker parked before the batch came and
+/// nothing wakes it. Keeping a batch private is what makes two workers
+/// serve as much as one on the 2-core machine (BENCHMARKS.md); making it
+/// conserving needs either a wake per batch that leaves private work
+/// (tokio's `should_notify_others`) or a timed look by a parked worker at
+/// private work that stopped moving (the kernel's tick-driven idle
+/// balance). Run it with `--ignored`.
+#[test]
+#[ignore = "known gap: a private I/O batch waits behind a long poll (see the doc comment)"]
+fn a_batch_whose_first_task_runs_long_starts_the_rest_elsewhere() {
+    const K: usize = 4;
+    const BLOCK: Duration = Duration::from_secs(1);
+    const START_WITHIN: Duration = Duration::from_millis(100);
+    with_timeout(120, "batch_first_task_long", || {
+        let rt = rt_io(None, Some(2), IoPollers::One);
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let starts = Arc::new(std::sync::Mutex::new(Vec::<Instant>::new()));
+        let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (s, f) = (starts.clone(), first.clone());
+        let server = rt.spawn(async move {
+            let mut hs = Vec::new();
+            for _ in 0..K {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let (s, f) = (s.clone(), f.clone());
+                hs.push(hwsched::spawn(async move {
+                    let mut b = [0u8; 1];
+                    sock.read_exact(&mut b).await.unwrap();
+                    s.lock().unwrap().push(Instant::now());
+                    if f.swap(false, Ordering::SeqCst) {
+                        let t0 = Instant::now();
+                        while t0.elapsed() < BLOCK {
+                            std::hint::spin_loop();
+                        }
+                    }
+                }));
+            }
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+        let mut clients: Vec<std::net::TcpStream> = (0..K)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        // Every server task waits in its read, and both workers sleep.
+        thread::sleep(Duration::from_millis(200));
+        let sent = Instant::now();
+        for c in &mut clients {
+            c.write_all(&[1]).unwrap();
+        }
+        thread::sleep(START_WITHIN * 2);
+        let stats = rt.stats();
+        let v = starts.lock().unwrap().clone();
+        let late: Vec<Duration> = v
+            .iter()
+            .map(|t| t.duration_since(sent))
+            .filter(|d| *d > START_WITHIN)
+            .collect();
+        assert!(
+            v.len() == K && late.is_empty(),
+            "{} of {K} tasks started while the first one ran, {} later than {START_WITHIN:?} \
+             ({late:?}); stats:\n{stats}",
+            v.len(),
+            late.len(),
+        );
+        rt.block_on(server).unwrap();
+    });
+}

@@ -273,11 +273,13 @@ fn usage() -> (Duration, u64) {
 }
 
 /// The echo client (run as a child process): 64 connections on one thread,
-/// 500 round trips each; prints its wall time in nanoseconds.
+/// 500 round trips each; prints its wall time and the 99th percentile of
+/// the round trips' latencies (write to the end of the read), in
+/// nanoseconds.
 fn echo_client(addr: SocketAddr) {
     let ex = async_executor::LocalExecutor::new();
     let t0 = Instant::now();
-    async_io::block_on(ex.run(async {
+    let mut lat: Vec<u64> = async_io::block_on(ex.run(async {
         let tasks: Vec<_> = (0..CLIENTS)
             .map(|i| {
                 ex.spawn(async move {
@@ -285,26 +287,36 @@ fn echo_client(addr: SocketAddr) {
                     c.get_ref().set_nodelay(true).unwrap();
                     let msg = [i as u8; MSG];
                     let mut back = [0u8; MSG];
+                    let mut lat = Vec::with_capacity(ROUNDS);
                     for _ in 0..ROUNDS {
+                        let t = Instant::now();
                         c.write_all(&msg).await.unwrap();
                         c.read_exact(&mut back).await.unwrap();
+                        lat.push(t.elapsed().as_nanos() as u64);
                         assert_eq!(back, msg);
                     }
+                    lat
                 })
             })
             .collect();
+        let mut all = Vec::with_capacity(CLIENTS * ROUNDS);
         for t in tasks {
-            t.await;
+            all.extend(t.await);
         }
+        all
     }));
-    println!("elapsed_ns {}", t0.elapsed().as_nanos());
+    let elapsed = t0.elapsed().as_nanos();
+    lat.sort_unstable();
+    let p99 = lat[(lat.len() * 99 / 100).min(lat.len() - 1)];
+    println!("elapsed_ns {elapsed} p99_ns {p99}");
 }
 
 /// One measurement: operations per second, CPU per operation, voluntary
 /// context switches per operation, and hwsched's wakes by origin.
 struct Sample {
     ops_per_s: f64,
-    /// wrk's 99th percentile latency, in microseconds (http only).
+    /// The 99th percentile latency, in microseconds: wrk's (http), or the
+    /// echo client's round trips.
     p99_us: f64,
     cpu_us_per_op: f64,
     csw_per_op: f64,
@@ -312,7 +324,7 @@ struct Sample {
 }
 
 thread_local! {
-    /// The last wrk run's p99 latency (us).
+    /// The last run's p99 latency (us).
     static P99: std::cell::Cell<f64> = const { std::cell::Cell::new(f64::NAN) };
 }
 
@@ -337,6 +349,12 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
                 .nth(1)
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(|| panic!("echo client failed: {text} {out:?}"));
+            let p99_ns: f64 = text
+                .split_whitespace()
+                .nth(3)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(f64::NAN);
+            P99.with(|c| c.set(p99_ns / 1e3));
             ((CLIENTS * ROUNDS) as f64, ns / 1e9)
         }
         Bench::Http => {

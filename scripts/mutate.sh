@@ -113,6 +113,7 @@ block-on-woken-acquire @@ src/block_on.rs @@ @@ while !self.0.swap(false, Orderi
 slot-put-release @@ src/queue.rs @@ @@ self.p.store(new, Ordering::Release); @@ self.p.store(new, Ordering::Relaxed); @@ Needed in C11 (a thief that swaps the pointer out then uses the task it stands for); loom does not track the plain memory behind the pointer, so the lifo models cannot show it.
 slot-replace-release @@ src/queue.rs @@ @@ self.p.swap(new, Ordering::Release) @@ self.p.swap(new, Ordering::Relaxed) @@ As slot-put-release.
 slot-take-acquire @@ src/queue.rs @@ @@ self.p.swap(std::ptr::null_mut(), Ordering::Acquire) @@ self.p.swap(std::ptr::null_mut(), Ordering::Relaxed) @@ The other half of slot-put-release: not checkable in loom for the same reason.
+block-on-take-acquire @@ src/block_on.rs @@ 2 @@ self.0.swap(false, Ordering::Acquire) @@ self.0.swap(false, Ordering::Relaxed) @@
 EOF
 )
 
@@ -163,6 +164,10 @@ block-on-unpark-before-flag @@ src/block_on.rs @@ @@ self.set();\n        unpark
 block-on-wake-without-flag @@ src/block_on.rs @@ @@ self.set();\n        unpark(); @@ unpark(); @@ loom:block_on loom:task_layer test:task_layer @@
 block-on-wait-parks-once @@ src/block_on.rs @@ @@ while !self.0.swap(false, Ordering::Acquire) { @@ if !self.0.swap(false, Ordering::Acquire) { @@ loom:block_on test:task_layer @@
 block-on-flag-not-consumed @@ src/block_on.rs @@ @@ while !self.0.swap(false, Ordering::Acquire) { @@ while !self.0.load(Ordering::Acquire) { @@ loom:block_on test:task_layer @@
+block-on-local-unpark-before-flag @@ src/block_on.rs @@ @@ self.queue.lock().push_back(t);\n        self.ready.wake(unpark); @@ self.queue.lock().push_back(t);\n        unpark();\n        self.ready.set(); @@ loom:block_on test:block_on_local @@
+block-on-wait-any-ignores-locals @@ src/block_on.rs @@ @@ let local = locals.take(); @@ let local = false; @@ loom:block_on test:block_on_local @@
+block-on-locals-not-closed @@ src/block_on.rs @@ @@ l.close();\n @@ \n @@ test:block_on_local @@
+block-on-local-runs-after-shutdown @@ src/block_on.rs @@ @@ let shut_down = keep.is_shutdown(); @@ let shut_down = false; @@ test:block_on_local @@
 join-set-entry-queued-twice @@ src/join_set.rs @@ @@ if st.closed || self.queued.load(std::sync::atomic::Ordering::Relaxed) { @@ if st.closed { @@ lib:join_set test:task_layer test:embedding:join_set @@ Benign: an entry woken while on the list goes on it a second time; `join_next` pops the copy and polls a handle that is already joined (its slot is empty: skipped) or still pending (one extra poll with the same waker). The `queued` flag bounds the list to one entry per task, so that a task woken many times costs one pop: a cost, not a correctness, check.
 join-set-flag-not-cleared @@ src/join_set.rs @@ @@ e.queued.store(false, std::sync::atomic::Ordering::Relaxed); @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
 join-set-waiter-not-taken @@ src/join_set.rs @@ @@ st.waiter.take() @@ None::<Waker> @@ lib:join_set test:task_layer test:embedding:join_set @@

@@ -8,16 +8,53 @@
 //! `block_on` on the same thread runs its own loop, and the outer one polls
 //! again when the inner returns if its flag was set meanwhile (as
 //! futures-lite's `block_on` does; tokio refuses to nest instead).
+//!
+//! # Local tasks
+//!
+//! [`spawn_local`](crate::spawn_local) called on a `block_on` thread (in
+//! the future, or in a local task) spawns a local task of that thread, as
+//! tokio's `LocalSet` inside `block_on` does: it is polled only there, by
+//! the `block_on` loop, between polls of the main future, and never moves.
+//!
+//! - **The queue.** A thread's local tasks share one [`LocalQueue`],
+//!   created at the first `spawn_local`: their schedule functions push
+//!   onto it from any thread (a wake from another thread, from
+//!   `spawn_blocking`, an abort), then set its ready flag, then unpark the
+//!   thread ([`LocalQueue::push`]: the order of [`WakeFlag::wake`]).
+//! - **The loop.** Each turn polls the main future if its own flag was
+//!   set, then runs up to [`LOCAL_BUDGET`] queued local tasks, then waits
+//!   on both flags at once ([`wait_any`]: each is consumed before what it
+//!   announces is looked at, so a push made during the turn ends the wait).
+//!   A nested `block_on` runs the same thread's local tasks too, so a task
+//!   the inner future waits for is not stranded behind the outer loop.
+//! - **Their end.** The local tasks live as long as the outermost
+//!   `block_on` running on their thread: when it returns (or unwinds), every
+//!   local task still alive is cancelled and dropped there, on its thread
+//!   (woken so that it comes to the queue, then dropped instead of run, until
+//!   none is left: [`Locals::close`]); its `JoinHandle` resolves to
+//!   `JoinError::Cancelled`. A task scheduled after its runtime shut down is
+//!   dropped instead of run, as the workers drop theirs. So no local task
+//!   outlives the loop that can run it, and none is dropped on another
+//!   thread (async-task checks both at every poll and drop).
+//!
+//! The loom model `loom-tests/tests/block_on.rs` checks the hand-off (a
+//! local task pushed from another thread against the loop's wait, alone and
+//! together with a wake of the main future).
 
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::context::on_worker_thread;
 use crate::shared::Shared;
 use crate::shared::BLOCK_ON;
-use crate::sync::{AtomicBool, Ordering};
+use crate::stats::WorkerCounters;
+use crate::sync::{AtomicBool, Mutex, Ordering};
+use crate::task::{drop_task, JoinHandle, Runnable, TaskFuture, TaskMeta};
 
 /// The wake flag of one `block_on` call: the waker sets it, then unparks
 /// the thread; the loop consumes it, parking until it is set. The loom
@@ -66,6 +103,274 @@ impl WakeFlag {
         while !self.0.swap(false, Ordering::Acquire) {
             park();
         }
+    }
+
+    /// Consumes the flag: whether it was set ([`wait_any`]'s step).
+    #[inline]
+    pub fn take(&self) -> bool {
+        // ORDERING: Acquire, paired with `set`'s Release swap, as in
+        // `wait`: what the waker did before the wake happens before what
+        // the caller does next (the main future's poll; a local task's
+        // run is ordered by the queue's mutex besides).
+        self.0.swap(false, Ordering::Acquire)
+    }
+}
+
+/// The loop's wait when the thread has local tasks: consumes both flags,
+/// calling `park` until one of them was set, and returns whether `call`'s
+/// was (the main future was woken); the caller then polls the main future
+/// if so, and runs what the local queue holds either way. Both flags are
+/// consumed before the caller looks at what they announce, so a wake made
+/// after the consumption sets its flag again and ends the next wait.
+#[inline]
+pub fn wait_any(call: &WakeFlag, locals: &WakeFlag, mut park: impl FnMut()) -> bool {
+    loop {
+        let main = call.take();
+        let local = locals.take();
+        if main || local {
+            return main;
+        }
+        park();
+    }
+}
+
+/// The run queue of a thread's local tasks (module docs, "Local tasks"):
+/// pushed from any thread by their schedule functions, taken by the
+/// thread's `block_on` loop.
+#[derive(Debug)]
+pub struct LocalQueue<T> {
+    queue: Mutex<VecDeque<T>>,
+    ready: WakeFlag,
+}
+
+impl<T> Default for LocalQueue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> LocalQueue<T> {
+    /// An empty queue, its flag clear.
+    pub fn new() -> Self {
+        LocalQueue {
+            queue: Mutex::new(VecDeque::new()),
+            ready: WakeFlag::new(),
+        }
+    }
+
+    /// A schedule function's side: queues `t`, then sets the ready flag and
+    /// unparks the loop's thread ([`WakeFlag::wake`]'s order). The queue's
+    /// mutex orders `t` itself; the flag is what ends the loop's wait.
+    pub fn push(&self, t: T, unpark: impl FnOnce()) {
+        self.queue.lock().push_back(t);
+        self.ready.wake(unpark);
+    }
+
+    /// The loop's side: the oldest queued item.
+    pub fn pop(&self) -> Option<T> {
+        self.queue.lock().pop_front()
+    }
+
+    /// The flag a push sets ([`wait_any`]'s second).
+    pub fn ready(&self) -> &WakeFlag {
+        &self.ready
+    }
+}
+
+/// Local tasks run per turn of the `block_on` loop before the main future
+/// is looked at again: tokio's `LocalSet` runs 61 per tick
+/// (`MAX_TASKS_PER_TICK`), for the same reason (a task that keeps waking
+/// itself must not starve the main future).
+pub const LOCAL_BUDGET: usize = 61;
+
+/// What the local queue carries: a task, and whether its runtime had shut
+/// down when it was scheduled (then it is dropped, not run).
+type Queued = (Runnable, bool);
+
+/// A thread's local tasks, while a `block_on` runs on it (module docs,
+/// "Local tasks").
+struct Locals {
+    /// Their run queue, which their schedule functions hold.
+    queue: Arc<LocalQueue<Queued>>,
+    /// A waker of every local task whose future is not dropped yet, by key
+    /// (its [`LocalFuture`] removes it when dropped), so that
+    /// [`close`](Self::close) can bring each back to be dropped.
+    live: RefCell<HashMap<u64, Waker>>,
+    next: Cell<u64>,
+}
+
+thread_local! {
+    /// How many `block_on` loops run on this thread (nested calls).
+    static DRIVING: Cell<usize> = const { Cell::new(0) };
+    /// This thread's local tasks, from the first `spawn_local` of the
+    /// outermost `block_on` to its end.
+    static LOCALS: RefCell<Option<Rc<Locals>>> = const { RefCell::new(None) };
+}
+
+/// This thread's local tasks, if any.
+fn locals() -> Option<Rc<Locals>> {
+    LOCALS.with(|l| l.borrow().clone())
+}
+
+impl Locals {
+    /// Runs up to [`LOCAL_BUDGET`] queued tasks; returns whether more are
+    /// queued.
+    fn run(&self) -> bool {
+        for _ in 0..LOCAL_BUDGET {
+            let Some((r, shut_down)) = self.queue.pop() else {
+                return false;
+            };
+            // Relaxed (TaskMeta::is_aborted): a stale `false` costs one
+            // more poll, whose `Pending` re-checks the flag.
+            if shut_down || r.metadata().is_aborted() {
+                drop_task(r);
+                continue;
+            }
+            // The task wrapper catches panics in poll and drop; this
+            // catches what async-task itself might raise.
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.run())) {
+                crate::task::discard(p);
+            }
+        }
+        true
+    }
+
+    /// Cancels every local task still alive, on this thread: each is woken
+    /// (its schedule function queues it, here or, for a wake racing on
+    /// another thread, there) and every queued task is dropped instead of
+    /// run, until none is alive. A wake pushed from another thread ends the
+    /// park through the ready flag.
+    fn close(&self) {
+        loop {
+            while let Some((r, _)) = self.queue.pop() {
+                drop_task(r);
+            }
+            let wakers: Vec<Waker> = self.live.borrow().values().cloned().collect();
+            if wakers.is_empty() {
+                return;
+            }
+            for w in wakers {
+                w.wake();
+            }
+            while let Some((r, _)) = self.queue.pop() {
+                drop_task(r);
+            }
+            if self.live.borrow().is_empty() {
+                return;
+            }
+            // A task scheduled by another thread just before our wake: it
+            // is on its way to the queue.
+            self.queue.ready().wait(std::thread::park);
+        }
+    }
+}
+
+/// A local task's future: takes its waker out of [`Locals::live`] when
+/// dropped (always on its thread).
+struct LocalFuture<F> {
+    inner: F,
+    key: u64,
+}
+
+impl<F: Future> Future for LocalFuture<F> {
+    type Output = F::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `inner` is structurally pinned: never moved out of
+        // `self`, dropped in place.
+        unsafe { self.map_unchecked_mut(|s| &mut s.inner) }.poll(cx)
+    }
+}
+
+impl<F> Drop for LocalFuture<F> {
+    fn drop(&mut self) {
+        let key = self.key;
+        // Dropped outside the borrow: a waker's drop may drop a task.
+        let w = LOCALS
+            .try_with(|l| {
+                l.borrow()
+                    .as_ref()
+                    .and_then(|l| l.live.borrow_mut().remove(&key))
+            })
+            .ok()
+            .flatten();
+        drop(w);
+    }
+}
+
+/// Spawns the `!Send` `future` as a local task of this thread, run by its
+/// `block_on` loop (module docs, "Local tasks"); `None` when no `block_on`
+/// runs on this thread (nothing is spawned then).
+pub(crate) fn spawn_local<F>(future: F) -> Option<JoinHandle<F::Output>>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    if DRIVING.with(Cell::get) == 0 {
+        return None;
+    }
+    let shared = BLOCK_ON.with(|b| b.borrow().clone())?;
+    let locals = LOCALS.with(|l| {
+        l.borrow_mut()
+            .get_or_insert_with(|| {
+                Rc::new(Locals {
+                    queue: Arc::new(LocalQueue::new()),
+                    live: RefCell::new(HashMap::new()),
+                    next: Cell::new(0),
+                })
+            })
+            .clone()
+    });
+    let key = locals.next.get() + 1;
+    locals.next.set(key);
+    let registry: *const crate::task::Registry = &shared.registry;
+    let queue = locals.queue.clone();
+    let thread = std::thread::current();
+    let keep = shared.clone();
+    let (runnable, task) = async_task::Builder::new()
+        .metadata(TaskMeta::new())
+        .spawn_local(
+            move |meta: &TaskMeta| {
+                // SAFETY: the registry lives in `Shared`, which the
+                // schedule function of this task keeps alive (`keep`), as
+                // in `spawn`.
+                TaskFuture::new(LocalFuture { inner: future, key }, meta, unsafe {
+                    &*registry
+                })
+            },
+            move |r: Runnable| {
+                let shut_down = keep.is_shutdown();
+                queue.push((r, shut_down), || thread.unpark());
+            },
+        );
+    let handle = JoinHandle::new(task, &shared.registry, runnable.waker());
+    locals.live.borrow_mut().insert(key, runnable.waker());
+    WorkerCounters::bump_shared(&shared.external.spawned, 1);
+    runnable.schedule();
+    Some(handle)
+}
+
+/// Counts this thread's `block_on` loops while it lives; the outermost's
+/// closes the thread's local tasks when dropped (also on unwind).
+struct Driving(());
+
+impl Driving {
+    fn enter() -> Self {
+        DRIVING.with(|d| d.set(d.get() + 1));
+        Driving(())
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        if DRIVING.with(Cell::get) == 1 {
+            // Still counted while the tasks are dropped: a destructor that
+            // calls `spawn_local` spawns a task that this loop drops too.
+            if let Some(l) = locals() {
+                l.close();
+                LOCALS.with(|s| *s.borrow_mut() = None);
+            }
+        }
+        DRIVING.with(|d| d.set(d.get() - 1));
     }
 }
 
@@ -123,6 +428,9 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output 
         );
     }
     let _restore = enter(shared.clone());
+    // Declared after `_restore`, so dropped before it: the local tasks
+    // are dropped with this runtime still the thread's context.
+    let _driving = Driving::enter();
     let call = Arc::new(CallWaker {
         woken: WakeFlag::new(),
         thread: std::thread::current(),
@@ -130,10 +438,28 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output 
     let waker = Waker::from(call.clone());
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
+    let mut poll_main = true;
     loop {
-        if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
-            return v;
+        if poll_main {
+            if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                return v;
+            }
         }
-        call.woken.wait(std::thread::park);
+        // The future may have spawned the first local task.
+        match locals() {
+            None => {
+                call.woken.wait(std::thread::park);
+                poll_main = true;
+            }
+            Some(l) => {
+                if l.run() {
+                    // More queued: no wait, but the main future's turn if
+                    // it was woken.
+                    poll_main = call.woken.take();
+                } else {
+                    poll_main = wait_any(&call.woken, l.queue.ready(), std::thread::park);
+                }
+            }
+        }
     }
 }

@@ -41,7 +41,8 @@
 //! Tasks can be placed: [`spawn_on`] with a [`Place`] pins a task to a
 //! worker (polled only there, before and after every wake; a place the
 //! runtime cannot honour is a [`PlaceError`] and nothing is spawned),
-//! [`spawn_local`] runs a `!Send` future on the calling worker, and
+//! [`spawn_local`] runs a `!Send` future on the calling worker (or on
+//! `block_on`'s thread, which then runs it), and
 //! [`current_place`] says which worker, core, LLC, NUMA node and package
 //! the caller runs on. The README's "Placing tasks" says more.
 //!

@@ -836,18 +836,25 @@ where
     }
 }
 
-/// Spawns the `!Send` `future` on the calling worker, where it stays: it
-/// is polled only there, never stolen, and at shutdown it is dropped there
-/// too (a wake from any thread, or from
-/// [`spawn_blocking`], brings it back to its worker). Its
+/// Spawns the `!Send` `future` on the calling thread, where it stays: it
+/// is polled only there, never stolen, and dropped there too (a wake from
+/// any thread, or from [`spawn_blocking`], brings it back). Its
 /// [`JoinHandle`] is `Send` only if its output is.
+///
+/// - **On a worker** (from a task): pinned to that worker; at shutdown it
+///   is cancelled and dropped there.
+/// - **On the thread of [`Runtime::block_on`]** (in its future, or in
+///   another local task): run by that `block_on` between polls of its
+///   future, as tokio's `LocalSet` inside `block_on` is (a nested
+///   `block_on` on the same thread runs it too). It lives as long as the
+///   outermost `block_on` on its thread: one still alive when that returns
+///   is cancelled and dropped there, before it returns, and its handle
+///   yields [`JoinError::Cancelled`](crate::JoinError::Cancelled).
 ///
 /// # Panics
 ///
-/// When not called on a worker thread (from a task) of an hwsched
-/// runtime: in [`Runtime::block_on`] itself, on a blocking thread, or
-/// outside any runtime. [`current_place`] says whether the caller is on a
-/// worker.
+/// Anywhere else: on a blocking thread outside `block_on`, or outside any
+/// runtime. [`current_place`] says whether the caller is on a worker.
 ///
 /// ```
 /// use std::rc::Rc;
@@ -872,6 +879,29 @@ where
 /// assert_eq!(rt.block_on(h).unwrap(), 1);
 /// # Ok::<(), hwsched::BuildError>(())
 /// ```
+///
+/// On `block_on`'s thread, sharing an `Rc` with the main future, and woken
+/// from a worker:
+///
+/// ```
+/// use std::{cell::Cell, rc::Rc};
+/// let rt = hwsched::Runtime::builder().worker_threads(1).build()?;
+/// let here = std::thread::current().id();
+/// let n = rt.block_on(async {
+///     let count = Rc::new(Cell::new(0)); // not Send
+///     let c = count.clone();
+///     let local = hwsched::spawn_local(async move {
+///         // A task on a worker completes, and wakes this one from there.
+///         let v = hwsched::spawn(async { 41 }).await.unwrap();
+///         assert_eq!(std::thread::current().id(), here); // it stayed
+///         c.set(v + 1);
+///     });
+///     local.await.unwrap();
+///     count.get()
+/// });
+/// assert_eq!(n, 42);
+/// # Ok::<(), hwsched::BuildError>(())
+/// ```
 pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + 'static,
@@ -879,11 +909,14 @@ where
 {
     match worker::current_shared_worker() {
         Some((shared, w)) => worker::spawn_local(&shared, w, future),
-        None => panic!(
-            "hwsched::spawn_local called off a worker thread: a local task is pinned to the \
-             worker that spawns it, so call it from a task running on an hwsched runtime (not \
-             from Runtime::block_on, a spawn_blocking closure or another thread)"
-        ),
+        None => crate::block_on::spawn_local(future).unwrap_or_else(|| {
+            panic!(
+                "hwsched::spawn_local called off a worker thread and outside Runtime::block_on: \
+                 a local task stays on the thread that spawns it, so call it from a task running \
+                 on an hwsched runtime or inside block_on (not from a spawn_blocking closure or \
+                 another thread)"
+            )
+        }),
     }
 }
 

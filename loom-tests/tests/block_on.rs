@@ -30,7 +30,7 @@
 
 #![cfg(loom)]
 
-use hwsched::block_on::WakeFlag;
+use hwsched::block_on::{wait_any, LocalQueue, WakeFlag};
 use loom::cell::UnsafeCell;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
@@ -117,4 +117,113 @@ fn a_wake_is_seen_by_the_next_poll() {
 #[test]
 fn a_stale_park_token_does_not_end_the_wait() {
     wake_against_wait(true);
+}
+
+/// A local task of `block_on`'s thread (`spawn_local` there) pushed by its
+/// schedule function on another thread (`LocalQueue::push`: queue, flag,
+/// unpark) against the loop, which runs what is queued and then waits on
+/// the main future's flag and the queue's (`wait_any`). The loop must run
+/// the task, and see what the waking thread wrote before the wake;
+/// `stale`: the park token is set before the wait.
+fn local_push_against_wait(stale: bool) {
+    let cases = Cases::new(&[
+        "the task was queued before the loop looked",
+        "the loop waited for the task",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let call = Arc::new(WakeFlag::new());
+            let queue = Arc::new(LocalQueue::<u32>::new());
+            let data = Arc::new(UnsafeCell::new(0u32));
+            let blocked = Arc::new(Token::new(stale));
+            let waker = {
+                let (queue, data, blocked) = (queue.clone(), data.clone(), blocked.clone());
+                thread::spawn(move || {
+                    // SAFETY: the only write; loom checks the read below.
+                    data.with_mut(|p| unsafe { *p = 1 });
+                    // The local task's schedule function.
+                    queue.push(7, || blocked.unpark());
+                })
+            };
+            // The loop: the main future returned `Pending`; run what is
+            // queued, then wait on both flags.
+            let mut waited = false;
+            let task = loop {
+                if let Some(t) = queue.pop() {
+                    break t;
+                }
+                waited = true;
+                let main = wait_any(&call, queue.ready(), || blocked.park());
+                assert!(!main, "nobody woke the main future");
+            };
+            assert_eq!(task, 7);
+            cases.hit(if waited {
+                "the loop waited for the task"
+            } else {
+                "the task was queued before the loop looked"
+            });
+            // The task's poll.
+            // SAFETY: loom reports a read not ordered after the write.
+            let seen = data.with(|p| unsafe { *p });
+            assert_eq!(seen, 1, "the task's poll missed the wake's write");
+            waker.join().unwrap();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+#[test]
+fn a_local_task_woken_from_another_thread_runs() {
+    local_push_against_wait(false);
+}
+
+#[test]
+fn a_stale_park_token_does_not_end_the_local_wait() {
+    local_push_against_wait(true);
+}
+
+/// A wake of the main future and a local task's push, from two other
+/// threads at once, against the loop's turns: it sees both (neither wake
+/// consumes the other's flag), and the main future's poll sees what its
+/// waker wrote before the wake (`wait_any`'s take of the call's flag is
+/// what orders it).
+#[test]
+fn a_main_wake_and_a_local_push_are_both_seen() {
+    model(|| {
+        let call = Arc::new(WakeFlag::new());
+        let queue = Arc::new(LocalQueue::<u32>::new());
+        let blocked = Arc::new(Token::new(false));
+        let data = Arc::new(UnsafeCell::new(0u32));
+        let main_waker = {
+            let (call, blocked, data) = (call.clone(), blocked.clone(), data.clone());
+            thread::spawn(move || {
+                // SAFETY: the only write; loom checks the read below.
+                data.with_mut(|p| unsafe { *p = 1 });
+                call.wake(|| blocked.unpark())
+            })
+        };
+        let local_waker = {
+            let (queue, blocked) = (queue.clone(), blocked.clone());
+            thread::spawn(move || queue.push(1, || blocked.unpark()))
+        };
+        let (mut main_seen, mut local_seen) = (false, false);
+        loop {
+            while queue.pop().is_some() {
+                local_seen = true;
+            }
+            if main_seen && local_seen {
+                break;
+            }
+            if wait_any(&call, queue.ready(), || blocked.park()) {
+                // The main future's poll.
+                // SAFETY: loom reports a read not ordered after the write.
+                let seen = data.with(|p| unsafe { *p });
+                assert_eq!(seen, 1, "the main poll missed its waker's write");
+                main_seen = true;
+            }
+        }
+        main_waker.join().unwrap();
+        local_waker.join().unwrap();
+    });
 }

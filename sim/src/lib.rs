@@ -7,7 +7,8 @@
 //!   there);
 //! - [`cost`]: the cost model, every parameter named with its source;
 //! - [`workload`]: what the tasks do (hackbench, spawn bursts, ping-pong,
-//!   light load, fork-join, a server on sockets through the I/O driver);
+//!   light load, fork-join, a server on sockets through the I/O driver, a
+//!   service sharded by NUMA node whose tasks have a home node);
 //! - [`report`]: what a run reports.
 //!
 //! ```

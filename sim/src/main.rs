@@ -4,9 +4,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use hwsched::{SisMode, StealWalk, Topology, TopologySource};
+use hwsched::{LevelKind, SisMode, StealWalk, Topology, TopologySource};
 use hwsched_sim::sim::parse_idle;
-use hwsched_sim::workload::{Burst, ForkJoin, Hackbench, Io, Light, PingPong, Trace, Workload};
+use hwsched_sim::workload::{
+    Burst, ForkJoin, Hackbench, Io, Light, PingPong, Shards, Trace, Workload,
+};
 use hwsched_sim::{simulate, Config, CostModel, Policy, Pollers};
 
 const HELP: &str = "\
@@ -35,6 +37,10 @@ workload (--workload NAME, default hackbench):
   io          --conns C (16 x workers) --load X (0.5) or --rate R (requests/s) --work-ns W (10000)
               --requests N (1000 x workers, at least 100000): a server: C sockets, Poisson requests through the
               I/O driver's pollers (--pollers), W of work each (SIMULATION.md, I/O)
+  shards      --bursts B (10) --requests R (2 x workers) --fanout F (4) --work-us W (10)
+              --period-us P (200) --remote-pct X (50) --hot-pct H (even shards): one shard per
+              NUMA node; each request spawns F subtasks of its shard, every run costs X% more
+              off its shard's node; H% of each burst on shard 0 (SIMULATION.md, Places)
 
 policy:
   --policy hwsched|tokio   (hwsched)
@@ -49,6 +55,12 @@ policy:
                  another domain's (the runtime); off: on its thread (a variant)
   --rehome on|off (on) on: a socket moves to the poller of the domain its task keeps
                  waiting in (the runtime); off: it stays where it was accepted
+  --places on|off (off) tasks with a home node (shards) run only on its workers, as
+                 spawn_on(Place::Numa(node)) places them
+  --place-wake searcher|per-task (searcher) with places: a queued placed task wakes a
+                 parked worker of its place when none there is awake and idle, and each
+                 worker that takes one and leaves more wakes the next (searcher); or one
+                 awake idle worker per queued task (per-task, a variant)
   --accept-cpus K (0)  io: the k-th socket is accepted on CPU k mod K (0: all workers);
                  1: every socket in the first CPU's domain
   --spawner free|timeline (free) timeline: the outside thread (spawner, sender) is a
@@ -64,6 +76,8 @@ output (default: the full report, ending with hwsched's own Stats table
 as Runtime::stats() prints it):
   --row          one markdown table row instead of the full report:
                  | label | makespan ms | ops/s | p50 us | p99 us | sched/work | idle-while-queued | cross-LLC migrations |
+                 (shards: | label | makespan ms | idle-while-queued | the same inside the places |
+                  runs off their home node | cross-node migrations | remote ms | sched/work |)
                  (io: | label | pollers | requests/s | p50 us | p99 us | busiest poller | mean poller |
                   events per epoll_wait | events to another LLC | searcher wakes across LLCs | cross-LLC migrations |)
   --label TEXT   the row's first cell (default: the policy)
@@ -177,6 +191,12 @@ fn real_main() -> Result<(), String> {
     cfg.foreign_pollers = on_off(a.get("foreign-pollers"), true)?;
     cfg.rehome = on_off(a.get("rehome"), true)?;
     cfg.accept_cpus = a.num("accept-cpus", 0)?;
+    cfg.places = on_off(a.get("places"), false)?;
+    cfg.place_wake_per_task = match a.get("place-wake").unwrap_or("searcher") {
+        "searcher" => false,
+        "per-task" => true,
+        s => return Err(format!("unknown --place-wake {s:?}")),
+    };
     cfg.policy = match a.get("policy").unwrap_or("hwsched") {
         "hwsched" => Policy::Hwsched,
         "tokio" => Policy::TokioLike,
@@ -287,6 +307,24 @@ fn real_main() -> Result<(), String> {
                 a.num("requests", (1000 * n as u64).max(100_000))?,
             ))
         }
+        "shards" => {
+            let nodes = cfg.topology.domains(LevelKind::Numa).map_or(1, |d| d.len());
+            let mut w = Shards::new(nodes);
+            w.bursts = a.num("bursts", w.bursts)?;
+            w.requests = a.num("requests", 2 * n as u64)?;
+            w.fanout = a.num("fanout", w.fanout)?;
+            w.work_ns = match a.get("work-ns") {
+                Some(_) => a.num("work-ns", 0)?,
+                None => us("work-us", 10)?,
+            };
+            w.period_ns = us("period-us", 200)?;
+            w.remote_pct = a.num("remote-pct", w.remote_pct)?;
+            w.hot_pct = a.get("hot-pct").map(|_| a.num("hot-pct", 0)).transpose()?;
+            if w.hot_pct.is_some_and(|p| p > 100) {
+                return Err("--hot-pct must be at most 100".into());
+            }
+            Box::new(w)
+        }
         "trace" => {
             let p = a
                 .get("trace")
@@ -303,6 +341,8 @@ fn real_main() -> Result<(), String> {
             .map_or_else(|| r.policy.clone(), str::to_string);
         if r.io.is_some() {
             println!("{}", r.io_row(&label));
+        } else if r.homed_runs > 0 {
+            println!("{}", r.numa_row(&label));
         } else {
             println!("{}", r.row(&label));
         }

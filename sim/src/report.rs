@@ -39,6 +39,27 @@ pub struct Report {
     pub work_ns: u64,
     /// Worker time lost to cold caches after migrations (ns).
     pub warmth_ns: u64,
+    /// Worker time lost to runs off their task's home node: the
+    /// workload's [`Home::remote_pct`] of their work (ns).
+    ///
+    /// [`Home::remote_pct`]: crate::workload::Home::remote_pct
+    pub remote_ns: u64,
+    /// Runs of tasks that have a home node ([`Workload::home`]).
+    ///
+    /// [`Workload::home`]: crate::workload::Workload::home
+    pub homed_runs: u64,
+    /// Of those, runs on a worker of another node than the task's home.
+    pub remote_runs: u64,
+    /// Runs on a worker of another NUMA node than the task's previous run.
+    pub cross_node_migrations: u64,
+    /// Whether tasks were placed on their home node (`Config::places`).
+    pub places: bool,
+    /// With places: the integral over time of, per node, min(its idle
+    /// workers, its place queue's length): worker-nanoseconds a worker was
+    /// idle while a task of its own node waited (work conservation inside
+    /// the places; `idle_while_queued_ns` also counts the other nodes'
+    /// idle workers, which may not take those tasks).
+    pub idle_while_place_queued_ns: u128,
     /// Worker time in scheduler code: polls, queue operations, placement,
     /// walks, load publishes, futex wakes and parks (ns).
     pub sched_ns: u64,
@@ -145,11 +166,47 @@ impl Report {
         )
     }
 
-    /// All CPU spent (work, warmth, scheduling, spin, and outside threads'
-    /// spawns and wakes) per operation, in ns: what `benches/light_load.rs`
-    /// reports as CPU per message.
+    /// One markdown row for a workload whose tasks have a home node
+    /// (`shards`): label, makespan (ms), idle-while-queued as a share of
+    /// capacity, the same inside the places (with places on; `-` off), runs
+    /// off their home node (of all runs), cross-node
+    /// migrations, the time those remote runs cost (ms, all workers), and
+    /// scheduling CPU per work CPU.
+    pub fn numa_row(&self, label: &str) -> String {
+        format!(
+            "| {} | {:.3} | {} | {} | {} of {} | {} | {:.3} | {} |",
+            label,
+            self.makespan_ns as f64 / 1e6,
+            pct(
+                self.idle_while_queued_ns.min(u128::from(u64::MAX)) as u64,
+                self.capacity_ns()
+            ),
+            if self.places {
+                pct(
+                    self.idle_while_place_queued_ns.min(u128::from(u64::MAX)) as u64,
+                    self.capacity_ns(),
+                )
+            } else {
+                "-".into()
+            },
+            self.remote_runs,
+            self.homed_runs,
+            self.cross_node_migrations,
+            self.remote_ns as f64 / 1e6,
+            pct(self.sched_ns, self.work_ns)
+        )
+    }
+
+    /// All CPU spent (work, warmth, remote memory, scheduling, spin, and
+    /// outside threads' spawns and wakes) per operation, in ns: what
+    /// `benches/light_load.rs` reports as CPU per message.
     pub fn cpu_per_op_ns(&self) -> f64 {
-        (self.work_ns + self.warmth_ns + self.sched_ns + self.spin_ns + self.external_ns) as f64
+        (self.work_ns
+            + self.warmth_ns
+            + self.remote_ns
+            + self.sched_ns
+            + self.spin_ns
+            + self.external_ns) as f64
             / self.ops.max(1) as f64
     }
 
@@ -198,7 +255,9 @@ impl fmt::Display for Report {
             "wake latency (runnable -> running): p50 {} ns, p99 {} ns, max {} ns ({} measured)",
             self.wake_p50_ns, self.wake_p99_ns, self.wake_max_ns, self.wakes_measured
         )?;
-        let idle = cap.saturating_sub(self.work_ns + self.warmth_ns + self.sched_ns + self.spin_ns);
+        let idle = cap.saturating_sub(
+            self.work_ns + self.warmth_ns + self.remote_ns + self.sched_ns + self.spin_ns,
+        );
         writeln!(
             f,
             "worker time: work {} ({}), cache warmth {} ({}), scheduling {} ({}), spin {} ({}), idle {} ({})",
@@ -213,6 +272,25 @@ impl fmt::Display for Report {
             ms(idle),
             pct(idle, cap)
         )?;
+        if self.homed_runs > 0 {
+            writeln!(
+                f,
+                "home nodes ({}): {} of {} runs off their task's home node, costing {} ({}); {} cross-node migrations",
+                if self.places {
+                    format!(
+                        "places on, idle while its own node's work queued: {}",
+                        ms(self.idle_while_place_queued_ns.min(u128::from(u64::MAX)) as u64)
+                    )
+                } else {
+                    "places off".to_string()
+                },
+                self.remote_runs,
+                self.homed_runs,
+                ms(self.remote_ns),
+                pct(self.remote_ns, cap),
+                self.cross_node_migrations
+            )?;
+        }
         writeln!(
             f,
             "scheduling CPU per work CPU: {} (spin included: {})",

@@ -199,6 +199,21 @@ pub struct Config {
     /// (a NIC queue, or a listener whose flows are not spread), every
     /// socket in its domain's poller.
     pub accept_cpus: usize,
+    /// Tasks with a home node ([`Workload::home`]) are placed there, as
+    /// `spawn_on(Place::Numa(node), ..)` places them: spawned, woken and
+    /// yielding, they go to their node's place queue, which only the
+    /// node's workers take from (no steal moves them out); a push wakes a
+    /// parked worker of the node when none of its workers is awake and
+    /// idle, so work is conserved inside the node (SIMULATION.md, "Places:
+    /// NUMA shards"). Off (the default): they are ordinary tasks.
+    pub places: bool,
+    /// With places: how many workers of a place a queued task keeps awake.
+    /// Off (the default), the runtime's searcher rule inside the place:
+    /// one awake idle worker is enough, and each worker that takes a task
+    /// and leaves more wakes the next. On, a variant: one awake idle
+    /// worker per queued task, so a burst wakes as many parked workers at
+    /// once as it has tasks (as external spawns' placement does).
+    pub place_wake_per_task: bool,
 }
 
 impl Config {
@@ -219,6 +234,8 @@ impl Config {
             foreign_pollers: true,
             rehome: true,
             accept_cpus: 0,
+            places: false,
+            place_wake_per_task: false,
         }
     }
 }
@@ -336,6 +353,20 @@ struct Time {
     warmth: u64,
     sched: u64,
     spin: u64,
+    /// Extra time of runs off their home node ([`Home`](crate::workload::Home)).
+    remote: u64,
+}
+
+impl Time {
+    fn sum<'a>(times: impl Iterator<Item = &'a Time>) -> Time {
+        times.fold(Time::default(), |a, t| Time {
+            work: a.work + t.work,
+            warmth: a.warmth + t.warmth,
+            sched: a.sched + t.sched,
+            spin: a.spin + t.spin,
+            remote: a.remote + t.remote,
+        })
+    }
 }
 
 /// One poller of the simulated I/O driver (io/driver.rs `Poller`): who
@@ -501,6 +532,22 @@ pub struct Sim {
     migrations: [u64; 6],
     /// The I/O driver, from the first socket on.
     io: Option<IoDriver>,
+    /// Each worker's NUMA node (its index among `node_spans`).
+    node_of: Vec<usize>,
+    /// The NUMA nodes' spans, in worker order (`Place::Numa`'s numbering).
+    node_spans: Vec<Range<usize>>,
+    /// Per node, its place queue (`Config::places`).
+    place_q: Vec<VecDeque<TaskId>>,
+    /// Runs of tasks with a home node, and those on another node's worker.
+    homed_runs: u64,
+    remote_runs: u64,
+    /// Runs on another node than the task's previous run.
+    cross_node_migrations: u64,
+    /// Per node, its idle workers.
+    idle_in_node: Vec<usize>,
+    /// Integral over time of, per node, min(its idle workers, its place
+    /// queue's length): work conservation inside the places.
+    idle_while_place_queued_ns: u128,
 }
 
 /// The per-level counter slot of level `i` (worker.rs `stat_slot`): levels
@@ -627,6 +674,13 @@ impl Sim {
             .collect();
         let nl = spans.len();
         let n_llc = llc_starts.len();
+        let node_spans = topo
+            .domains(LevelKind::Numa)
+            .expect("NUMA is a domain kind");
+        let node_of = (0..n)
+            .map(|w| node_spans.partition_point(|r| r.end <= w))
+            .collect();
+        let n_nodes = node_spans.len();
         Sim {
             rng: Rng::new(cfg.seed),
             topo: Rc::new(cfg.topology.clone()),
@@ -677,6 +731,14 @@ impl Sim {
             external_ns: 0,
             migrations: [0; 6],
             io: None,
+            node_of,
+            place_q: vec![VecDeque::new(); n_nodes],
+            node_spans,
+            homed_runs: 0,
+            remote_runs: 0,
+            cross_node_migrations: 0,
+            idle_in_node: vec![0; n_nodes],
+            idle_while_place_queued_ns: 0,
             cfg,
         }
     }
@@ -710,10 +772,13 @@ impl Sim {
     fn set_phase(&mut self, w: usize, p: Phase) {
         let old = self.workers[w].phase;
         if old.idle() != p.idle() {
+            let node = self.node_of[w];
             if p.idle() {
                 self.idle_count += 1;
+                self.idle_in_node[node] += 1;
             } else {
                 self.idle_count -= 1;
+                self.idle_in_node[node] -= 1;
             }
         }
         self.workers[w].phase = p;
@@ -739,6 +804,12 @@ impl Sim {
             let dt = q.at - self.last_integrate;
             self.idle_while_queued_ns +=
                 u128::from(dt) * self.idle_count.min(self.queued_total) as u128;
+            if self.cfg.places {
+                let stranded: usize = (0..self.place_q.len())
+                    .map(|i| self.idle_in_node[i].min(self.place_q[i].len()))
+                    .sum();
+                self.idle_while_place_queued_ns += u128::from(dt) * stranded as u128;
+            }
             self.last_integrate = q.at;
             self.now = q.at;
             self.acc = 0;
@@ -937,6 +1008,12 @@ impl Sim {
             unfinished,
             work_ns: self.at_end.work,
             warmth_ns: self.at_end.warmth,
+            remote_ns: self.at_end.remote,
+            homed_runs: self.homed_runs,
+            remote_runs: self.remote_runs,
+            cross_node_migrations: self.cross_node_migrations,
+            places: self.cfg.places,
+            idle_while_place_queued_ns: self.idle_while_place_queued_ns,
             sched_ns: self.at_end.sched,
             spin_ns: self.at_end.spin,
             external_ns: self.external_ns,
@@ -969,6 +1046,10 @@ impl Sim {
                     self.tasks[t].state = TState::Queued;
                     self.tasks[t].ready_at = self.now;
                     self.k().spawned += 1;
+                    if let Some(node) = self.placed(t) {
+                        self.push_place(from, node, t);
+                        continue;
+                    }
                     match from {
                         // worker.rs `place_spawn`: a worker's spawn goes to
                         // its own deque.
@@ -1366,6 +1447,9 @@ impl Sim {
                     Some(_) => self.k().wakes_by_task += 1,
                     None => self.k().wakes_foreign += 1,
                 }
+                if let Some(node) = self.placed(t) {
+                    return self.push_place(from, node, t);
+                }
                 match self.cfg.policy {
                     Policy::Hwsched => self.schedule(from, t),
                     Policy::TokioLike => match from {
@@ -1698,6 +1782,99 @@ impl Sim {
         }
     }
 
+    // ---- places (`Config::places`) -----------------------------------------
+
+    /// The node `t` is placed on: its home node, with places on.
+    fn placed(&self, t: TaskId) -> Option<usize> {
+        if !self.cfg.places {
+            return None;
+        }
+        self.workload.home(t).map(|h| h.node)
+    }
+
+    /// Queues `t` on `node`'s place queue, which only the node's workers
+    /// take from ([`place_take`](Self::place_take)), then keeps work
+    /// conserved inside the node ([`place_wake`](Self::place_wake)).
+    fn push_place(&mut self, from: Option<usize>, node: usize, t: TaskId) {
+        let start = self.node_spans[node].start;
+        self.place_q[node].push_back(t);
+        self.queued_total += 1;
+        self.acc += 2 * match from {
+            Some(f) => self.line(f, start),
+            None => self.cfg.cost.line(Tier::Llc),
+        };
+        self.place_wake(from, node);
+    }
+
+    /// Work conservation inside a place, the searcher rule of the runtime
+    /// restricted to the node's workers: when `node`'s place queue holds a
+    /// task and no worker of the node other than `from` is awake and idle
+    /// (walking, spinning, or a wake on its way: each looks at the queue
+    /// before it sleeps), a spinning one is told, else a parked one is
+    /// claimed and woken, nearest to `from` first (as `wake_specific`
+    /// claims one). A worker that takes a task and leaves more behind calls
+    /// it again, so a burst wakes the node's workers one after another, as
+    /// `found_work` does.
+    fn place_wake(&mut self, from: Option<usize>, node: usize) {
+        if self.place_q[node].is_empty() {
+            return;
+        }
+        let span = self.node_spans[node].clone();
+        let other = |m: usize| Some(m) != from;
+        let awake_idle = span
+            .clone()
+            .filter(|&m| {
+                other(m) && matches!(self.workers[m].phase, Phase::Walking | Phase::Waking)
+            })
+            .count();
+        let enough = if self.cfg.place_wake_per_task {
+            self.place_q[node].len()
+        } else {
+            1
+        };
+        if awake_idle >= enough {
+            return;
+        }
+        if let Some(m) = span
+            .clone()
+            .find(|&m| other(m) && self.workers[m].phase == Phase::Spinning)
+        {
+            self.notify(from, m);
+            return;
+        }
+        let near = from.filter(|f| span.contains(f)).unwrap_or(span.start);
+        let len = span.len();
+        let Some(m) = (0..len)
+            .map(|i| span.start + (near - span.start + i) % len)
+            .find(|&m| self.parked[m])
+        else {
+            // Every worker of the node is busy: each looks at the queue when
+            // its own queues run dry (`next_local`).
+            return;
+        };
+        self.searching += 1;
+        self.parked[m] = false;
+        self.awake += 1;
+        self.k().searcher_wakes += 1;
+        self.notify(from, m);
+    }
+
+    /// Worker `w` takes the oldest task of its node's place queue (when its
+    /// inbox is empty: from `mailbox_take`, which every path that looks for
+    /// work calls before the worker sleeps), and wakes another worker of
+    /// the node for what it leaves there.
+    fn place_take(&mut self, w: usize) -> Option<TaskId> {
+        if !self.cfg.places {
+            return None;
+        }
+        let node = self.node_of[w];
+        let t = self.place_q[node].pop_front()?;
+        self.queued_total -= 1;
+        self.acc += 2 * self.line(w, self.node_spans[node].start);
+        self.place_wake(Some(w), node);
+        Some(t)
+    }
+
     // ---- worker.rs: the worker's own queues ---------------------------------
 
     /// Mirrors `Core::push_local`.
@@ -1725,7 +1902,9 @@ impl Sim {
     /// `INBOX_BATCH` more moved into the deque (tokio-like: the global queue,
     /// its share of it).
     fn mailbox_take(&mut self, w: usize) -> Option<TaskId> {
-        let first = self.workers[w].inbox.pop_front()?;
+        let Some(first) = self.workers[w].inbox.pop_front() else {
+            return self.place_take(w);
+        };
         self.queued_total -= 1;
         let k = self.workers[w].inbox.len().min(INBOX_BATCH);
         for _ in 0..k {
@@ -1852,8 +2031,12 @@ impl Sim {
             let tier = self.tier[task.last_worker * self.n + w];
             self.migrations[tier.index()] += 1;
             penalty = self.cfg.cost.warmth_ns[tier.index()];
+            if self.node_of[task.last_worker] != self.node_of[w] {
+                self.cross_node_migrations += 1;
+            }
         }
         task.last_worker = w;
+        let home = self.workload.home(t);
         self.k().polls += 1;
         let mut actions = std::mem::take(&mut self.workers[w].run_actions);
         let run = {
@@ -1866,11 +2049,21 @@ impl Sim {
         // longer for the same work: capacity 1024 is the most capable.
         let cap = u64::from(self.topo.capacity(w).clamp(1, 1024));
         let work_ns = run.work_ns * 1024 / cap;
+        // A run off its home node reads its memory across the interconnect.
+        let mut remote = 0;
+        if let Some(h) = home {
+            self.homed_runs += 1;
+            if h.node != self.node_of[w] {
+                self.remote_runs += 1;
+                remote = work_ns * h.remote_pct / 100;
+            }
+        }
         let tm = &mut self.time[w];
         tm.sched += self.acc;
         tm.warmth += penalty;
         tm.work += work_ns;
-        self.at(start + penalty + work_ns, Ev::RunEnd(w, t));
+        tm.remote += remote;
+        self.at(start + penalty + work_ns + remote, Ev::RunEnd(w, t));
     }
 
     fn run_end(&mut self, w: usize, t: TaskId) {
@@ -1887,12 +2080,7 @@ impl Sim {
                 self.makespan = self.now;
                 // Worker time as of the end (what idle workers spend after
                 // it is not part of the run).
-                self.at_end = self.time.iter().fold(Time::default(), |a, t| Time {
-                    work: a.work + t.work,
-                    warmth: a.warmth + t.warmth,
-                    sched: a.sched + t.sched,
-                    spin: a.spin + t.spin,
-                });
+                self.at_end = Time::sum(self.time.iter());
             }
         } else if task.notified {
             // Woken while running (a yield): schedule.rs sends it to the
@@ -1900,7 +2088,10 @@ impl Sim {
             task.state = TState::Queued;
             task.ready_at = self.now;
             self.k().wakes_by_task += 1;
-            self.push_local(w, t);
+            match self.placed(t) {
+                Some(node) => self.push_place(Some(w), node, t),
+                None => self.push_local(w, t),
+            }
         } else {
             task.state = TState::Blocked;
         }
@@ -1911,12 +2102,7 @@ impl Sim {
             // request handled.
             if self.now >= self.makespan {
                 self.makespan = self.now;
-                self.at_end = self.time.iter().fold(Time::default(), |a, t| Time {
-                    work: a.work + t.work,
-                    warmth: a.warmth + t.warmth,
-                    sched: a.sched + t.sched,
-                    spin: a.spin + t.spin,
-                });
+                self.at_end = Time::sum(self.time.iter());
             }
         }
         self.time[w].sched += self.acc;
@@ -2248,6 +2434,12 @@ impl Sim {
     /// The top of worker.rs `idle`'s loop: walk when searching or kicked.
     fn idle_top(&mut self, w: usize) {
         self.set_phase(w, Phase::Walking);
+        // Its place's queue before the walk: cheap, and no other worker
+        // may take that work (`Config::places`).
+        if let Some(t) = self.place_take(w) {
+            self.k().inbox_pulls += 1;
+            return self.got_work(w, t);
+        }
         let wk = &mut self.workers[w];
         let kick = wk.pending_kick.take().or_else(|| wk.kick.take());
         if wk.searching || kick.is_some() {
@@ -2316,6 +2508,13 @@ impl Sim {
     /// (idle.rs `to_parked`), re-check with no searcher left, then sleep.
     fn before_sleep(&mut self, w: usize) {
         self.set_phase(w, Phase::Walking);
+        // Its place's queue, last: a spinner told of a push can reach here
+        // (its spin over) before the notice does, and `place_wake` woke no
+        // one else for that task.
+        if let Some(t) = self.place_take(w) {
+            self.k().inbox_pulls += 1;
+            return self.got_work(w, t);
+        }
         if self.cfg.policy == Policy::Hwsched {
             let wk = &mut self.workers[w];
             let cur = Contribution {

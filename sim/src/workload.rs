@@ -128,6 +128,26 @@ pub trait Workload {
     fn op_latencies(&self) -> Option<&[u64]> {
         None
     }
+    /// Where `task`'s memory lives ([`Home`]); `None` (the default): the
+    /// task has no home and runs at the same cost on every worker.
+    fn home(&self, _task: TaskId) -> Option<Home> {
+        None
+    }
+}
+
+/// Where a task's memory lives: its home NUMA node, and what a run of it
+/// costs more on a worker of another node (its memory then read across the
+/// interconnect). The simulator charges it, counts such runs, and, with
+/// `Config::places`, keeps the task on its node's workers as
+/// `Place::Numa(node)` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Home {
+    /// The node, as `Place::Numa` numbers them: the index of its span among
+    /// the topology's NUMA domains in worker order (`Topology::domains`).
+    pub node: usize,
+    /// The extra time of a run on a worker of another node, in percent of
+    /// the run's work.
+    pub remote_pct: u64,
 }
 
 /// hackbench in pipe mode, scaled down: `groups` groups of `fds` senders
@@ -879,5 +899,163 @@ impl Workload for Io {
     }
     fn op_latencies(&self) -> Option<&[u64]> {
         Some(&self.lat)
+    }
+}
+
+/// A service sharded by NUMA node: each shard's data lives on its node, and
+/// every task of a shard reads it, so a run on another node's worker costs
+/// `remote_pct` percent more ([`Home`]). Requests arrive from outside in
+/// `bursts` bursts of `requests` every `period_ns`; request `k` of a burst
+/// belongs to shard `k mod nodes`, or, with `hot_pct`, the first `hot_pct`
+/// percent of each burst to shard 0 and the rest round robin over the
+/// others (imbalanced shards). A request spawns `fanout` subtasks of its
+/// shard from its worker (`work_ns` each, +-20%) and waits for them, then
+/// finishes (`work_ns` before the fork and after the join). Operation: a
+/// task finished.
+#[derive(Debug, Clone)]
+pub struct Shards {
+    /// Shards: one per NUMA node of the machine.
+    pub nodes: usize,
+    /// Bursts of requests.
+    pub bursts: u64,
+    /// Requests per burst.
+    pub requests: u64,
+    /// Subtasks per request.
+    pub fanout: usize,
+    /// Work of each run (ns).
+    pub work_ns: u64,
+    /// Time between bursts (ns).
+    pub period_ns: u64,
+    /// Extra cost of a run off its home node, in percent of its work.
+    pub remote_pct: u64,
+    /// Share of each burst's requests on shard 0, in percent; `None`: every
+    /// shard the same share.
+    pub hot_pct: Option<u64>,
+    home: Vec<usize>,
+    parent: Vec<Option<TaskId>>,
+    waiting: Vec<usize>,
+    forked: Vec<bool>,
+    ops: u64,
+}
+
+impl Shards {
+    /// A sharded service over `nodes` nodes (at least one), with the
+    /// defaults of `--workload shards`: 10 bursts of 256 requests every
+    /// 200 us, 4 subtasks each, 10 us a run, +50% off the home node, even
+    /// shards. The fields say what to change.
+    pub fn new(nodes: usize) -> Self {
+        Shards {
+            nodes: nodes.max(1),
+            bursts: 10,
+            requests: 256,
+            fanout: 4,
+            work_ns: 10_000,
+            period_ns: 200_000,
+            remote_pct: 50,
+            hot_pct: None,
+            home: Vec::new(),
+            parent: Vec::new(),
+            waiting: Vec::new(),
+            forked: Vec::new(),
+            ops: 0,
+        }
+    }
+
+    /// The shard of request `k` of a burst.
+    pub fn shard_of(&self, k: u64) -> usize {
+        match self.hot_pct {
+            None => (k % self.nodes as u64) as usize,
+            Some(_) if self.nodes == 1 => 0,
+            Some(p) => {
+                let hot = self.requests * p.min(100) / 100;
+                if k < hot {
+                    0
+                } else {
+                    1 + ((k - hot) % (self.nodes as u64 - 1)) as usize
+                }
+            }
+        }
+    }
+
+    fn task(&mut self, ctx: &mut Ctx<'_>, home: usize, parent: Option<TaskId>) -> TaskId {
+        let t = ctx.spawn();
+        debug_assert_eq!(t, self.home.len(), "task ids are handed out in order");
+        self.home.push(home);
+        self.parent.push(parent);
+        self.waiting.push(0);
+        self.forked.push(false);
+        t
+    }
+}
+
+impl Workload for Shards {
+    fn describe(&self) -> String {
+        let share = match self.hot_pct {
+            None => "even shards".to_string(),
+            Some(p) => format!("{p}% of requests on shard 0"),
+        };
+        format!(
+            "NUMA shards: {} nodes, {} bursts x {} requests every {} ns, {} subtasks each, {} ns a run (+-20%), +{}% off the home node, {}",
+            self.nodes,
+            self.bursts,
+            self.requests,
+            self.period_ns,
+            self.fanout,
+            self.work_ns,
+            self.remote_pct,
+            share
+        )
+    }
+    fn op_name(&self) -> &'static str {
+        "task"
+    }
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        if self.bursts > 0 {
+            ctx.timer(0, 0);
+        }
+    }
+    fn timer(&mut self, tag: u64, ctx: &mut Ctx<'_>) {
+        for k in 0..self.requests {
+            let s = self.shard_of(k);
+            self.task(ctx, s, None);
+        }
+        if tag + 1 < self.bursts {
+            ctx.timer(ctx.now_ns + self.period_ns, tag + 1);
+        }
+    }
+    fn run(&mut self, task: TaskId, ctx: &mut Ctx<'_>) -> Run {
+        let work_ns = ctx.rng.jitter(self.work_ns, 20);
+        if self.parent[task].is_none() && !self.forked[task] && self.fanout > 0 {
+            self.forked[task] = true;
+            self.waiting[task] = self.fanout;
+            let home = self.home[task];
+            for _ in 0..self.fanout {
+                self.task(ctx, home, Some(task));
+            }
+            return Run {
+                work_ns,
+                done: false,
+            };
+        }
+        self.ops += 1;
+        if let Some(p) = self.parent[task] {
+            self.waiting[p] -= 1;
+            if self.waiting[p] == 0 {
+                ctx.wake(p);
+            }
+        }
+        Run {
+            work_ns,
+            done: true,
+        }
+    }
+    fn ops(&self) -> u64 {
+        self.ops
+    }
+    fn home(&self, task: TaskId) -> Option<Home> {
+        self.home.get(task).map(|&node| Home {
+            node,
+            remote_pct: self.remote_pct,
+        })
     }
 }

@@ -170,6 +170,26 @@ join-set-drop-not-closed @@ src/join_set.rs @@ @@ st.closed = true; @@  @@ lib:j
 join-set-len-not-decremented @@ src/join_set.rs @@ @@ self.len -= 1; @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
 join-set-slot-not-freed @@ src/join_set.rs @@ @@ self.slots[i] = None; @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
 join-set-late-entry-not-skipped @@ src/join_set.rs @@ @@ if !Arc::ptr_eq(&slot.entry, &entry) { @@ if false { @@ lib:join_set test:task_layer @@ Benign: the entry of a joined task whose slot index was reused is popped after a late wake (a waker clone the old task kept), and the new task's handle is polled with the new entry's own waker (`slot.waker`): one extra poll of a handle, which returns `Pending` (registering the same waker again) or its result, which `join_next` hands out as it would have.
+shutdown-no-announce @@ src/shutdown.rs @@ @@ announce_shutdown(rt.flag(), rt.parkers()); @@ let _ = (rt.flag(), rt.parkers()); @@ loom:shutdown loom:pinned @@
+shutdown-announce-flag-not-set @@ src/shared.rs @@ @@ shutdown.store(true, Ordering::Relaxed); @@ shutdown.store(false, Ordering::Relaxed); @@ loom:shutdown loom:pinned @@
+shutdown-announce-no-notify @@ src/shared.rs @@ @@ let _ = p.notify(); @@ let _ = p; @@ loom:shutdown loom:pinned @@
+shutdown-announce-notifies-one @@ src/shared.rs @@ @@ for p in parkers { @@ for p in parkers.into_iter().take(1) { @@ loom:shutdown @@
+shutdown-announce-notify-before-flag @@ src/shared.rs @@ @@ shutdown.store(true, Ordering::Relaxed);\n    for p in parkers {\n        let _ = p.notify();\n    } @@ for p in parkers {\n        let _ = p.notify();\n    }\n    shutdown.store(true, Ordering::Relaxed); @@ loom:shutdown loom:pinned @@
+shutdown-no-close-blocking @@ src/shutdown.rs @@ @@ rt.close_blocking(); @@  @@ loom:shutdown test:embedding:shutdown_cancels_queued_blocking_calls @@
+shutdown-no-join @@ src/shutdown.rs @@ @@ let joined = rt.join_workers(); @@ let joined = true; @@ loom:shutdown loom:pinned @@
+shutdown-join-answer-ignored @@ src/shutdown.rs @@ @@ joined && waited.get() @@ waited.get() @@ test:edges:shutdown_timeout_from_inside_a_task_returns @@
+shutdown-joins-its-own-worker @@ src/runtime.rs @@ @@ if t.thread().id() == me { @@ if false && t.thread().id() == me { @@ test:edges:inside @@
+shutdown-no-wait-running @@ src/shutdown.rs @@ @@ || waited.set(rt.wait_running()), @@ || {}, @@ loom:shutdown test:embedding:shutdown_cancels_queued_blocking_calls @@
+shutdown-wait-answer-ignored @@ src/shutdown.rs @@ @@ || waited.set(rt.wait_running()), @@ || { let _ = rt.wait_running(); }, @@ test:embedding:shutdown_timeout_reports @@
+final-drain-no-first-inbox-drain @@ src/shared.rs @@ @@ drain_inboxes();\n    wake_waiting(); @@ wake_waiting(); @@ loom:shutdown loom:pinned @@
+final-drain-no-wake-waiting @@ src/shared.rs @@ @@ wake_waiting();\n    reap_until_empty @@ reap_until_empty @@ loom:shutdown test:embedding:shutdown_cancels_the_task @@
+final-drain-no-reap-before-the-wait @@ src/shared.rs @@ @@ wake_waiting();\n    reap_until_empty(graveyard, &mut drain_inboxes, &mut drop);\n @@ wake_waiting();\n @@ loom:shutdown test:embedding:shutdown_cancels_the_task @@
+final-drain-reap-loop-one-pass @@ src/shared.rs @@ @@ if n == 0 { @@ if n == 0 || n > 0 { @@ loom:shutdown test:embedding:shutdown_cancels_the_task @@
+final-drain-no-reap-after-the-wait @@ src/shared.rs @@ @@ wait_running();\n    reap_until_empty(graveyard, &mut drain_inboxes, &mut drop); @@ wait_running(); @@ loom:shutdown @@
+final-drain-no-close @@ src/shared.rs @@ @@ graveyard.close(drop); @@ let _ = drop; @@ loom:shutdown @@
+worker-loop-ignores-the-flag @@ src/shutdown.rs @@ @@ if w.is_shutdown() {\n        return Idle::Shutdown;\n    } @@  @@ loom:shutdown test:runtime:shutdown test:reliability:shutdown_under_load @@
+worker-exit-keeps-what-it-holds @@ src/shutdown.rs @@ @@ while let Some(t) = w.take_held() { @@ while let Some(t) = None::<T> { @@ loom:shutdown test:runtime:shutdown_drops @@
+worker-exit-skips-the-placed @@ src/shutdown.rs @@ @@ w.drop_pinned(); @@  @@ loom:pinned test:placement_api:at_shutdown @@
 EOF
 )
 

@@ -361,9 +361,10 @@ pub fn drain_inboxes<'a, T: 'a>(
         .sum()
 }
 
-/// The start of the shutdown sequence (`Runtime::shutdown`): sets the
-/// shutdown flag, then notifies every worker's parker so that each wakes,
-/// sees the flag and leaves its loop.
+/// The start of the shutdown sequence (step 1 of
+/// [`shutdown::shutdown`](crate::shutdown::shutdown)): sets the shutdown
+/// flag, then notifies every worker's parker so that each wakes, sees the
+/// flag and leaves its loop.
 pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<Item = &'a Parker>) {
     // Relaxed: published to each worker (and to any deliverer) by the
     // parker RMW that follows; see park.rs, "shutdown".
@@ -373,8 +374,9 @@ pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<I
     }
 }
 
-/// The end of the shutdown sequence, once the workers have left their
-/// loops. In this order:
+/// The end of the shutdown sequence (step 4 of
+/// [`shutdown::shutdown`](crate::shutdown::shutdown)), once the workers
+/// have left their loops. In this order:
 ///
 /// 1. **Cancel what is pending**: drop what is still queued in the inboxes
 ///    (`drain_inboxes`, which returns how many it dropped), wake every task

@@ -374,3 +374,49 @@ fn a_closure_waiting_on_a_task_a_cancelled_one_wakes_sees_it_cancelled() {
     });
     cases.assert_all_reached();
 }
+
+#[test]
+fn a_task_a_closure_wakes_during_the_wait_is_reaped_before_the_close() {
+    // A running blocking closure wakes task 0 (buried: the flag is set)
+    // while the shutdown waits for it; dropping task 0 wakes task 1 (a
+    // channel whose sender task 0 held). The reap loop after the wait
+    // drops task 0, and task 1 when its burial follows, both on the
+    // shutdown's thread before `Graveyard::close`: a task buried by a drop
+    // the shutdown makes is never dropped inside that wake (the burier's
+    // own reap, which would run inside the destructor of task 0, where a
+    // lock task 1's destructor needs may be held).
+    let cases = Cases::new(&[
+        "buried by schedule's early check",
+        "reaped by the shutdown's loop",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(2);
+            let rt = Rt::new(1);
+            let mut stop = Stop::new(&rt, &cases);
+            {
+                let (rt, t) = (rt.clone(), ledger.task(0));
+                stop.spawn_closure(move || schedule(&rt, t));
+            }
+            let second = std::cell::RefCell::new(Some(ledger.task(1)));
+            let reaped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            stop.on_cancel = Some(Box::new({
+                let (rt, reaped) = (rt.clone(), reaped.clone());
+                move |t: &Task| match t.id() {
+                    0 => schedule(&rt, second.borrow_mut().take().expect("woken once")),
+                    _ => reaped.store(true, std::sync::atomic::Ordering::SeqCst),
+                }
+            }));
+            stop.shutdown();
+            rt.assert_empty();
+            ledger.assert_each_once();
+            assert!(
+                reaped.load(std::sync::atomic::Ordering::SeqCst),
+                "task 1, woken by the drop of task 0, was dropped inside that wake \
+                 (by its burier), not by the shutdown's reap"
+            );
+        }
+    });
+    cases.assert_all_reached();
+}

@@ -404,6 +404,10 @@ pub fn final_drain<T>(
     wait_running: impl FnOnce(),
     mut drop: impl FnMut(T),
 ) {
+    // What was queued when the workers left. Not needed for the count
+    // (each pass of the loop below drains the inboxes too, and these tasks
+    // are not pending on a waker, so the wake-up does not touch them): it
+    // drops them before the wake-up's burials.
     drain_inboxes();
     wake_waiting();
     reap_until_empty(graveyard, &mut drain_inboxes, &mut drop);

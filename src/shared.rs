@@ -418,6 +418,18 @@ pub fn final_drain<T>(
 
 /// Reaps `graveyard` and drains the inboxes until a pass finds nothing in
 /// either.
+///
+/// One pass does for a cascade of drops in the graveyard: a reap steals
+/// until the graveyard is empty, so what its drops bury meanwhile is taken
+/// by the same call. The passes after it are for what a pass's inbox
+/// drain buries (a drop there that wakes another task) and for a burial
+/// that lands after the reap saw the graveyard empty (a deliverer racing
+/// the flag, whose re-check buries): with one pass those would wait for
+/// the reap after the wait for the blocking pool, and a closure waiting on
+/// one of them would hold the shutdown until its deadline. The models do
+/// not make that case (it needs a racing deliverer, a cascade from an
+/// inbox and a closure in one model); the logic row
+/// `final-drain-reap-loop-one-pass` says so.
 fn reap_until_empty<T>(
     graveyard: &Graveyard<T>,
     drain_inboxes: &mut impl FnMut() -> usize,

@@ -10,7 +10,8 @@
 //!
 //! # The steps
 //!
-//! The runtime's side, [`shutdown`] over a [`Stopping`] view:
+//! The runtime's side, [`shutdown`] over a [`Stopping`] view (steps 1, 2
+//! and 5-7 of the worker's docs):
 //!
 //! 1. **Announce**: set the flag, then notify every worker's parker
 //!    ([`announce_shutdown`]). A worker asleep wakes and sees the flag; a
@@ -28,7 +29,8 @@
 //!    wait for the running blocking closures ([`Stopping::wait_running`]),
 //!    reap again, and close the graveyard.
 //!
-//! A worker's side, over a [`Running`] view and an [`Exiting`] one:
+//! A worker's side, over a [`Running`] view and an [`Exiting`] one (steps
+//! 3 and 4 there):
 //!
 //! - Each step of its loop takes its next task with [`next`]: the flag is
 //!   looked at first (before its own queues), so a worker that saw it

@@ -608,6 +608,7 @@ mod imp {
         pub wake_waiting: std::cell::RefCell<Option<Box<dyn FnOnce()>>>,
         /// Called with each task the sequence drops, before it is
         /// cancelled (a model's `JoinHandle` resolving).
+        #[allow(clippy::type_complexity)]
         pub on_cancel: Option<Box<dyn Fn(&Task)>>,
         cases: Arc<Cases>,
         drains: std::cell::Cell<usize>,

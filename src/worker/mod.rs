@@ -70,8 +70,8 @@
 //!    `shutdown_timeout`, a user's waker) drop at once.
 //!
 //! The sequence is written once, in [`shutdown`](crate::shutdown): the
-//! runtime's side (steps 1, 2, the join of step 5, and steps 5-7, which
-//! are `shared::final_drain`) is `shutdown::shutdown` over a view of the
+//! runtime's side (steps 1 and 2, the join, and the rest of steps 5-7,
+//! which is `shared::final_drain`) is `shutdown::shutdown` over a view of the
 //! runtime (`Runtime::shutdown` passes its threads and deadline), a
 //! worker's side is `shutdown::next` (each step of its loop: the flag
 //! before its own queues) and `shutdown::exit` (step 4). The loom models

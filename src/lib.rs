@@ -159,6 +159,10 @@ pub mod shared;
 #[cfg(not(loom))]
 mod shared;
 #[cfg(loom)]
+pub mod shutdown;
+#[cfg(not(loom))]
+mod shutdown;
+#[cfg(loom)]
 pub mod task;
 #[cfg(not(loom))]
 mod task;

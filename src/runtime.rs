@@ -647,20 +647,45 @@ impl Runtime {
         }
         self.shut = true;
         let shared = &self.shared;
-        crate::shared::announce_shutdown(
-            &shared.shutdown,
-            shared.workers.iter().map(|w| &w.mailbox.parker),
-        );
-        // The drops below run user destructors: with this runtime as the
-        // thread's context, a destructor that calls `hwsched::spawn` or
-        // `hwsched::spawn_blocking` gets a handle that resolves to
+        // The drops of the sequence run user destructors: with this runtime
+        // as the thread's context, a destructor that calls `hwsched::spawn`
+        // or `hwsched::spawn_blocking` gets a handle that resolves to
         // `Cancelled` at once (a spawn after shutdown), not a panic about a
         // missing runtime.
         let _context = crate::block_on::enter(shared.clone());
-        // The blocking pool refuses new closures and cancels those not yet
-        // started; it waits for nothing yet (see `final_drain` below).
-        shared.blocking.close();
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // The sequence (announce, close the blocking pool, join, final
+        // drain) is `shutdown::shutdown`'s: see there, and the worker's
+        // module docs, "Shutdown".
+        crate::shutdown::shutdown(&mut Stop {
+            shared,
+            threads: &mut self.threads,
+            deadline: timeout.map(|t| Instant::now() + t),
+        })
+    }
+}
+
+/// The runtime as the shutdown sequence ([`crate::shutdown::shutdown`])
+/// sees it: its workers' threads, with the shutdown's deadline.
+struct Stop<'a> {
+    shared: &'a Shared,
+    threads: &'a mut Vec<thread::JoinHandle<()>>,
+    deadline: Option<Instant>,
+}
+
+impl crate::shutdown::Stopping<Runnable> for Stop<'_> {
+    fn flag(&self) -> &AtomicBool {
+        &self.shared.shutdown
+    }
+
+    fn parkers(&self) -> impl Iterator<Item = &crate::park::Parker> {
+        self.shared.workers.iter().map(|w| &w.mailbox.parker)
+    }
+
+    fn close_blocking(&self) {
+        self.shared.blocking.close();
+    }
+
+    fn join_workers(&mut self) -> bool {
         let me = thread::current().id();
         let mut all_joined = true;
         for t in self.threads.drain(..) {
@@ -672,7 +697,7 @@ impl Runtime {
                 all_joined = false;
                 continue;
             }
-            match deadline {
+            match self.deadline {
                 None => {
                     let _ = t.join();
                 }
@@ -688,24 +713,28 @@ impl Runtime {
                 }
             }
         }
-        // Cancel what is pending (what is still queued, every task pending
-        // on a waker, what their drops bury), then wait for the running
-        // blocking closures until the deadline (never the calling thread
-        // itself), then reap what their wakes buried and close the
-        // graveyard. Cancelling first is what lets a closure that waits on
-        // a task see it `Cancelled` and return (`final_drain`).
-        crate::shared::final_drain(
-            &shared.graveyard,
-            || crate::shared::drain_inboxes(shared.workers.iter().map(|w| &*w.mailbox), drop_task),
-            || shared.registry.close_and_wake_all(),
-            || {
-                if !shared.blocking.wait(deadline) {
-                    all_joined = false;
-                }
-            },
-            drop_task,
-        );
         all_joined
+    }
+
+    fn graveyard(&self) -> &crate::shared::Graveyard<Runnable> {
+        &self.shared.graveyard
+    }
+
+    fn drain_inboxes(&self) -> usize {
+        crate::shared::drain_inboxes(self.shared.workers.iter().map(|w| &*w.mailbox), drop_task)
+    }
+
+    fn wake_waiting(&self) {
+        self.shared.registry.close_and_wake_all();
+    }
+
+    fn wait_running(&self) -> bool {
+        // Never the calling thread itself (`BlockingPool::wait`).
+        self.shared.blocking.wait(self.deadline)
+    }
+
+    fn drop_task(&self, r: Runnable) {
+        drop_task(r);
     }
 }
 

@@ -319,9 +319,10 @@ pub fn drain_inboxes<'a, T: 'a>(
         .sum()
 }
 
-/// The start of the shutdown sequence (`Runtime::shutdown`): sets the
-/// shutdown flag, then notifies every worker's parker so that each wakes,
-/// sees the flag and leaves its loop.
+/// The start of the shutdown sequence (step 1 of
+/// [`shutdown::shutdown`](crate::shutdown::shutdown)): sets the shutdown
+/// flag, then notifies every worker's parker so that each wakes, sees the
+/// flag and leaves its loop.
 pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<Item = &'a Parker>) {
     // Relaxed: published to each worker (and to any deliverer) by the
     // parker RMW that follows; see park.rs, "shutdown".
@@ -331,8 +332,9 @@ pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<I
     }
 }
 
-/// The end of the shutdown sequence, once the workers have left their
-/// loops. In this order:
+/// The end of the shutdown sequence (step 4 of
+/// [`shutdown::shutdown`](crate::shutdown::shutdown)), once the workers
+/// have left their loops. In this order:
 ///
 /// 1. **Cancel what is pending**: drop what is still queued in the inboxes
 ///    (`drain_inboxes`, which returns how many it dropped), wake every task
@@ -360,6 +362,10 @@ pub fn final_drain<T>(
     wait_running: impl FnOnce(),
     mut drop: impl FnMut(T),
 ) {
+    // What was queued when the workers left. Not needed for the count
+    // (each pass of the loop below drains the inboxes too, and these tasks
+    // are not pending on a waker, so the wake-up does not touch them): it
+    // drops them before the wake-up's burials.
     drain_inboxes();
     wake_waiting();
     reap_until_empty(graveyard, &mut drain_inboxes, &mut drop);
@@ -370,6 +376,18 @@ pub fn final_drain<T>(
 
 /// Reaps `graveyard` and drains the inboxes until a pass finds nothing in
 /// either.
+///
+/// One pass does for a cascade of drops in the graveyard: a reap steals
+/// until the graveyard is empty, so what its drops bury meanwhile is taken
+/// by the same call. The passes after it are for what a pass's inbox
+/// drain buries (a drop there that wakes another task) and for a burial
+/// that lands after the reap saw the graveyard empty (a deliverer racing
+/// the flag, whose re-check buries): with one pass those would wait for
+/// the reap after the wait for the blocking pool, and a closure waiting on
+/// one of them would hold the shutdown until its deadline. The models do
+/// not make that case (it needs a racing deliverer, a cascade from an
+/// inbox and a closure in one model); the logic row
+/// `final-drain-reap-loop-one-pass` says so.
 fn reap_until_empty<T>(
     graveyard: &Graveyard<T>,
     drain_inboxes: &mut impl FnMut() -> usize,

@@ -429,6 +429,33 @@ fn a_blocking_panic_reaches_the_handle_and_the_context_is_the_runtime() {
 }
 
 #[test]
+fn shutdown_timeout_reports_a_blocking_call_that_outlives_it() {
+    // A running closure blocked until after the shutdown returns: the
+    // shutdown waits for it up to its timeout, then says it did not join
+    // everything (and returns: the closure is left to finish on its own).
+    with_timeout(60, "blocking_outlives_shutdown", || {
+        let rt = rt(1);
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let _call = rt.spawn_blocking(move || {
+            started_tx.send(()).unwrap();
+            let _ = release_rx.recv();
+            let _ = done_tx.send(());
+        });
+        started_rx.recv().unwrap();
+        assert!(
+            !rt.shutdown_timeout(Duration::from_millis(50)),
+            "shutdown_timeout reported everything joined while a blocking call still ran"
+        );
+        release_tx.send(()).unwrap();
+        done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the released call returned");
+    });
+}
+
+#[test]
 fn shutdown_cancels_queued_blocking_calls_and_waits_for_running_ones() {
     with_timeout(60, "blocking_shutdown", || {
         let rt = Runtime::builder()

@@ -274,6 +274,18 @@ mod imp {
         pub lifos: Vec<hwsched::queue::Slot<Task>>,
         pub all: std::ops::Range<usize>,
         pub shutdown: loom::sync::atomic::AtomicBool,
+        /// Where tasks found after the shutdown flag are buried
+        /// (`Workers::bury`, `Shared::bury`'s body).
+        pub graveyard: hwsched::shared::Graveyard<Task>,
+        /// The model's bookkeeping (`std`, outside loom's view): set by a
+        /// model's schedule path once its task passed `handoff::admit`,
+        /// so that a burial after it is named the delivery's re-check.
+        pub admitted: std::sync::atomic::AtomicBool,
+        /// Set by [`Stop::shutdown`] once the production shutdown returned:
+        /// a worker polling a task after it fails the model.
+        pub stopped: std::sync::atomic::AtomicBool,
+        /// Where burials are recorded, in the models that look.
+        pub cases: std::sync::OnceLock<Arc<Cases>>,
     }
 
     impl Rt {
@@ -294,8 +306,37 @@ mod imp {
                 lifos: (0..n).map(|_| hwsched::queue::Slot::new()).collect(),
                 all: 0..n,
                 shutdown: loom::sync::atomic::AtomicBool::new(false),
+                graveyard: hwsched::shared::Graveyard::new(),
+                admitted: std::sync::atomic::AtomicBool::new(false),
+                stopped: std::sync::atomic::AtomicBool::new(false),
+                cases: std::sync::OnceLock::new(),
             });
             (rt, locals)
+        }
+
+        /// Records case `name`, in a model that gave its cases.
+        pub fn hit(&self, name: &str) {
+            if let Some(c) = self.cases.get() {
+                c.hit(name);
+            }
+        }
+
+        /// Nothing is left queued in an inbox or the graveyard.
+        pub fn assert_empty(&self) {
+            for (w, m) in self.mailboxes.iter().enumerate() {
+                assert!(
+                    m.inbox.is_empty(),
+                    "an item is stranded in worker {w}'s inbox"
+                );
+                assert!(
+                    m.take_pinned().is_none(),
+                    "an item is stranded in worker {w}'s pinned queue"
+                );
+            }
+            assert!(
+                self.graveyard.is_empty(),
+                "an item is stranded in the graveyard"
+            );
         }
 
         /// `worker::steal_from`: worker `v`'s deque, then its inbox, into
@@ -344,6 +385,10 @@ mod imp {
         pub cases: Arc<Cases>,
         suspended: Option<hwsched::idle_worker::Suspended>,
         pending: bool,
+        /// Whether this worker's loop has seen the shutdown (its check at
+        /// the top, or an idle period that ended with it): it must poll
+        /// nothing more.
+        saw_shutdown: std::cell::Cell<bool>,
     }
 
     impl Worker {
@@ -363,7 +408,40 @@ mod imp {
                 cases,
                 suspended: None,
                 pending: false,
+                saw_shutdown: std::cell::Cell::new(false),
             }
+        }
+
+        /// The worker's loop until shutdown, then its exit: each step is
+        /// the production `hwsched::shutdown::next` (the flag, then its own
+        /// queues, then the idle sequence), each task found is given to
+        /// `run` (which may push more onto `w.local`, as a task that spawns
+        /// does), and the exit is `hwsched::shutdown::exit`. Fails the
+        /// model when a task is polled after this worker saw the shutdown,
+        /// or after the production shutdown returned.
+        pub fn run_until_shutdown(&mut self, mut run: impl FnMut(&mut Worker, Task)) {
+            loop {
+                match hwsched::shutdown::next(self) {
+                    hwsched::idle_worker::Idle::Run(t) => {
+                        assert!(
+                            !self.saw_shutdown.get(),
+                            "item {} polled after its worker saw the shutdown",
+                            t.id()
+                        );
+                        assert!(
+                            !self.rt.stopped.load(SeqCst),
+                            "item {} polled after the shutdown returned",
+                            t.id()
+                        );
+                        run(self, t);
+                    }
+                    hwsched::idle_worker::Idle::Shutdown => break,
+                    hwsched::idle_worker::Idle::Suspended => {
+                        unreachable!("a condvar park does not suspend")
+                    }
+                }
+            }
+            hwsched::shutdown::exit(self);
         }
 
         /// One idle period (the production sequence): an item found, or
@@ -383,6 +461,79 @@ mod imp {
         /// expected.
         pub fn idle_until_work(&mut self) -> Task {
             self.idle().expect("no shutdown in this model")
+        }
+    }
+
+    impl hwsched::shutdown::Running<Task> for Worker {
+        fn is_shutdown(&self) -> bool {
+            // Relaxed: as `Shared::is_shutdown`.
+            let s = self.rt.shutdown.load(loom::sync::atomic::Ordering::Relaxed);
+            if s {
+                self.saw_shutdown.set(true);
+            }
+            s
+        }
+        fn resuming(&self) -> bool {
+            self.suspended.is_some()
+        }
+        /// Its deque, then a batch from its inbox (`Core::next_local`
+        /// without the LIFO slot and the private batch, which the models
+        /// do not have).
+        fn next_own(&mut self) -> Option<Task> {
+            if let Some(t) = self.local.pop() {
+                return Some(t);
+            }
+            loop {
+                match self.rt.mailboxes[self.me]
+                    .inbox
+                    .steal_batch_and_pop(&self.local)
+                {
+                    Steal::Success(t) => {
+                        self.cases.hit("the worker took the item from its inbox");
+                        return Some(t);
+                    }
+                    Steal::Empty => return None,
+                    Steal::Retry => continue,
+                }
+            }
+        }
+        fn idle(&mut self) -> hwsched::idle_worker::Idle<Task> {
+            let rt = self.rt.clone();
+            let cases = self.cases.clone();
+            let res = hwsched::idle_worker::idle(&*rt, self, |p| {
+                let slept = p.park();
+                if slept {
+                    cases.hit("a worker slept");
+                }
+                std::task::Poll::Ready(slept)
+            });
+            if let hwsched::idle_worker::Idle::Shutdown = res {
+                self.saw_shutdown.set(true);
+            }
+            res
+        }
+    }
+
+    impl hwsched::shutdown::Exiting<Task> for Worker {
+        fn take_held(&mut self) -> Option<Task> {
+            self.local.pop()
+        }
+        fn drop_pinned(&mut self) {
+            let m = &self.rt.mailboxes[self.me];
+            m.drain_pinned(|t| {
+                self.cases
+                    .hit("dropped by the worker's exit (placed on it)");
+                t.cancel();
+            });
+            while let Some(t) = m.take_local() {
+                self.cases
+                    .hit("dropped by the worker's exit (placed on it)");
+                t.cancel();
+            }
+        }
+        fn drop_task(&mut self, t: Task) {
+            self.cases.hit("dropped by the worker's exit");
+            t.cancel();
         }
     }
 
@@ -437,8 +588,11 @@ mod imp {
                 before_sleep,
                 sleep,
             );
-            if let hwsched::park::Wait::Work { .. } = res {
+            if let hwsched::park::Wait::Work { slept, .. } = res {
                 self.cases.hit("the worker took the item from its inbox");
+                if slept {
+                    self.cases.hit("the worker slept, then took the item");
+                }
             }
             res
         }
@@ -453,6 +607,153 @@ mod imp {
         }
         fn count(&mut self, e: hwsched::idle_worker::Event) {
             self.pending = e == hwsched::idle_worker::Event::PendingSteal;
+        }
+    }
+
+    /// The runtime as the production shutdown sequence
+    /// (`hwsched::shutdown::shutdown`) sees it: [`Rt`], the workers'
+    /// threads, a blocking pool (closures not yet started, which its close
+    /// cancels, and running ones, which its wait joins), and what the
+    /// final drain's wake of pending tasks does. Each drop the sequence
+    /// makes is recorded in the cases: the inbox drain's, the reap loop's,
+    /// and the last reap's (`Graveyard::close`).
+    pub struct Stop {
+        pub rt: loom::sync::Arc<Rt>,
+        pub workers: Vec<loom::thread::JoinHandle<()>>,
+        /// Blocking closures not yet started (each a ledger item).
+        pub queued_closures: std::cell::RefCell<Vec<Task>>,
+        /// Running blocking closures (their threads, until joined), and
+        /// whether each returned.
+        #[allow(clippy::type_complexity)]
+        pub running_closures: std::cell::RefCell<
+            Vec<(
+                Option<loom::thread::JoinHandle<()>>,
+                Arc<std::sync::atomic::AtomicBool>,
+            )>,
+        >,
+        /// The registry's `close_and_wake_all`: wakes the tasks pending on
+        /// a waker (a model's schedule path buries each).
+        pub wake_waiting: std::cell::RefCell<Option<Box<dyn FnOnce()>>>,
+        /// Called with each task the sequence drops, before it is
+        /// cancelled (a model's `JoinHandle` resolving).
+        #[allow(clippy::type_complexity)]
+        pub on_cancel: Option<Box<dyn Fn(&Task)>>,
+        cases: Arc<Cases>,
+        drains: std::cell::Cell<usize>,
+        reaped_at: std::cell::RefCell<Vec<usize>>,
+    }
+
+    impl Stop {
+        /// The shutdown of `rt`, with no workers, pool or pending tasks
+        /// yet; the sequence's drops (and `rt`'s burials) go to `cases`.
+        pub fn new(rt: &loom::sync::Arc<Rt>, cases: &Arc<Cases>) -> Stop {
+            let _ = rt.cases.set(cases.clone());
+            Stop {
+                rt: rt.clone(),
+                workers: Vec::new(),
+                queued_closures: Default::default(),
+                running_closures: Default::default(),
+                wake_waiting: Default::default(),
+                on_cancel: None,
+                cases: cases.clone(),
+                drains: std::cell::Cell::new(0),
+                reaped_at: Default::default(),
+            }
+        }
+
+        /// A running blocking closure: a thread running `f`.
+        pub fn spawn_closure(&self, f: impl FnOnce() + Send + 'static) {
+            let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let h = {
+                let finished = finished.clone();
+                loom::thread::spawn(move || {
+                    f();
+                    finished.store(true, SeqCst);
+                })
+            };
+            self.running_closures.borrow_mut().push((Some(h), finished));
+        }
+
+        /// Runs the production sequence (`hwsched::shutdown::shutdown`),
+        /// then checks that every worker and closure was joined, and marks
+        /// the runtime stopped (a poll after this fails the model).
+        pub fn shutdown(mut self) {
+            let joined = hwsched::shutdown::shutdown(&mut self);
+            self.rt.stopped.store(true, SeqCst);
+            assert!(joined, "the shutdown reports a thread it did not join");
+            assert!(
+                self.running_closures
+                    .borrow()
+                    .iter()
+                    .all(|(_, f)| f.load(SeqCst)),
+                "a running blocking closure outlived the shutdown"
+            );
+            for d in self.reaped_at.take() {
+                self.cases.hit(if d == self.drains.get() {
+                    "reaped by the last reap (close)"
+                } else {
+                    "reaped by the shutdown's loop"
+                });
+            }
+        }
+
+        fn cancel(&self, t: Task) {
+            if let Some(f) = &self.on_cancel {
+                f(&t);
+            }
+            t.cancel();
+        }
+    }
+
+    impl hwsched::shutdown::Stopping<Task> for Stop {
+        fn flag(&self) -> &loom::sync::atomic::AtomicBool {
+            &self.rt.shutdown
+        }
+        fn parkers(&self) -> impl Iterator<Item = &hwsched::park::Parker> {
+            self.rt.mailboxes.iter().map(|m| &m.parker)
+        }
+        fn close_blocking(&self) {
+            for t in self.queued_closures.take() {
+                self.cases
+                    .hit("a queued blocking closure cancelled by the close");
+                self.cancel(t);
+            }
+        }
+        fn join_workers(&mut self) -> bool {
+            for w in self.workers.drain(..) {
+                w.join().unwrap();
+            }
+            true
+        }
+        fn graveyard(&self) -> &hwsched::shared::Graveyard<Task> {
+            &self.rt.graveyard
+        }
+        fn drain_inboxes(&self) -> usize {
+            // A graveyard drop after the last call of this is
+            // `Graveyard::close`'s (the loop ends with a drain that found
+            // nothing, after a reap that found nothing).
+            self.drains.set(self.drains.get() + 1);
+            hwsched::shared::drain_inboxes(self.rt.mailboxes.iter(), |t| {
+                self.cases.hit("dropped by the shutdown's inbox drain");
+                self.cancel(t);
+            })
+        }
+        fn wake_waiting(&self) {
+            if let Some(f) = self.wake_waiting.take() {
+                f();
+            }
+        }
+        fn wait_running(&self) -> bool {
+            for (h, _) in self.running_closures.borrow_mut().iter_mut() {
+                if let Some(h) = h.take() {
+                    h.join().unwrap();
+                }
+            }
+            true
+        }
+        fn drop_task(&self, t: Task) {
+            self.reaped_at.borrow_mut().push(self.drains.get());
+            self.cancel(t);
         }
     }
 
@@ -472,8 +773,18 @@ mod imp {
         fn shutdown(&self) -> &loom::sync::atomic::AtomicBool {
             &self.shutdown
         }
-        fn bury(&self, _t: Task) {
-            panic!("no shutdown in this model");
+        /// `Shared::bury`: `Graveyard::bury`, the burier reaping itself
+        /// once the final drain closed the graveyard.
+        fn bury(&self, t: Task) {
+            self.hit(if self.admitted.load(SeqCst) {
+                "buried by the waker's re-check"
+            } else {
+                "buried by schedule's early check"
+            });
+            self.graveyard.bury(t, |t| {
+                self.hit("reaped by the burier itself");
+                t.cancel();
+            });
         }
     }
 }

@@ -8,10 +8,11 @@
 //! - the owner, running the production idle sequence
 //!   (`hwsched::idle_worker::idle`) with no other work anywhere, takes the
 //!   item and never sleeps forever (loom reports the deadlock);
-//! - a pinned push racing shutdown: the item is run by the owner or
+//! - a pinned push racing shutdown (the production sequence,
+//!   `hwsched::shutdown`, on both sides): the item is run by the owner or
 //!   cancelled exactly once (by the pusher's re-check,
-//!   `deliver_pinned_or_drain`, or by the shutdown's `drain_inboxes`),
-//!   never stranded.
+//!   `deliver_pinned_or_drain`, by the owner's exit, or by the shutdown's
+//!   `drain_inboxes`), never stranded.
 //!
 //! Mutations (applied by hand to `src/park.rs`, these models run at
 //! `LOOM_MAX_PREEMPTIONS=3`, reverted):
@@ -22,10 +23,8 @@
 
 #![cfg(loom)]
 
-use hwsched::park::Wait;
-use hwsched::queue::Local;
 use loom::thread;
-use loom_tests::{model, Cases, Ledger, Rt, Worker};
+use loom_tests::{model, Cases, Ledger, Rt, Stop, Worker};
 
 /// A pinned push (or a local one, with `local`) racing its owner's idle
 /// period: the owner runs the production idle sequence until it has the
@@ -70,8 +69,10 @@ fn local_push_races_idle_owner() {
 }
 
 /// A pinned push racing shutdown and the owner's exit: run by the owner,
-/// or cancelled by the pusher's re-check or by the shutdown's drain,
-/// exactly once.
+/// or cancelled by the pusher's re-check, by the owner's exit or by the
+/// shutdown's drain, exactly once. The owner runs the production loop and
+/// exit (`hwsched::shutdown::{next, exit}`), the shutdown is the
+/// production sequence (`hwsched::shutdown::shutdown`).
 #[test]
 fn pinned_push_races_shutdown() {
     let cases = Cases::new(&["ran", "cancelled"]);
@@ -79,24 +80,16 @@ fn pinned_push_races_shutdown() {
         let cases = cases.clone();
         move || {
             let ledger = Ledger::new(1);
-            let (rt, _) = Rt::with_locals(1);
+            let (rt, mut locals) = Rt::with_locals(1);
+            let mut stop = Stop::new(&rt, &cases);
             let owner = {
-                let rt = rt.clone();
+                let (rt, cases) = (rt.clone(), cases.clone());
+                let l = locals.pop().unwrap();
                 thread::spawn(move || {
-                    let local = Local::new();
-                    let m = &rt.mailboxes[0];
-                    loop {
-                        match m.wait(&local, &rt.shutdown, || false, || true) {
-                            Wait::Work { item, .. } => item.run(),
-                            Wait::Shutdown => break,
-                            Wait::Woken { .. } => {}
-                            Wait::Suspended => unreachable!(),
-                        }
-                    }
-                    // The worker's exit: what is placed on it is dropped.
-                    m.drain_pinned(|t| t.cancel());
+                    Worker::new(rt, 0, l, cases).run_until_shutdown(|_, t| t.run())
                 })
             };
+            stop.workers.push(owner);
             let pusher = {
                 let (rt, ledger) = (rt.clone(), ledger.clone());
                 thread::spawn(move || {
@@ -107,14 +100,9 @@ fn pinned_push_races_shutdown() {
                     );
                 })
             };
-            hwsched::shared::announce_shutdown(
-                &rt.shutdown,
-                rt.mailboxes.iter().map(|m| &m.parker),
-            );
-            owner.join().unwrap();
+            stop.shutdown();
             pusher.join().unwrap();
-            // The runtime's final drain, after the workers are joined.
-            hwsched::shared::drain_inboxes(rt.mailboxes.iter(), |t| t.cancel());
+            rt.assert_empty();
             ledger.assert_each_once();
             if ledger.ran(0) == 1 {
                 cases.hit("ran");

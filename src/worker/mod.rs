@@ -71,9 +71,15 @@
 //!    and closes the graveyard: later burials (a worker that outlived
 //!    `shutdown_timeout`, a user's waker) drop at once.
 //!
-//! Steps 5-7 are `shared::final_drain`; loom checks them
-//! (`loom-tests/tests/shutdown.rs`), a blocking closure waiting on a
-//! pending task included.
+//! The sequence is written once, in [`shutdown`](crate::shutdown): the
+//! runtime's side (steps 1 and 2, the join, and the rest of steps 5-7,
+//! which is `shared::final_drain`) is `shutdown::shutdown` over a view of the
+//! runtime (`Runtime::shutdown` passes its threads and deadline), a
+//! worker's side is `shutdown::next` (each step of its loop: the flag
+//! before its own queues) and `shutdown::exit` (step 4). The loom models
+//! (`loom-tests/tests/shutdown.rs`) drive those same functions, with a
+//! delivery, a burial and a blocking closure waiting on a pending task
+//! racing them.
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -666,7 +672,9 @@ pub(crate) enum Step {
 }
 
 /// One step of a worker's loop: the next task (or the idle period that
-/// ends with one), run. `sleep` is how the worker parks: see [`idle`].
+/// ends with one), run. `sleep` is how the worker parks: see [`idle`]. The
+/// choice of the next task, shutdown's check first, is
+/// [`shutdown::next`](crate::shutdown::next)'s.
 pub(crate) fn step(
     ctx: &WorkerCtx,
     sleep: impl FnMut(&crate::park::Parker) -> std::task::Poll<bool>,
@@ -674,21 +682,11 @@ pub(crate) fn step(
     let shared = &*ctx.shared;
     let next = {
         let mut core = ctx.core.borrow_mut();
-        if core.suspended.is_some() {
-            // Called again after sleeping in the driver: the idle period
-            // goes on (and sees shutdown there).
-            idle(shared, &mut core, sleep)
-        } else if shared.is_shutdown() {
-            Idle::Shutdown
-        } else {
-            match core.next_local(shared) {
-                Some(r) => {
-                    core.maybe_publish(shared);
-                    Idle::Run(r)
-                }
-                None => idle(shared, &mut core, sleep),
-            }
-        }
+        crate::shutdown::next(&mut LoopCore {
+            shared,
+            core: &mut core,
+            sleep,
+        })
     };
     match next {
         Idle::Run(r) => {
@@ -697,6 +695,69 @@ pub(crate) fn step(
         }
         Idle::Suspended => Step::Suspended,
         Idle::Shutdown => Step::Shutdown,
+    }
+}
+
+/// A worker's loop as [`shutdown::next`](crate::shutdown::next) sees it.
+struct LoopCore<'a, S> {
+    shared: &'a Shared,
+    core: &'a mut Core,
+    sleep: S,
+}
+
+impl<S> crate::shutdown::Running<Runnable> for LoopCore<'_, S>
+where
+    S: FnMut(&crate::park::Parker) -> std::task::Poll<bool>,
+{
+    fn is_shutdown(&self) -> bool {
+        self.shared.is_shutdown()
+    }
+
+    fn resuming(&self) -> bool {
+        // Called again after sleeping in the driver: the idle period goes
+        // on (and sees shutdown there).
+        self.core.suspended.is_some()
+    }
+
+    fn next_own(&mut self) -> Option<Runnable> {
+        let r = self.core.next_local(self.shared)?;
+        self.core.maybe_publish(self.shared);
+        Some(r)
+    }
+
+    fn idle(&mut self) -> Idle<Runnable> {
+        idle(self.shared, self.core, &mut self.sleep)
+    }
+}
+
+/// A worker leaving its loop, as [`shutdown::exit`](crate::shutdown::exit)
+/// sees it. The core is borrowed for each take only: a destructor the
+/// drops run may reach this worker's context.
+struct ExitCore<'a> {
+    ctx: &'a WorkerCtx,
+}
+
+impl crate::shutdown::Exiting<Runnable> for ExitCore<'_> {
+    fn take_held(&mut self) -> Option<Runnable> {
+        let mut core = self.ctx.core.borrow_mut();
+        let c = &mut *core;
+        self.ctx.shared.workers[c.index]
+            .lifo
+            .take()
+            .or_else(|| c.local.pop())
+            .or_else(|| c.batch_q.pop_front())
+    }
+
+    fn drop_pinned(&mut self) {
+        // Tasks placed on this worker, and its local tasks, which must be
+        // dropped on this thread (see `drop_local_tasks`).
+        let (shared, index) = (&*self.ctx.shared, self.ctx.index);
+        shared.workers[index].mailbox.drain_pinned(drop_task);
+        drop_local_tasks(shared, index);
+    }
+
+    fn drop_task(&mut self, r: Runnable) {
+        drop_task(r);
     }
 }
 
@@ -763,21 +824,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
     #[cfg(feature = "io")]
     crate::time::exit_worker();
     // Shutdown: drop what this worker still holds (see the module docs).
-    let mut core = ctx.core.borrow_mut();
-    if let Some(r) = shared.workers[index].lifo.take() {
-        drop_task(r);
-    }
-    while let Some(r) = core.local.pop() {
-        drop_task(r);
-    }
-    while let Some(r) = core.batch_q.pop_front() {
-        drop_task(r);
-    }
-    drop(core);
-    // Tasks placed on this worker, and its local tasks, which must be
-    // dropped on this thread (see `drop_local_tasks`).
-    shared.workers[index].mailbox.drain_pinned(drop_task);
-    drop_local_tasks(&shared, index);
+    crate::shutdown::exit(&mut ExitCore { ctx: &ctx });
     // After the last task this worker runs or drops.
     if let Some(h) = &shared.on_stop {
         h.run();

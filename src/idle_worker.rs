@@ -45,6 +45,7 @@
 
 use std::task::Poll;
 
+use crate::domain::{self, DomainQueues};
 use crate::handoff::{self, Workers};
 use crate::park::{Notified, Parker, Wait};
 use crate::queue::Local;
@@ -65,6 +66,12 @@ pub trait Queues<T>: Workers<T> {
     fn count_wake(&self, me: usize, woke: Option<(usize, Notified)>) {
         let _ = (me, woke);
     }
+    /// The place queues of the domains (domain.rs), if the runtime has
+    /// them: the sequence takes from its worker's, and re-checks them
+    /// before it sleeps.
+    fn places(&self) -> Option<&DomainQueues<T>> {
+        None
+    }
 }
 
 /// An event of the idle period, for the runtime's counters.
@@ -79,6 +86,8 @@ pub enum Event {
     ParkRecheck,
     /// The re-check's find was looked at (the pending steal).
     PendingSteal,
+    /// A task was taken from one of the worker's place queues.
+    PlacedPull,
 }
 
 /// The worker running the idle steps.
@@ -196,6 +205,21 @@ pub fn found_work<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) {
         || rt.find_queued_work(me),
     );
     rt.count_wake(me, woke);
+    if let Some(dq) = rt.places() {
+        // A wake for a place queue may have brought this worker here, and
+        // it runs other work: the wake is handed on (domain.rs).
+        domain::left_behind(rt, dq, me, |x| rt.count_wake(me, Some(x)));
+    }
+}
+
+/// A task of one of `w`'s place queues (domain.rs), nearest first, and the
+/// domain check for what it leaves behind.
+fn take_placed<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T> {
+    let me = w.index();
+    let (t, woke) = domain::take(rt, rt.places()?, me)?;
+    rt.count_wake(me, woke);
+    w.count(Event::PlacedPull);
+    Some(t)
 }
 
 /// The idle path of worker `w`, whose own queues are empty: the sequence
@@ -246,6 +270,13 @@ pub fn idle<T>(
             .kicked_by
             .take()
             .or_else(|| rt.mailbox(me).take_kick());
+        // The place queues first: only this worker's domains may run
+        // their tasks.
+        if let Some(t) = take_placed(rt, w) {
+            found_work(rt, w);
+            w.exit_idle(period.idle_since, period.slept_any);
+            return Idle::Run(t);
+        }
         if *w.parts().1 || kick.is_some() {
             if let Some(t) = w.walk(kick) {
                 found_work(rt, w);
@@ -266,12 +297,21 @@ pub fn idle<T>(
                 // left, re-check the `queued` set and steal instead of
                 // sleeping when it finds work.
                 announced = true;
-                if rt.sleepers().to_parked(me, searching) {
+                let none_left = rt.sleepers().to_parked(me, searching);
+                if none_left {
                     rechecked = true;
                     pending = rt.find_queued_work(me);
-                    return pending.is_none();
+                    if pending.is_some() {
+                        return false;
+                    }
                 }
-                true
+                // The place queues of its domains, whatever the searchers
+                // (a searcher elsewhere cannot take their tasks): after a
+                // fence, store-buffering with the pushers' (domain.rs).
+                match rt.places() {
+                    Some(dq) => !domain::recheck(dq, me, none_left),
+                    None => true,
+                }
             },
             &mut sleep,
         );
@@ -364,8 +404,9 @@ fn after_wait<T>(
             }
             // Anything that lands in the LIFO slot or the deque while the
             // worker slept in the driver (wakes it made there) is its own
-            // work: the next pass's walk does not look there.
-            if let Some(t) = w.take_own() {
+            // work: the next pass's walk does not look there. Then its
+            // place queues (what the re-check found, or a wake brought).
+            if let Some(t) = w.take_own().or_else(|| take_placed(rt, w)) {
                 found_work(rt, w);
                 w.exit_idle(Some(pass.t0), period.slept_any);
                 return Some(Idle::Run(t));

@@ -342,7 +342,9 @@ impl Builder {
             on_stop: self.on_stop.as_ref().map(|h| h.0.clone()),
             masks,
         };
-        let places = crate::placed::Places::new(&topology);
+        let mut places = crate::placed::Places::new(&topology);
+        let (domains, queue_ids) = crate::domain::DomainQueues::new(n, &places.all_spans());
+        places.set_queues(&queue_ids);
         let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| Shared {
             // Each blocking thread runs with this runtime as its context. A
             // Weak: the pool lives in `Shared`, so an Arc here would be a
@@ -369,6 +371,7 @@ impl Builder {
             all: 0..n,
             burst_target: AtomicUsize::new(0),
             places,
+            domains,
             registry: Registry::new(n),
             external: CachePadded::new(WorkerCounters::default()),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
@@ -682,7 +685,10 @@ impl Runtime {
         // a task see it `Cancelled` and return (`final_drain`).
         crate::shared::final_drain(
             &shared.graveyard,
-            || crate::shared::drain_inboxes(shared.workers.iter().map(|w| &*w.mailbox), drop_task),
+            || {
+                crate::shared::drain_inboxes(shared.workers.iter().map(|w| &*w.mailbox), drop_task)
+                    + shared.domains.drain(drop_task)
+            },
             || shared.registry.close_and_wake_all(),
             || {
                 if !shared.blocking.wait(deadline) {

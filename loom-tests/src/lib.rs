@@ -259,6 +259,9 @@ mod imp {
         pub stealers: Vec<Stealer<Task>>,
         pub all: std::ops::Range<usize>,
         pub shutdown: loom::sync::atomic::AtomicBool,
+        /// The place queues of the domains, if the model has any
+        /// (`Rt::with_domains`).
+        pub domains: Option<hwsched::domain::DomainQueues<Task>>,
     }
 
     impl Rt {
@@ -271,13 +274,27 @@ mod imp {
         // One span covering every worker: `&[0..n]` is the list of spans.
         #[allow(clippy::single_range_in_vec_init)]
         pub fn with_locals(n: usize) -> (loom::sync::Arc<Rt>, Vec<Local<Task>>) {
+            Rt::with_domains(n, &[])
+        }
+
+        /// `n` workers, each one's deque, and a place queue for each of
+        /// the domains `spans` (`hwsched::domain`: queue `i` is `spans[i]`'s
+        /// when the spans differ).
+        #[allow(clippy::single_range_in_vec_init)]
+        pub fn with_domains(
+            n: usize,
+            spans: &[std::ops::Range<usize>],
+        ) -> (loom::sync::Arc<Rt>, Vec<Local<Task>>) {
             let locals: Vec<Local<Task>> = (0..n).map(|_| Local::new()).collect();
+            let domains =
+                (!spans.is_empty()).then(|| hwsched::domain::DomainQueues::new(n, spans).0);
             let rt = loom::sync::Arc::new(Rt {
                 s: hwsched::idle::Sleepers::new(n, &[0..n]),
                 mailboxes: (0..n).map(|_| hwsched::park::Mailbox::new()).collect(),
                 stealers: locals.iter().map(|l| l.stealer()).collect(),
                 all: 0..n,
                 shutdown: loom::sync::atomic::AtomicBool::new(false),
+                domains,
             });
             (rt, locals)
         }
@@ -310,6 +327,9 @@ mod imp {
         fn find_queued_work(&self, me: usize) -> Option<usize> {
             self.s.find_queued(&self.all, me, |v| self.has_work(v)).0
         }
+        fn places(&self) -> Option<&hwsched::domain::DomainQueues<Task>> {
+            self.domains.as_ref()
+        }
     }
 
     /// An idle worker of a model, driven through the production idle
@@ -325,6 +345,7 @@ mod imp {
         pub cases: Arc<Cases>,
         suspended: Option<hwsched::idle_worker::Suspended>,
         pending: bool,
+        slept: bool,
     }
 
     impl Worker {
@@ -344,6 +365,7 @@ mod imp {
                 cases,
                 suspended: None,
                 pending: false,
+                slept: false,
             }
         }
 
@@ -424,7 +446,16 @@ mod imp {
             &mut self.suspended
         }
         fn count(&mut self, e: hwsched::idle_worker::Event) {
-            self.pending = e == hwsched::idle_worker::Event::PendingSteal;
+            use hwsched::idle_worker::Event;
+            self.pending = e == Event::PendingSteal;
+            match e {
+                Event::Slept => self.slept = true,
+                Event::PlacedPull if self.slept => {
+                    self.cases.hit("slept, then took the placed task")
+                }
+                Event::PlacedPull => self.cases.hit("took the placed task without sleeping"),
+                _ => {}
+            }
         }
     }
 

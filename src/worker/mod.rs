@@ -460,8 +460,12 @@ impl Core {
             self.spill_batch(shared);
         }
         if self.tick % INBOX_CHECK_INTERVAL == 0 {
-            // Tasks placed on this worker first: nobody else can run them.
+            // Tasks placed on this worker first: nobody else can run them;
+            // then those placed in its domains (domain.rs).
             if let Some(r) = me.mailbox.take_pinned() {
+                return Some(r);
+            }
+            if let Some(r) = self.take_placed(shared) {
                 return Some(r);
             }
             if let Some(r) = me.mailbox.take(&self.local) {
@@ -489,8 +493,31 @@ impl Core {
         if let Some(r) = me.mailbox.take_pinned() {
             return Some(r);
         }
+        if let Some(r) = self.take_placed(shared) {
+            return Some(r);
+        }
         let r = me.mailbox.take(&self.local)?;
         WorkerCounters::bump(&me.stats.inbox_pulls, 1);
+        Some(r)
+    }
+
+    /// A task of this worker's place queues, nearest first
+    /// ([`domain::take`](crate::domain::take), with the domain check for
+    /// what it leaves behind), counted. One load when no domain place was
+    /// ever used.
+    #[inline]
+    fn take_placed(&mut self, shared: &Shared) -> Option<Runnable> {
+        if !shared.domains.used() {
+            return None;
+        }
+        self.take_placed_slow(shared)
+    }
+
+    #[cold]
+    fn take_placed_slow(&mut self, shared: &Shared) -> Option<Runnable> {
+        let (r, woke) = crate::domain::take(shared, &shared.domains, self.index)?;
+        count_wake(shared, Some(self.index), woke);
+        WorkerCounters::bump(&shared.workers[self.index].stats.placed_pulls, 1);
         Some(r)
     }
     /// This worker's load contribution now.

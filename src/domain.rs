@@ -42,15 +42,14 @@
 //!   ([`Sleepers::wake_in`](crate::idle::Sleepers::wake_in): counted awake
 //!   and searching, then its bit taken) and notified. A push onto a
 //!   non-empty queue makes no check: whoever made the queue non-empty did.
-//! - **Taker** ([`take`]): pops, uncounts (`fetch_sub`); if the count was
-//!   above one (work is left behind), `fence(SeqCst)` and the domain check
-//!   for what is left: a burst fans out one wake per pop, O(workers of the
-//!   domain) wakes, as the global protocol's searchers fan out.
 //! - **A worker leaving its idle period with work** ([`left_behind`],
-//!   called by `idle_worker::found_work`): `fence(SeqCst)`, then the domain
-//!   check for each of its queues that holds work. A worker woken for a
-//!   domain may find other work first (its inbox, a steal): the wake is
-//!   handed on here, not lost.
+//!   called by `idle_worker::found_work`, whether the work came from a
+//!   place queue ([`take`]) or elsewhere): `fence(SeqCst)`, then the
+//!   domain check for each of its queues that still holds work. A burst
+//!   fans out so, one wake per worker that leaves its idle period, O(workers
+//!   of the domain) wakes, as the global protocol's searchers fan out; and
+//!   a worker woken for a domain that finds other work first (its inbox, a
+//!   steal) hands the wake on here.
 //! - **A worker going to sleep** ([`recheck`], in the idle sequence's
 //!   announcement, after [`Sleepers::to_parked`](crate::idle::Sleepers::to_parked)
 //!   has set its `parked` bit): `fence(SeqCst)` (unless `to_parked` made
@@ -67,21 +66,21 @@
 //! one of the domain), or the sleeper sees the count (and does not sleep).
 //!
 //! Of two pushes, only the one that finds the count at zero checks; the
-//! other relies on it. The count's RMWs are totally ordered, so a take that
-//! leaves a task behind reads a count above one and checks for it; and a
-//! worker claimed for the queue that finds other work first checks again
-//! when it leaves its idle period (`left_behind`: it is a searcher then,
-//! and the claim happened before, so its fence follows the push's and it
-//! sees the count). A domain check that finds no parked worker needs no
-//! wake: every worker of the domain is awake, and each re-checks before it
-//! sleeps.
+//! other relies on its check, whose outcome covers the queue for as long
+//! as it is not empty: either it claimed a worker, which leaves its idle
+//! period only through `left_behind` (the claim and the push happened
+//! before its wake, so it sees the count, and checks again for what it
+//! does not take), or it found no worker of the domain parked, and each
+//! of them re-checks before it sleeps (and, not sleeping, takes a task and
+//! leaves through `left_behind` too). A take by a busy worker (its
+//! find-work path) changes neither, so it makes no check.
 //!
 //! What it costs: the domain check ignores whether a worker of the domain
 //! is spinning or walking (the `idle` mask is a hint, and a spinning worker
 //! may leave with other work), so a push may wake a parked worker while
 //! another one of the domain was about to take the task. At most one wake
-//! per push that finds the queue empty and one per take that leaves work
-//! behind, each to a distinct parked worker.
+//! per push that finds the queue empty and one per worker leaving its idle
+//! period while the queue holds work, each to a distinct parked worker.
 //!
 //! # Shutdown
 //!
@@ -94,7 +93,7 @@
 //!
 //! Model-checked: `loom-tests/tests/domain.rs` (a push while the domain's
 //! workers go to sleep, a claimed worker that finds other work first, two
-//! pushes and one take).
+//! pushes and two sleepers).
 
 use std::ops::Range;
 
@@ -103,7 +102,7 @@ use crossbeam_utils::CachePadded;
 use crate::handoff::Workers;
 use crate::park::Notified;
 use crate::queue::{Inbox, Steal};
-use crate::sync::{fence, AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{fence, spin_loop, AtomicBool, AtomicUsize, Ordering};
 
 /// One domain's queue: its tasks, their count, and the domain's workers.
 #[derive(Debug)]
@@ -193,7 +192,10 @@ impl<T> DomainQueues<T> {
     /// task.
     #[inline]
     pub fn has_work(&self, w: usize) -> bool {
-        self.used() && self.of(w).any(|q| self.queues[q].len.load(Ordering::Acquire) > 0)
+        self.used()
+            && self
+                .of(w)
+                .any(|q| self.queues[q].len.load(Ordering::Acquire) > 0)
     }
 
     /// The final drain of shutdown: `fence(SeqCst)` (pairs with the fence
@@ -215,23 +217,40 @@ impl<T> DomainQueues<T> {
     }
 }
 
-/// Pops one task of `q`, uncounting it; returns it and the count before.
+/// Pops one task of `q`: first uncounts it (a CAS that never takes the
+/// count below zero: the task is then reserved), then steals it, which
+/// cannot miss: every counted task was pushed before it was counted, and
+/// every taker reserves before it steals. Uncounting first means a look at
+/// the count never shows a task that a taker has already got, so a worker
+/// that sees a count above zero and does not sleep never waits on another
+/// thread's progress. Returns the task and the count before.
 fn pop<T>(q: &DomainQueue<T>) -> Option<(T, usize)> {
-    if q.len.load(Ordering::Acquire) == 0 {
-        return None;
-    }
-    let t = loop {
-        match q.queue.steal() {
-            Steal::Success(t) => break t,
-            Steal::Empty => return None,
-            Steal::Retry => continue,
+    let mut n = q.len.load(Ordering::Relaxed);
+    loop {
+        if n == 0 {
+            return None;
         }
-    };
-    // AcqRel: the acquire half reads pushes' counts (their release) so
-    // that what a checker reads after its fence includes them; the
-    // release half is not needed (nobody acquires through an uncount).
-    let before = q.len.fetch_sub(1, Ordering::AcqRel);
-    Some((t, before))
+        // Acquire: the count's modifications are all RMWs, so this reads
+        // the release sequence of every push counted before, whose task
+        // the steal below then sees. Release is not needed (nobody
+        // acquires through an uncount). Failure: Relaxed (a retry).
+        match q
+            .len
+            .compare_exchange_weak(n, n - 1, Ordering::AcqRel, Ordering::Relaxed)
+        {
+            Ok(_) => break,
+            Err(v) => n = v,
+        }
+    }
+    loop {
+        match q.queue.steal() {
+            Steal::Success(t) => return Some((t, n)),
+            // Contention (crossbeam), or the slot of a push still being
+            // written before ours in the queue's order: the reserved task
+            // is there.
+            Steal::Retry | Steal::Empty => spin_loop(),
+        }
+    }
 }
 
 /// The pusher's steps (module docs): pushes `t` into queue `q`, counts it,
@@ -253,9 +272,8 @@ pub fn push<T>(
     }
     let dom = &dq.queues[q];
     dom.queue.push(t);
-    // Release: publishes the push to a taker's Acquire look at the count.
-    // The acquire half orders nothing needed; AcqRel keeps the count's
-    // RMWs one release sequence.
+    // Release: publishes the push to a taker's Acquire reservation (and
+    // look) of the count. The acquire half orders nothing needed.
     let before = dom.len.fetch_add(1, Ordering::AcqRel);
     // Pairs with the re-check's fence (`recheck`) and with the final
     // drain's (`DomainQueues::drain`): store-buffering (module docs).
@@ -293,30 +311,15 @@ pub fn wake_member<T>(
     Some((w, rt.mailbox(w).parker.notify()))
 }
 
-/// A worker `me` takes a task from its queues, nearest first. A take that
-/// leaves work behind runs the domain check for it (after a fence). Returns
-/// the task and, if the check woke a worker, it and its notify.
-pub fn take<T>(
-    rt: &impl Workers<T>,
-    dq: &DomainQueues<T>,
-    me: usize,
-) -> Option<(T, Option<(usize, Notified)>)> {
+/// A worker `me` takes a task from its queues, nearest first. (What it
+/// leaves behind is the domain check's of [`left_behind`] when the worker
+/// takes it in its idle period; a busy worker's take needs none: see the
+/// module docs.)
+pub fn take<T>(dq: &DomainQueues<T>, me: usize) -> Option<T> {
     if !dq.used() {
         return None;
     }
-    for q in dq.of(me) {
-        if let Some((t, before)) = pop(&dq.queues[q]) {
-            let woke = if before > 1 {
-                // Pairs with the re-checks' fences (store-buffering).
-                fence(Ordering::SeqCst);
-                wake_member(rt, dq, q, me)
-            } else {
-                None
-            };
-            return Some((t, woke));
-        }
-    }
-    None
+    dq.of(me).find_map(|q| pop(&dq.queues[q]).map(|(t, _)| t))
 }
 
 /// The re-check of worker `me` going to sleep, after its `parked` bit is

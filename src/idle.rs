@@ -12,7 +12,12 @@
 //! local to it) are outside the invariant's queues: only their worker can
 //! take them, so a push notifies that worker directly and wakes nobody
 //! else (park.rs, "Pinned tasks"); a pinned task waits while its worker is
-//! busy, which is what pinning asks for. No path drops a wake; a pusher that sees a
+//! busy, which is what pinning asks for. Tasks placed in a domain wait in
+//! the domain's place queue, outside these queues too: domain.rs keeps the
+//! same invariant inside the domain, with its own steps over the `parked`
+//! set ([`Sleepers::wake_in`], a claim made whatever the searchers, who may
+//! all be outside the domain) and a re-check of the place queues by every
+//! worker that goes to sleep. No path drops a wake; a pusher that sees a
 //! searcher defers the wake to that searcher, which is bounded: a searcher
 //! either finds work (and then wakes the next worker if it was the last
 //! searcher and work remains) or goes to sleep, and a worker that goes to

@@ -20,13 +20,17 @@
 //!    owner's record of it, and a last look at the inbox); mark idle;
 //!    become a searcher if fewer than half the workers search
 //!    ([`Sleepers::to_searching`](crate::idle::Sleepers::to_searching)).
-//! 2. A searcher (or a worker kicked with a note of where work is) walks;
-//!    work found ends the period ([`found_work`]).
+//! 2. A task of the worker's place queues (domain.rs) ends the period;
+//!    else a searcher (or a worker kicked with a note of where work is)
+//!    walks; work found ends the period ([`found_work`], which also hands
+//!    on a place queue's wake: [`domain::left_behind`]).
 //! 3. Wait on the mailbox. Before it sleeps the worker announces it
 //!    ([`Sleepers::to_parked`](crate::idle::Sleepers::to_parked)); with no
 //!    searcher left after it, it re-checks the `queued` set
 //!    ([`Queues::find_queued_work`]) and does not sleep when that finds
-//!    work (the *pending* steal).
+//!    work (the *pending* steal). Whatever the searchers, it then
+//!    re-checks its domains' place queues ([`domain::recheck`], after a
+//!    fence) and does not sleep when one holds a task.
 //! 4. After the wait, whatever ended it: a worker that announced its sleep
 //!    leaves the parked set
 //!    ([`Sleepers::leave_parked`](crate::idle::Sleepers::leave_parked):
@@ -35,8 +39,8 @@
 //!    (and a parked worker woken for what is left behind, since pushers
 //!    counted on this worker); a worker not searching tries to become a
 //!    searcher; work put on its own queues meanwhile (by wakes it made
-//!    while sleeping in the I/O driver) ends the period. Otherwise back to
-//!    step 2.
+//!    while sleeping in the I/O driver), or a task of its place queues,
+//!    ends the period. Otherwise back to step 2.
 //!
 //! A wait may be *suspended* (the worker sleeps in the I/O driver, outside
 //! this call): [`idle`] then returns [`Idle::Suspended`], the period is
@@ -196,11 +200,17 @@ fn clear_queued<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T>
 pub fn found_work<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) {
     let me = w.index();
     let (local, searching, queued_bit) = w.parts();
+    // What it holds beyond the task it runs: its deque (a stolen or pulled
+    // batch), and its inbox, where a delivery may have come while it
+    // searched (the deliverer's check then counted on it as a searcher;
+    // it may be about to run a long poll elsewhere, a task of a place
+    // queue or a steal, so the pusher's steps run for what waits there).
+    let inbox = &rt.mailbox(me).inbox;
     let woke = handoff::found_work(
         rt,
         me,
         searching,
-        || !local.is_empty(),
+        || !local.is_empty() || !inbox.is_empty(),
         queued_bit,
         || rt.find_queued_work(me),
     );
@@ -212,12 +222,10 @@ pub fn found_work<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) {
     }
 }
 
-/// A task of one of `w`'s place queues (domain.rs), nearest first, and the
-/// domain check for what it leaves behind.
+/// A task of one of `w`'s place queues (domain.rs), nearest first (the
+/// caller's `found_work` checks for what it leaves behind).
 fn take_placed<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T> {
-    let me = w.index();
-    let (t, woke) = domain::take(rt, rt.places()?, me)?;
-    rt.count_wake(me, woke);
+    let t = domain::take(rt.places()?, w.index())?;
     w.count(Event::PlacedPull);
     Some(t)
 }

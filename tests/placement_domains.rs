@@ -369,10 +369,15 @@ fn bad_domain_places_are_typed_errors_and_spawn_nothing() {
                     assert!(e.to_string().contains(&place(i).to_string()), "{e}");
                 }
             }
-            let e = rt.spawn_on(Place::Worker(rt.workers()), async {}).unwrap_err();
+            let e = rt
+                .spawn_on(Place::Worker(rt.workers()), async {})
+                .unwrap_err();
             assert!(matches!(e, PlaceError::WorkerOutOfRange { .. }), "{e}");
             std::thread::sleep(Duration::from_millis(20));
-            assert!(!polled.load(Ordering::SeqCst), "a refused future was polled");
+            assert!(
+                !polled.load(Ordering::SeqCst),
+                "a refused future was polled"
+            );
             let after = rt.stats();
             assert_eq!(after.spawned, before.spawned, "nothing spawned");
             let (a, b) = (after.total(), before.total());

@@ -7,10 +7,12 @@
 //!    context (a thread-local pointer to its [`WorkerCtx`]) so that spawns
 //!    and wakes on this thread reach its queues.
 //! 2. Loop: take the next task, LIFO slot first (at most
-//!    [`MAX_LIFO_POLLS`] in a row, as tokio does), then the local deque, then
-//!    the inbox (a batch); every [`INBOX_CHECK_INTERVAL`] polls the inbox
-//!    goes first, so work pushed from outside is never starved by a busy
-//!    local queue. Run it, with the task's `last_worker` updated.
+//!    [`MAX_LIFO_POLLS`] in a row, as tokio does), then the local deque,
+//!    then the tasks placed on it (park.rs, "Pinned tasks"), then those placed
+//!    in its domains (their place queues, nearest first: domain.rs), then
+//!    the inbox (a batch); every [`INBOX_CHECK_INTERVAL`] polls these go
+//!    first, so work pushed from outside is never starved by a busy local
+//!    queue. Run it, with the task's `last_worker` updated.
 //! 3. When all three are empty the worker is idle: it leaves the `queued`
 //!    set, marks itself idle and, if fewer than half the workers search,
 //!    becomes a searcher and walks its levels ([`balance`](crate::balance)).
@@ -502,9 +504,8 @@ impl Core {
     }
 
     /// A task of this worker's place queues, nearest first
-    /// ([`domain::take`](crate::domain::take), with the domain check for
-    /// what it leaves behind), counted. One load when no domain place was
-    /// ever used.
+    /// ([`domain::take`](crate::domain::take)), counted. One load when no
+    /// domain place was ever used.
     #[inline]
     fn take_placed(&mut self, shared: &Shared) -> Option<Runnable> {
         if !shared.domains.used() {
@@ -515,8 +516,7 @@ impl Core {
 
     #[cold]
     fn take_placed_slow(&mut self, shared: &Shared) -> Option<Runnable> {
-        let (r, woke) = crate::domain::take(shared, &shared.domains, self.index)?;
-        count_wake(shared, Some(self.index), woke);
+        let r = crate::domain::take(&shared.domains, self.index)?;
         WorkerCounters::bump(&shared.workers[self.index].stats.placed_pulls, 1);
         Some(r)
     }

@@ -85,7 +85,11 @@ impl<F: Future> Future for OnPlace<F> {
 /// sends it back to that queue at every wake, which only the domain's
 /// workers take from (domain.rs). A task without a place never runs this
 /// code.
-pub(crate) fn spawn_domain<F>(shared: &Arc<Shared>, queue: usize, future: F) -> JoinHandle<F::Output>
+pub(crate) fn spawn_domain<F>(
+    shared: &Arc<Shared>,
+    queue: usize,
+    future: F,
+) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,

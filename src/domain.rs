@@ -91,9 +91,10 @@
 //! queue itself (the graveyard's argument, `shared.rs`). Nothing else
 //! drains them: the workers leave them to the final drain.
 //!
-//! Model-checked: `loom-tests/tests/domain.rs` (a push while the domain's
-//! workers go to sleep, a claimed worker that finds other work first, two
-//! pushes and two sleepers).
+//! Model-checked: `loom-tests/tests/domain.rs` (a push while the
+//! domain's worker goes to sleep), `domain_handover.rs` (a worker woken
+//! for the domain that finds other work first) and `domain_burst.rs` (a
+//! push while two workers of the domain go to sleep; two pushes).
 
 use std::ops::Range;
 

@@ -131,6 +131,14 @@ logic-idle-take-own-skipped @@ src/idle_worker.rs @@ @@ if let Some(t) = w.take_
 logic-push-check-before-push @@ src/handoff.rs @@ @@ local.push(t);\n    after_push(rt, me, queued_bit) @@ let woke = after_push(rt, me, queued_bit);\n    local.push(t);\n    woke @@ loom:conserve loom:idle_loop loom:queued @@
 logic-clear-keeps-the-owner-record @@ src/handoff.rs @@ @@ *queued_bit = false; @@ @@ loom:conserve loom:idle_loop loom:queued @@
 logic-found-work-no-recheck @@ src/handoff.rs @@ @@ recheck().and_then(|v| notify_parked(rt, v)) @@ None @@ loom:conserve loom:idle_loop loom:queued @@
+logic-domain-push-no-check @@ src/domain.rs @@ @@         return None;\n    }\n    wake_member(rt, dq, q, near) @@         return None;\n    }\n    let _ = near;\n    None @@ loom:domain @@
+logic-domain-no-recheck @@ src/idle_worker.rs @@ @@ Some(dq) => !domain::recheck(dq, me, none_left), @@ Some(_) => true, @@ loom:domain @@
+logic-domain-recheck-no-fence @@ src/domain.rs @@ @@     if !fenced { @@     if false && !fenced { @@ loom:domain @@
+logic-domain-push-no-fence @@ src/domain.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@ loom:domain @@
+logic-domain-no-left-behind @@ src/idle_worker.rs @@ @@ domain::left_behind(rt, dq, me, |x| rt.count_wake(me, Some(x))); @@ let _ = dq; @@ loom:domain_handover @@
+logic-domain-left-behind-no-fence @@ src/domain.rs @@ 4 @@ fence(Ordering::SeqCst); @@  @@ loom:domain_handover @@ Not needed by the claimed worker the step is for: the push and the claim happened before its wake (the parker's RMWs), so it sees the count without the fence. The fence orders its look at the `parked` bits against a worker of the domain going to sleep meanwhile (store-buffering with that worker's re-check), which the model reaches only with more preemptions.
+logic-found-work-ignores-own-inbox @@ src/idle_worker.rs @@ @@ || !local.is_empty() || !inbox.is_empty(), @@ || !local.is_empty(), @@ loom:domain_handover @@
+logic-domain-pass-skips-place-queues @@ src/idle_worker.rs @@ @@ if let Some(t) = take_placed(rt, w) {\n            found_work(rt, w); @@ if let Some(t) = take_placed(rt, w).filter(|_| false) {\n            found_work(rt, w); @@ loom:domain loom:domain_handover @@ Benign (argued): a worker whose re-check finds a place queue's task does not sleep, and takes it after its wait (`after_wait`'s look at its own queues and place queues); it only finds it one pass later.
 logic-leave-parked-keeps-its-count @@ src/idle.rs @@ @@ let prev = Counts::of(self.state.fetch_sub(1, Ordering::SeqCst)); @@ let prev = Counts::of(self.state.load(Ordering::SeqCst)); @@ loom:conserve loom:idle_loop loom:queued @@
 idle-scan-first-word-only @@ src/idle.rs @@ @@ w += k; @@ break; @@ lib:idle::tests test:wide_llc @@
 idle-scan-reads-word-zero @@ src/idle.rs @@ @@ let mut v = self.words[wi as usize].load(order) & mask; @@ let mut v = self.words[0].load(order) & mask; @@ lib:idle::tests test:wide_llc @@

@@ -11,8 +11,8 @@
 //! at its spawn and at every wake, to its domain's queue: never to a deque,
 //! an inbox or a LIFO slot, so no steal, inbox pull or wake placement ever
 //! sees it, and only a worker of the domain runs it. Each queue has a count
-//! (`len`: counted after the push, uncounted after the pop), so a look at a
-//! queue is one load; and the runtime has one flag, `used`, set before the
+//! (`len`: counted after the push, uncounted before the pop, which reserves
+//! the task), so a look at a queue is one load; and the runtime has one flag, `used`, set before the
 //! first push into any of them, so a runtime without domain places pays
 //! one load per look (its workers' find-work paths and idle passes).
 //!
@@ -24,32 +24,34 @@
 //! # Work conservation inside a domain
 //!
 //! **Whenever a domain's queue holds a task and a worker of the domain is
-//! parked, either a worker of the domain has been woken for it (and will
-//! take it, or hand the wake on when it finds other work first), or every
-//! worker of the domain that was parked when the task came has been woken,
-//! and each worker of the domain that parks later re-checks the queue first
-//! and does not sleep.** The global wake protocol ([`idle`](crate::idle))
-//! cannot give this: its searchers may all be outside the domain.
+//! parked, a worker of the domain has been woken for it (and will take it,
+//! or hand the wake on when it finds other work first), or no worker of the
+//! domain was parked when the task was pushed, and none has gone to sleep
+//! since without re-checking the queue (a re-check that sees the task does
+//! not sleep).** The global wake
+//! protocol ([`idle`](crate::idle)) cannot give this: its searchers may all
+//! be outside the domain.
 //!
 //! The steps:
 //!
 //! - **Pusher** ([`push`]): pushes, counts (`fetch_add`), `fence(SeqCst)`,
 //!   re-checks shutdown (a set flag drains the queue into
-//!   [`Workers::bury`], as a pinned push does); then, if the count was
-//!   zero (the queue went from empty to non-empty), runs the **domain
+//!   [`Workers::bury`], as a pinned push does); then runs the **domain
 //!   check** ([`wake_member`]): the `parked` bits of the domain's workers;
 //!   if one is set, that worker is claimed
 //!   ([`Sleepers::wake_in`](crate::idle::Sleepers::wake_in): counted awake
-//!   and searching, then its bit taken) and notified. A push onto a
-//!   non-empty queue makes no check: whoever made the queue non-empty did.
+//!   and searching, then its bit taken) and notified. Every push checks,
+//!   not only the one that makes the queue non-empty: a burst of `k`
+//!   pushes wakes up to `k` parked workers of the domain at once, where a
+//!   chain (each woken worker waking the next) would add one thread wake-up
+//!   latency per task to the last one's start, which on a loaded machine
+//!   is milliseconds each.
 //! - **A worker leaving its idle period with work** ([`left_behind`],
 //!   called by `idle_worker::found_work`, whether the work came from a
 //!   place queue ([`take`]) or elsewhere): `fence(SeqCst)`, then the
-//!   domain check for each of its queues that still holds work. A burst
-//!   fans out so, one wake per worker that leaves its idle period, O(workers
-//!   of the domain) wakes, as the global protocol's searchers fan out; and
-//!   a worker woken for a domain that finds other work first (its inbox, a
-//!   steal) hands the wake on here.
+//!   domain check for each of its queues that still holds work: a worker
+//!   woken for a domain that finds other work first (its inbox, a steal)
+//!   hands the wake on here.
 //! - **A worker going to sleep** ([`recheck`], in the idle sequence's
 //!   announcement, after [`Sleepers::to_parked`](crate::idle::Sleepers::to_parked)
 //!   has set its `parked` bit): `fence(SeqCst)` (unless `to_parked` made
@@ -58,29 +60,29 @@
 //!
 //! # Why no wake is lost
 //!
-//! The pusher's (or taker's) check and the sleeper's re-check are
+//! The pusher's (or a leaving worker's) check and the sleeper's re-check are
 //! store-buffering with `SeqCst` fences on both sides, as in the global
 //! protocol: the sleeper sets its `parked` bit, then fences, then reads the
 //! counts; the pusher counts, then fences, then reads the `parked` bits.
 //! Either the pusher sees the bit (and wakes that worker, or another parked
 //! one of the domain), or the sleeper sees the count (and does not sleep).
 //!
-//! Of two pushes, only the one that finds the count at zero checks; the
-//! other relies on its check, whose outcome covers the queue for as long
-//! as it is not empty: either it claimed a worker, which leaves its idle
-//! period only through `left_behind` (the claim and the push happened
-//! before its wake, so it sees the count, and checks again for what it
-//! does not take), or it found no worker of the domain parked, and each
-//! of them re-checks before it sleeps (and, not sleeping, takes a task and
-//! leaves through `left_behind` too). A take by a busy worker (its
-//! find-work path) changes neither, so it makes no check.
+//! A check's outcome covers its task for as long as the queue holds it:
+//! either it claimed a worker, which leaves its idle period only through
+//! `left_behind` (the claim and the push happened before its wake, so it
+//! sees the count, and checks again for what it does not take), or it
+//! found no worker of the domain parked, and each of them re-checks before
+//! it sleeps (and, not sleeping, takes a task and leaves through
+//! `left_behind` too). A take by a busy worker (its find-work path)
+//! changes neither, so it makes no check.
 //!
 //! What it costs: the domain check ignores whether a worker of the domain
 //! is spinning or walking (the `idle` mask is a hint, and a spinning worker
 //! may leave with other work), so a push may wake a parked worker while
 //! another one of the domain was about to take the task. At most one wake
-//! per push that finds the queue empty and one per worker leaving its idle
-//! period while the queue holds work, each to a distinct parked worker.
+//! per push and one per worker leaving its idle period while the queue
+//! holds work, each to a parked worker: a burst into a domain costs at
+//! most one wake per worker of the domain that was asleep.
 //!
 //! # Shutdown
 //!
@@ -209,7 +211,7 @@ impl<T> DomainQueues<T> {
         }
         let mut n = 0;
         for q in self.queues.iter() {
-            while let Some((t, _)) = pop(q) {
+            while let Some(t) = pop(q) {
                 drop(t);
                 n += 1;
             }
@@ -224,8 +226,8 @@ impl<T> DomainQueues<T> {
 /// every taker reserves before it steals. Uncounting first means a look at
 /// the count never shows a task that a taker has already got, so a worker
 /// that sees a count above zero and does not sleep never waits on another
-/// thread's progress. Returns the task and the count before.
-fn pop<T>(q: &DomainQueue<T>) -> Option<(T, usize)> {
+/// thread's progress.
+fn pop<T>(q: &DomainQueue<T>) -> Option<T> {
     let mut n = q.len.load(Ordering::Relaxed);
     loop {
         if n == 0 {
@@ -245,7 +247,7 @@ fn pop<T>(q: &DomainQueue<T>) -> Option<(T, usize)> {
     }
     loop {
         match q.queue.steal() {
-            Steal::Success(t) => return Some((t, n)),
+            Steal::Success(t) => return Some(t),
             // Contention (crossbeam), or the slot of a push still being
             // written before ours in the queue's order: the reserved task
             // is there.
@@ -255,8 +257,8 @@ fn pop<T>(q: &DomainQueue<T>) -> Option<(T, usize)> {
 }
 
 /// The pusher's steps (module docs): pushes `t` into queue `q`, counts it,
-/// fences, re-checks shutdown, and when the queue was empty runs the
-/// domain check ([`wake_member`]). `near` is where the wake should look
+/// fences, re-checks shutdown, and runs the domain check
+/// ([`wake_member`]). `near` is where the wake should look
 /// first (the waker's worker, or the domain's first). Returns the worker
 /// woken and what its notify did.
 pub fn push<T>(
@@ -275,18 +277,15 @@ pub fn push<T>(
     dom.queue.push(t);
     // Release: publishes the push to a taker's Acquire reservation (and
     // look) of the count. The acquire half orders nothing needed.
-    let before = dom.len.fetch_add(1, Ordering::AcqRel);
+    dom.len.fetch_add(1, Ordering::AcqRel);
     // Pairs with the re-check's fence (`recheck`) and with the final
     // drain's (`DomainQueues::drain`): store-buffering (module docs).
     fence(Ordering::SeqCst);
     // Relaxed: after the fence (see "Shutdown" in the module docs).
     if rt.shutdown().load(Ordering::Relaxed) {
-        while let Some((t, _)) = pop(dom) {
+        while let Some(t) = pop(dom) {
             rt.bury(t);
         }
-        return None;
-    }
-    if before != 0 {
         return None;
     }
     wake_member(rt, dq, q, near)
@@ -316,16 +315,23 @@ pub fn wake_member<T>(
 /// leaves behind is the domain check's of [`left_behind`] when the worker
 /// takes it in its idle period; a busy worker's take needs none: see the
 /// module docs.)
+#[inline]
 pub fn take<T>(dq: &DomainQueues<T>, me: usize) -> Option<T> {
     if !dq.used() {
         return None;
     }
-    dq.of(me).find_map(|q| pop(&dq.queues[q]).map(|(t, _)| t))
+    take_slow(dq, me)
+}
+
+#[cold]
+fn take_slow<T>(dq: &DomainQueues<T>, me: usize) -> Option<T> {
+    dq.of(me).find_map(|q| pop(&dq.queues[q]))
 }
 
 /// The re-check of worker `me` going to sleep, after its `parked` bit is
 /// set: `fence(SeqCst)` unless the caller's `to_parked` made one
 /// (`fenced`), then whether one of its queues holds work.
+#[inline]
 pub fn recheck<T>(dq: &DomainQueues<T>, me: usize, fenced: bool) -> bool {
     if !fenced {
         // Pairs with the pushers' fences (store-buffering: module docs).
@@ -338,15 +344,25 @@ pub fn recheck<T>(dq: &DomainQueues<T>, me: usize, fenced: bool) -> bool {
 /// for a domain's queue and found other work first): `fence(SeqCst)`,
 /// then the domain check for each of its queues that holds work; `woke`
 /// is called with each wake made.
+#[inline]
 pub fn left_behind<T>(
+    rt: &impl Workers<T>,
+    dq: &DomainQueues<T>,
+    me: usize,
+    woke: impl FnMut((usize, Notified)),
+) {
+    if dq.used() {
+        left_behind_slow(rt, dq, me, woke);
+    }
+}
+
+#[cold]
+fn left_behind_slow<T>(
     rt: &impl Workers<T>,
     dq: &DomainQueues<T>,
     me: usize,
     mut woke: impl FnMut((usize, Notified)),
 ) {
-    if !dq.used() {
-        return;
-    }
     // Pairs with the pushers' fences (store-buffering); a push that
     // claimed this worker happened before its wake, so before this too.
     fence(Ordering::SeqCst);

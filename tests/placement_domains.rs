@@ -27,6 +27,17 @@ fn rt(topo: &str) -> Runtime {
         .unwrap()
 }
 
+/// A domain place of each kind, by its index.
+type DomainPlace = fn(usize) -> Place;
+
+/// The domain kinds and their places.
+const KINDS: [(LevelKind, DomainPlace); 4] = [
+    (LevelKind::Smt, Place::Core),
+    (LevelKind::Llc, Place::Llc),
+    (LevelKind::Numa, Place::Numa),
+    (LevelKind::Package, Place::Package),
+];
+
 /// Every place of `rt` (each worker, each domain of each kind) with the
 /// workers it holds.
 fn places(rt: &Runtime) -> Vec<(Place, Range<usize>)> {
@@ -34,13 +45,7 @@ fn places(rt: &Runtime) -> Vec<(Place, Range<usize>)> {
     let mut out: Vec<(Place, Range<usize>)> = (0..rt.workers())
         .map(|w| (Place::Worker(w), w..w + 1))
         .collect();
-    let kinds: [(LevelKind, fn(usize) -> Place); 4] = [
-        (LevelKind::Smt, Place::Core),
-        (LevelKind::Llc, Place::Llc),
-        (LevelKind::Numa, Place::Numa),
-        (LevelKind::Package, Place::Package),
-    ];
-    for (kind, place) in kinds {
+    for (kind, place) in KINDS {
         for (i, span) in topo.domains(kind).unwrap().into_iter().enumerate() {
             out.push((place(i), span));
         }
@@ -355,13 +360,7 @@ fn bad_domain_places_are_typed_errors_and_spawn_nothing() {
             let topo = rt.topology();
             let polled = Arc::new(AtomicBool::new(false));
             let before = rt.stats();
-            let kinds: [(LevelKind, fn(usize) -> Place); 4] = [
-                (LevelKind::Smt, Place::Core),
-                (LevelKind::Llc, Place::Llc),
-                (LevelKind::Numa, Place::Numa),
-                (LevelKind::Package, Place::Package),
-            ];
-            for (kind, place) in kinds {
+            for (kind, place) in KINDS {
                 let domains = topo.domains(kind).unwrap().len();
                 for i in [domains, domains + 1, usize::MAX] {
                     let p = polled.clone();

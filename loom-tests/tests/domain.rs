@@ -35,6 +35,9 @@ const CASES: &[&str] = &[
 /// Two workers, domain {1}: worker 0 (this thread, never idle) pushes one
 /// task into the domain's queue while worker 1 runs its idle period: the
 /// pusher's domain check racing the sleeper's re-check (store-buffering).
+/// Worker 0 counts as searching (it cannot take the task): so worker 1 is
+/// refused by the searcher cap and goes to sleep with a searcher left,
+/// when `to_parked` makes no fence and the re-check must make its own.
 #[test]
 fn a_placed_push_races_its_worker_going_to_sleep() {
     let cases = Cases::new(CASES);
@@ -44,6 +47,7 @@ fn a_placed_push_races_its_worker_going_to_sleep() {
             let ledger = Ledger::new(1);
             let (rt, mut locals) = Rt::with_domains(2, &[1..2]);
             let local1 = locals.pop().expect("worker 1's deque");
+            assert!(rt.s.to_searching(), "worker 0 searches");
             let w1 = {
                 let (rt, cases) = (rt.clone(), cases.clone());
                 thread::spawn(move || Worker::new(rt, 1, local1, cases).idle_until_work().run())
@@ -51,6 +55,8 @@ fn a_placed_push_races_its_worker_going_to_sleep() {
             let dq = rt.domains.as_ref().unwrap();
             let _ = hwsched::domain::push(&*rt, dq, 0, 0, ledger.task(0));
             w1.join().unwrap();
+            // Worker 0 stops searching (the counts end as they began).
+            let _ = rt.s.leave_searching();
             ledger.assert_each_once();
         }
     });

@@ -363,8 +363,12 @@ fn left_behind_slow<T>(
     me: usize,
     mut woke: impl FnMut((usize, Notified)),
 ) {
-    // Pairs with the pushers' fences (store-buffering); a push that
-    // claimed this worker happened before its wake, so before this too.
+    // Pairs with the re-checks' fences (store-buffering). The count needs
+    // no fence (a push that claimed this worker happened before its wake),
+    // but the look at the `parked` bits does: a worker of the domain that
+    // announced its sleep before the pusher's fence may have missed the
+    // count in its re-check, and its bit is ordered before this look only
+    // through the fences' order (the pusher's comes before this one).
     fence(Ordering::SeqCst);
     for q in dq.of(me) {
         if dq.queues[q].len.load(Ordering::Relaxed) > 0 {

@@ -1,6 +1,8 @@
 //! Placed and local tasks (`spawn_on`, `spawn_local`): their schedule
-//! functions, the pinned queues they go back to, and the local tasks'
-//! drop on their own thread at shutdown (park.rs, "Pinned tasks").
+//! functions, the queues they go back to (a worker's pinned queue: park.rs,
+//! "Pinned tasks"; a domain's place queue: domain.rs), the count of their
+//! polls by place ([`OnPlace`]), and the local tasks' drop on their own
+//! thread at shutdown.
 
 #[allow(unused_imports)]
 use super::*;

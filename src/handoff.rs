@@ -176,7 +176,8 @@ fn replaced<T>(
 /// Work was found by idle worker `me` (Go's `resetspinning` -> `wakep`):
 /// stops searching (`searching` is the worker's record), and makes sure the
 /// work left behind gets a worker. When the worker holds more than it runs
-/// (`holds_more`, asked after it left searching: a stolen or pulled batch),
+/// (`holds_more`, asked after it left searching: a stolen or pulled batch,
+/// or a delivery into its inbox that counted on it as a searcher),
 /// the pusher's steps run for it ([`after_push`]); otherwise the last
 /// searcher re-checks (`recheck`, called after `leave_searching`'s fence:
 /// a worker whose queue holds work), because pushers that saw it searching

@@ -14,7 +14,12 @@
 //! local to it) are outside the invariant's queues: only their worker can
 //! take them, so a push notifies that worker directly and wakes nobody
 //! else (park.rs, "Pinned tasks"); a pinned task waits while its worker is
-//! busy, which is what pinning asks for. No path drops a wake; a pusher that sees a
+//! busy, which is what pinning asks for. Tasks placed in a domain wait in
+//! the domain's place queue, outside these queues too: domain.rs keeps the
+//! same invariant inside the domain, with its own steps over the `parked`
+//! set ([`Sleepers::wake_in`], a claim made whatever the searchers, who may
+//! all be outside the domain) and a re-check of the place queues by every
+//! worker that goes to sleep. No path drops a wake; a pusher that sees a
 //! searcher defers the wake to that searcher, which is bounded: a searcher
 //! either finds work (and then wakes the next worker if it was the last
 //! searcher and work remains) or goes to sleep, and a worker that goes to
@@ -687,6 +692,68 @@ impl Sleepers {
             self.state.fetch_sub(SEARCHING_ONE + 1, Ordering::SeqCst);
             WakeSpecific::Awake
         }
+    }
+
+    /// Claims a parked worker of `span` for work only the workers of
+    /// `span` may take (a domain's queue: domain.rs), whether or not a
+    /// worker searches elsewhere: a searcher outside `span` cannot take
+    /// that work. The claim is [`wake_specific`](Self::wake_specific)'s
+    /// (`searching += 1`, `awake += 1` in one CAS, while somebody is
+    /// counted parked; then a bit taken by an RMW), for the parked worker
+    /// of `span` nearest at or after `near`; the woken worker starts out
+    /// searching. Call after a `fence(SeqCst)` (the domain check's).
+    /// Returns the worker to notify; `None` when no worker of `span` is
+    /// parked. If the bits found are gone when taken (those workers woke
+    /// by themselves), the claim is undone and `on_undo` runs: pushers
+    /// may have skipped their wake while the claim counted a searcher, so
+    /// the caller makes the pusher's check again.
+    pub fn wake_in(
+        &self,
+        span: &Range<usize>,
+        near: usize,
+        on_undo: impl FnOnce(),
+    ) -> Option<usize> {
+        // A look first (Relaxed, after the caller's fence: a bit set
+        // before a re-checker's fence that precedes the caller's is seen):
+        // no parked worker in the span, no claim.
+        if !self.parked.any(span, Ordering::Relaxed, None).0 {
+            return None;
+        }
+        // SeqCst, but Relaxed would do: a stale value only fails the CAS.
+        let mut cur = self.state.load(Ordering::SeqCst);
+        loop {
+            if Counts::of(cur).awake >= self.workers {
+                // Nobody counted parked: the worker whose bit was seen has
+                // not counted itself parked yet, and its re-check comes
+                // after its decrement and fence, after the caller's fence
+                // (or the caller's load would show the decrement): it
+                // sees the work.
+                return None;
+            }
+            // ORDERING: SeqCst, but Relaxed would do, as in
+            // `wake_specific`: the bit is then taken by an RMW, which
+            // reads the latest value of the word, and its clear releases
+            // the claim (chain 2).
+            match self.state.compare_exchange_weak(
+                cur,
+                cur + SEARCHING_ONE + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(v) => cur = v,
+            }
+        }
+        // ORDERING: the clear needs release (chain 2), as in `wake_one`.
+        if let (Some(w), _) = self.parked.take(span, near, Ordering::SeqCst) {
+            return Some(w);
+        }
+        // Nobody left to take: undo. ORDERING: SeqCst, but Relaxed would
+        // do (as in `wake_one`); the caller's pusher's check has its own
+        // fence.
+        self.state.fetch_sub(SEARCHING_ONE + 1, Ordering::SeqCst);
+        on_undo();
+        None
     }
 
     /// Announces that worker `w` goes to sleep: its `parked` bit, then

@@ -20,13 +20,17 @@
 //!    owner's record of it, and a last look at the inbox); mark idle;
 //!    become a searcher if fewer than half the workers search
 //!    ([`Sleepers::to_searching`](crate::idle::Sleepers::to_searching)).
-//! 2. A searcher (or a worker kicked with a note of where work is) walks;
-//!    work found ends the period ([`found_work`]).
+//! 2. A task of the worker's place queues (domain.rs) ends the period;
+//!    else a searcher (or a worker kicked with a note of where work is)
+//!    walks; work found ends the period ([`found_work`], which also hands
+//!    on a place queue's wake: [`domain::left_behind`]).
 //! 3. Wait on the mailbox. Before it sleeps the worker announces it
 //!    ([`Sleepers::to_parked`](crate::idle::Sleepers::to_parked)); with no
 //!    searcher left after it, it re-checks the `queued` set
 //!    ([`Queues::find_queued_work`]) and does not sleep when that finds
-//!    work (the *pending* steal).
+//!    work (the *pending* steal). Whatever the searchers, it then
+//!    re-checks its domains' place queues ([`domain::recheck`], after a
+//!    fence) and does not sleep when one holds a task.
 //! 4. After the wait, whatever ended it: a worker that announced its sleep
 //!    leaves the parked set
 //!    ([`Sleepers::leave_parked`](crate::idle::Sleepers::leave_parked):
@@ -35,8 +39,8 @@
 //!    (and a parked worker woken for what is left behind, since pushers
 //!    counted on this worker); a worker not searching tries to become a
 //!    searcher; work put on its own queues meanwhile (by wakes it made
-//!    while sleeping in the I/O driver) ends the period. Otherwise back to
-//!    step 2.
+//!    while sleeping in the I/O driver), or a task of its place queues,
+//!    ends the period. Otherwise back to step 2.
 //!
 //! A wait may be *suspended* (the worker sleeps in the I/O driver, outside
 //! this call): [`idle`] then returns [`Idle::Suspended`], the period is
@@ -45,6 +49,7 @@
 
 use std::task::Poll;
 
+use crate::domain::{self, DomainQueues};
 use crate::handoff::{self, Workers};
 use crate::park::{Notified, Parker, Wait};
 use crate::queue::Local;
@@ -65,6 +70,12 @@ pub trait Queues<T>: Workers<T> {
     fn count_wake(&self, me: usize, woke: Option<(usize, Notified)>) {
         let _ = (me, woke);
     }
+    /// The place queues of the domains (domain.rs), if the runtime has
+    /// them: the sequence takes from its worker's, and re-checks them
+    /// before it sleeps.
+    fn places(&self) -> Option<&DomainQueues<T>> {
+        None
+    }
 }
 
 /// An event of the idle period, for the runtime's counters.
@@ -79,6 +90,8 @@ pub enum Event {
     ParkRecheck,
     /// The re-check's find was looked at (the pending steal).
     PendingSteal,
+    /// A task was taken from one of the worker's place queues.
+    PlacedPull,
 }
 
 /// The worker running the idle steps.
@@ -187,15 +200,34 @@ fn clear_queued<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T>
 pub fn found_work<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) {
     let me = w.index();
     let (local, searching, queued_bit) = w.parts();
+    // What it holds beyond the task it runs: its deque (a stolen or pulled
+    // batch), and its inbox, where a delivery may have come while it
+    // searched (the deliverer's check then counted on it as a searcher;
+    // it may be about to run a long poll elsewhere, a task of a place
+    // queue or a steal, so the pusher's steps run for what waits there).
+    let inbox = &rt.mailbox(me).inbox;
     let woke = handoff::found_work(
         rt,
         me,
         searching,
-        || !local.is_empty(),
+        || !local.is_empty() || !inbox.is_empty(),
         queued_bit,
         || rt.find_queued_work(me),
     );
     rt.count_wake(me, woke);
+    if let Some(dq) = rt.places() {
+        // A wake for a place queue may have brought this worker here, and
+        // it runs other work: the wake is handed on (domain.rs).
+        domain::left_behind(rt, dq, me, |x| rt.count_wake(me, Some(x)));
+    }
+}
+
+/// A task of one of `w`'s place queues (domain.rs), nearest first (the
+/// caller's `found_work` checks for what it leaves behind).
+fn take_placed<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T> {
+    let t = domain::take(rt.places()?, w.index())?;
+    w.count(Event::PlacedPull);
+    Some(t)
 }
 
 /// The idle path of worker `w`, whose own queues are empty: the sequence
@@ -246,6 +278,13 @@ pub fn idle<T>(
             .kicked_by
             .take()
             .or_else(|| rt.mailbox(me).take_kick());
+        // The place queues first: only this worker's domains may run
+        // their tasks.
+        if let Some(t) = take_placed(rt, w) {
+            found_work(rt, w);
+            w.exit_idle(period.idle_since, period.slept_any);
+            return Idle::Run(t);
+        }
         if *w.parts().1 || kick.is_some() {
             if let Some(t) = w.walk(kick) {
                 found_work(rt, w);
@@ -266,12 +305,21 @@ pub fn idle<T>(
                 // left, re-check the `queued` set and steal instead of
                 // sleeping when it finds work.
                 announced = true;
-                if rt.sleepers().to_parked(me, searching) {
+                let none_left = rt.sleepers().to_parked(me, searching);
+                if none_left {
                     rechecked = true;
                     pending = rt.find_queued_work(me);
-                    return pending.is_none();
+                    if pending.is_some() {
+                        return false;
+                    }
                 }
-                true
+                // The place queues of its domains, whatever the searchers
+                // (a searcher elsewhere cannot take their tasks): after a
+                // fence, store-buffering with the pushers' (domain.rs).
+                match rt.places() {
+                    Some(dq) => !domain::recheck(dq, me, none_left),
+                    None => true,
+                }
             },
             &mut sleep,
         );
@@ -364,8 +412,9 @@ fn after_wait<T>(
             }
             // Anything that lands in the LIFO slot or the deque while the
             // worker slept in the driver (wakes it made there) is its own
-            // work: the next pass's walk does not look there.
-            if let Some(t) = w.take_own() {
+            // work: the next pass's walk does not look there. Then its
+            // place queues (what the re-check found, or a wake brought).
+            if let Some(t) = w.take_own().or_else(|| take_placed(rt, w)) {
                 found_work(rt, w);
                 w.exit_idle(Some(pass.t0), period.slept_any);
                 return Some(Idle::Run(t));

@@ -131,6 +131,10 @@ pub mod block_on;
 #[cfg(not(loom))]
 mod block_on;
 #[cfg(loom)]
+pub mod domain;
+#[cfg(not(loom))]
+mod domain;
+#[cfg(loom)]
 pub mod handoff;
 #[cfg(not(loom))]
 mod handoff;

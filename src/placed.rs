@@ -1,8 +1,9 @@
 //! Places: where a user says a task runs ([`Place`], checked into a
 //! [`Target`] or refused with a [`PlaceError`]) and where the calling code
-//! runs ([`CurrentPlace`]). The queues behind a place are the workers'
-//! (park.rs, "Pinned tasks"); the spawns are worker/placed.rs's `spawn_pinned` and
-//! `spawn_local`.
+//! runs ([`CurrentPlace`]). The queues behind a place are a worker's
+//! pinned queue (park.rs, "Pinned tasks") and a domain's place queue
+//! (domain.rs); the spawns are worker/placed.rs's `spawn_pinned`,
+//! `spawn_domain` and `spawn_local`.
 
 use std::fmt;
 use std::ops::Range;
@@ -14,13 +15,17 @@ use crate::topology::{LevelKind, Topology};
 /// Domain indices count the domains of one kind in worker order, as
 /// [`Topology::domains`] lists them and [`CurrentPlace`] reports them.
 ///
-/// Only [`Place::Worker`] and [`Place::Here`] are honoured for now: a task
-/// placed there runs only on that worker, before and after every wake, and
-/// no other worker ever takes it (it waits while its worker is busy, by
-/// design). The domain places are checked (an index out of range is
-/// [`PlaceError::DomainOutOfRange`]) and then refused with
-/// [`PlaceError::Unsupported`]: they need work conservation inside the
-/// domain, which is not built yet.
+/// A task placed on a worker ([`Place::Worker`], [`Place::Here`]) runs
+/// only on that worker, before and after every wake, and no other worker
+/// ever takes it (it waits while its worker is busy, by design). A task
+/// placed in a domain ([`Place::Core`], [`Place::Llc`], [`Place::Numa`],
+/// [`Place::Package`]) runs only on the domain's workers, before and after
+/// every wake: it waits in the domain's own queue, which no other worker
+/// looks at (stealing never moves it out), and inside the domain work
+/// conservation holds (an idle worker of the domain takes it, and a
+/// parked one is woken for it when none is awake: domain.rs). An index
+/// past the last domain of its kind that has workers is
+/// [`PlaceError::DomainOutOfRange`]; nothing is spawned then.
 ///
 /// ```
 /// use hwsched::{Place, PlaceError};
@@ -29,6 +34,19 @@ use crate::topology::{LevelKind, Topology};
 /// assert_eq!(rt.block_on(h).unwrap(), Some(1));
 /// let err = rt.spawn_on(Place::Worker(2), async {}).unwrap_err();
 /// assert!(matches!(err, PlaceError::WorkerOutOfRange { worker: 2, workers: 2 }));
+///
+/// // Two NUMA nodes of 4 workers: a task of node 1 polls on workers 4..8.
+/// let rt = hwsched::Runtime::builder()
+///     .topology(hwsched::TopologySource::Synthetic("pack:2 [numa] core:4 pu:1".into()))
+///     .build()?;
+/// let h = rt.spawn_on(Place::Numa(1), async {
+///     let a = hwsched::current_place().unwrap();
+///     hwsched::yield_now().await;
+///     (a.numa, hwsched::current_place().unwrap().numa)
+/// }).unwrap();
+/// assert_eq!(rt.block_on(h).unwrap(), (1, 1));
+/// let err = rt.spawn_on(Place::Numa(2), async {}).unwrap_err();
+/// assert_eq!(err, PlaceError::DomainOutOfRange { place: Place::Numa(2), domains: 2 });
 /// # Ok::<(), hwsched::BuildError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -88,7 +106,8 @@ pub enum PlaceError {
         /// How many workers the runtime has.
         workers: usize,
     },
-    /// A domain place whose index is past the last domain of its kind.
+    /// A domain place whose index is past the last domain of its kind
+    /// that has workers (a node whose PUs the runtime left out has none).
     DomainOutOfRange {
         /// The place asked for.
         place: Place,
@@ -101,8 +120,8 @@ pub enum PlaceError {
         /// The place asked for.
         place: Place,
     },
-    /// A place this runtime does not honour yet (the domain places: see
-    /// [`Place`]).
+    /// A place this runtime does not honour. No place of this version
+    /// is refused so; kept for places added later.
     Unsupported {
         /// The place asked for.
         place: Place,
@@ -127,7 +146,7 @@ impl fmt::Display for PlaceError {
             ),
             PlaceError::Unsupported { place } => write!(
                 f,
-                "{place}: placement into a domain is not supported yet; use Place::Worker \
+                "{place}: this runtime does not honour this place; use Place::Worker \
                  with a worker of the domain (Topology::domains lists their spans)"
             ),
         }
@@ -170,6 +189,9 @@ const KINDS: [LevelKind; 4] = [
 pub(crate) struct Places {
     spans: [Vec<Range<usize>>; 4],
     of: Box<[[usize; 4]]>,
+    /// Per kind, each domain's place queue (domain.rs): an index into the
+    /// runtime's `DomainQueues`, set by [`Places::set_queues`].
+    queue: [Vec<usize>; 4],
 }
 
 /// A place checked against the runtime: what a placed spawn does.
@@ -177,9 +199,43 @@ pub(crate) struct Places {
 pub(crate) enum Target {
     /// Pinned to one worker.
     Worker(usize),
+    /// Queued in a domain's place queue (domain.rs), taken by its workers
+    /// only.
+    Domain {
+        /// The queue's index.
+        queue: usize,
+        /// The kind, as [`PlaceKind`].
+        kind: PlaceKind,
+    },
+}
+
+/// The kinds of [`Place`] the counters of placed polls distinguish
+/// ([`WorkerStats`](crate::WorkerStats)'s `placed_polls_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PlaceKind {
+    Worker,
+    Core,
+    Llc,
+    Numa,
+    Package,
 }
 
 impl Places {
+    /// Every domain span, kind by kind (cores, LLCs, nodes, packages), in
+    /// the order [`Places::set_queues`] takes their queues.
+    pub(crate) fn all_spans(&self) -> Vec<Range<usize>> {
+        self.spans.iter().flatten().cloned().collect()
+    }
+
+    /// Sets the queue of each domain: `ids[i]` is the queue of the `i`-th
+    /// span of [`Places::all_spans`].
+    pub(crate) fn set_queues(&mut self, ids: &[usize]) {
+        let mut it = ids.iter().copied();
+        for (k, s) in self.spans.iter().enumerate() {
+            self.queue[k] = it.by_ref().take(s.len()).collect();
+        }
+    }
+
     pub(crate) fn new(topo: &Topology) -> Self {
         let spans = KINDS.map(|k| topo.domains(k).expect("a domain kind"));
         let of = (0..topo.workers())
@@ -191,7 +247,11 @@ impl Places {
                 ids
             })
             .collect();
-        Places { spans, of }
+        Places {
+            spans,
+            of,
+            queue: Default::default(),
+        }
     }
 
     /// Where worker `w` is.
@@ -217,15 +277,18 @@ impl Places {
                     .map(Target::Worker)
                     .ok_or(PlaceError::NotOnWorker { place })
             }
-            Place::Core(i) => (0, i),
-            Place::Llc(i) => (1, i),
-            Place::Numa(i) => (2, i),
-            Place::Package(i) => (3, i),
+            Place::Core(i) => (0, i, PlaceKind::Core),
+            Place::Llc(i) => (1, i, PlaceKind::Llc),
+            Place::Numa(i) => (2, i, PlaceKind::Numa),
+            Place::Package(i) => (3, i, PlaceKind::Package),
         };
         let domains = self.spans[k.0].len();
         if k.1 >= domains {
             return Err(PlaceError::DomainOutOfRange { place, domains });
         }
-        Err(PlaceError::Unsupported { place })
+        match self.queue[k.0].get(k.1) {
+            Some(&queue) => Ok(Target::Domain { queue, kind: k.2 }),
+            None => Err(PlaceError::Unsupported { place }),
+        }
     }
 }

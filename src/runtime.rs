@@ -343,7 +343,9 @@ impl Builder {
             on_stop: self.on_stop.as_ref().map(|h| h.0.clone()),
             masks,
         };
-        let places = crate::placed::Places::new(&topology);
+        let mut places = crate::placed::Places::new(&topology);
+        let (domains, queue_ids) = crate::domain::DomainQueues::new(n, &places.all_spans());
+        places.set_queues(&queue_ids);
         // Per worker, the OS index of its CPU (the I/O driver maps an
         // accepted socket's `SO_INCOMING_CPU` to a poller with it).
         #[cfg(feature = "io")]
@@ -375,6 +377,7 @@ impl Builder {
             all: 0..n,
             burst_target: AtomicUsize::new(0),
             places,
+            domains,
             registry: Registry::new(n),
             external: CachePadded::new(WorkerCounters::default()),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
@@ -721,7 +724,10 @@ impl crate::shutdown::Stopping<Runnable> for Stop<'_> {
     }
 
     fn drain_inboxes(&self) -> usize {
+        // The place queues of the domains are drained with the inboxes
+        // (`DomainQueues::drain` fences first: domain.rs).
         crate::shared::drain_inboxes(self.shared.workers.iter().map(|w| &*w.mailbox), drop_task)
+            + self.shared.domains.drain(drop_task)
     }
 
     fn wake_waiting(&self) {

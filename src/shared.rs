@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     /// The domains users name in a `Place`, and each worker's.
     pub(crate) places: crate::placed::Places,
+    /// The place queues of the domains (domain.rs).
+    pub(crate) domains: crate::domain::DomainQueues<Runnable>,
     pub(crate) external: CachePadded<WorkerCounters>,
     pub(crate) park_cost_ns: AtomicU64,
     pub(crate) start: Instant,

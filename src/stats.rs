@@ -185,6 +185,23 @@ counters! {
         sis_scanned,
         /// select_idle_sibling: nothing idle, fell back to target.
         sis_fallback,
+        /// Tasks this worker took from the place queues of its domains
+        /// (tasks spawned with a domain [`Place`](crate::Place)).
+        placed_pulls,
+        /// Polls on this worker of tasks placed on a worker
+        /// ([`Place::Worker`](crate::Place::Worker), `Place::Here`).
+        placed_polls_worker,
+        /// Polls on this worker of tasks placed on a core.
+        placed_polls_core,
+        /// Polls on this worker of tasks placed on an LLC.
+        placed_polls_llc,
+        /// Polls on this worker of tasks placed on a NUMA node.
+        placed_polls_numa,
+        /// Polls on this worker of tasks placed on a package.
+        placed_polls_package,
+        /// Polls on this worker of placed tasks whose place does not hold
+        /// this worker: always zero (each poll is checked).
+        placed_polls_off,
         /// Idle governor: spins started.
         spins,
         /// Spins that ended with work.
@@ -507,6 +524,26 @@ impl fmt::Display for Stats {
                 self.io_waker_writes,
                 t.timers_fired,
                 t.coop_yields,
+            )?;
+        }
+        let placed_polls = t.placed_polls_worker
+            + t.placed_polls_core
+            + t.placed_polls_llc
+            + t.placed_polls_numa
+            + t.placed_polls_package;
+        if placed_polls > 0 {
+            writeln!(
+                f,
+                "placed tasks: {} polls (worker {}, core {}, LLC {}, node {}, package {}), {} off \
+                 their place; {} taken from place queues",
+                placed_polls,
+                t.placed_polls_worker,
+                t.placed_polls_core,
+                t.placed_polls_llc,
+                t.placed_polls_numa,
+                t.placed_polls_package,
+                t.placed_polls_off,
+                t.placed_pulls,
             )?;
         }
         writeln!(

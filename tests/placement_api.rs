@@ -1,5 +1,6 @@
 //! The placement API: `current_place`, `spawn_on` (worker places, typed
-//! errors for the others), `spawn_local`.
+//! errors for bad places), `spawn_local`. Domain places:
+//! `placement_domains.rs`.
 
 mod common;
 
@@ -245,16 +246,6 @@ fn bad_places_are_typed_errors_and_spawn_nothing() {
         ] {
             let e = rt.spawn_on(place, fut(&polled)).unwrap_err();
             assert_eq!(e, PlaceError::DomainOutOfRange { place, domains });
-        }
-        for place in [
-            Place::Core(0),
-            Place::Llc(3),
-            Place::Numa(0),
-            Place::Package(1),
-        ] {
-            let e = rt.spawn_on(place, fut(&polled)).unwrap_err();
-            assert_eq!(e, PlaceError::Unsupported { place });
-            assert!(e.to_string().contains(&place.to_string()), "{e}");
         }
         // From a task: `Here` works there, the rest is refused the same way.
         let h = rt.spawn({

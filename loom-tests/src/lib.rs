@@ -286,6 +286,9 @@ mod imp {
         pub stopped: std::sync::atomic::AtomicBool,
         /// Where burials are recorded, in the models that look.
         pub cases: std::sync::OnceLock<Arc<Cases>>,
+        /// The place queues of the domains, if the model has any
+        /// (`Rt::with_domains`).
+        pub domains: Option<hwsched::domain::DomainQueues<Task>>,
     }
 
     impl Rt {
@@ -298,7 +301,20 @@ mod imp {
         // One span covering every worker: `&[0..n]` is the list of spans.
         #[allow(clippy::single_range_in_vec_init)]
         pub fn with_locals(n: usize) -> (loom::sync::Arc<Rt>, Vec<Local<Task>>) {
+            Rt::with_domains(n, &[])
+        }
+
+        /// `n` workers, each one's deque, and a place queue for each of
+        /// the domains `spans` (`hwsched::domain`: queue `i` is `spans[i]`'s
+        /// when the spans differ).
+        #[allow(clippy::single_range_in_vec_init)]
+        pub fn with_domains(
+            n: usize,
+            spans: &[std::ops::Range<usize>],
+        ) -> (loom::sync::Arc<Rt>, Vec<Local<Task>>) {
             let locals: Vec<Local<Task>> = (0..n).map(|_| Local::new()).collect();
+            let domains =
+                (!spans.is_empty()).then(|| hwsched::domain::DomainQueues::new(n, spans).0);
             let rt = loom::sync::Arc::new(Rt {
                 s: hwsched::idle::Sleepers::new(n, &[0..n]),
                 mailboxes: (0..n).map(|_| hwsched::park::Mailbox::new()).collect(),
@@ -310,6 +326,7 @@ mod imp {
                 admitted: std::sync::atomic::AtomicBool::new(false),
                 stopped: std::sync::atomic::AtomicBool::new(false),
                 cases: std::sync::OnceLock::new(),
+                domains,
             });
             (rt, locals)
         }
@@ -370,6 +387,9 @@ mod imp {
         fn find_queued_work(&self, me: usize) -> Option<usize> {
             self.s.find_queued(&self.all, me, |v| self.has_work(v)).0
         }
+        fn places(&self) -> Option<&hwsched::domain::DomainQueues<Task>> {
+            self.domains.as_ref()
+        }
     }
 
     /// An idle worker of a model, driven through the production idle
@@ -389,6 +409,7 @@ mod imp {
         /// the top, or an idle period that ended with it): it must poll
         /// nothing more.
         saw_shutdown: std::cell::Cell<bool>,
+        slept: bool,
     }
 
     impl Worker {
@@ -409,6 +430,7 @@ mod imp {
                 suspended: None,
                 pending: false,
                 saw_shutdown: std::cell::Cell::new(false),
+                slept: false,
             }
         }
 
@@ -606,7 +628,16 @@ mod imp {
             &mut self.suspended
         }
         fn count(&mut self, e: hwsched::idle_worker::Event) {
-            self.pending = e == hwsched::idle_worker::Event::PendingSteal;
+            use hwsched::idle_worker::Event;
+            self.pending = e == Event::PendingSteal;
+            match e {
+                Event::Slept => self.slept = true,
+                Event::PlacedPull if self.slept => {
+                    self.cases.hit("slept, then took the placed task")
+                }
+                Event::PlacedPull => self.cases.hit("took the placed task without sleeping"),
+                _ => {}
+            }
         }
     }
 

@@ -74,6 +74,10 @@ impl crate::idle_worker::Queues<Runnable> for Shared {
     fn count_wake(&self, me: usize, woke: Option<(usize, Notified)>) {
         count_wake(self, Some(me), woke);
     }
+    #[inline]
+    fn places(&self) -> Option<&crate::domain::DomainQueues<Runnable>> {
+        Some(&self.domains)
+    }
 }
 
 impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
@@ -142,6 +146,11 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
             &shared.shutdown,
             || {
                 let Some(end) = spin_end else { return false };
+                if shared.domains.has_work(index) {
+                    // A task of one of its place queues: stop spinning;
+                    // the re-check before the sleep finds it (domain.rs).
+                    return false;
+                }
                 let t = shared.now_ns();
                 spun_ns = t.saturating_sub(spin_start);
                 if t >= end {
@@ -228,6 +237,7 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
             Event::InboxPull => &st.inbox_pulls,
             Event::ParkRecheck => &st.park_rechecks,
             Event::PendingSteal => &st.walk_touched,
+            Event::PlacedPull => &st.placed_pulls,
         };
         WorkerCounters::bump(c, 1);
     }

@@ -7,10 +7,12 @@
 //!    context (a thread-local pointer to its [`WorkerCtx`]) so that spawns
 //!    and wakes on this thread reach its queues.
 //! 2. Loop: take the next task, LIFO slot first (at most
-//!    [`MAX_LIFO_POLLS`] in a row, as tokio does), then the local deque, then
-//!    the inbox (a batch); every [`INBOX_CHECK_INTERVAL`] polls the inbox
-//!    goes first, so work pushed from outside is never starved by a busy
-//!    local queue. Run it, with the task's `last_worker` updated.
+//!    [`MAX_LIFO_POLLS`] in a row, as tokio does), then the local deque,
+//!    then the tasks placed on it (park.rs, "Pinned tasks"), then those placed
+//!    in its domains (their place queues, nearest first: domain.rs), then
+//!    the inbox (a batch); every [`INBOX_CHECK_INTERVAL`] polls these go
+//!    first, so work pushed from outside is never starved by a busy local
+//!    queue. Run it, with the task's `last_worker` updated.
 //! 3. When all three are empty the worker is idle: it leaves the `queued`
 //!    set, marks itself idle and, if fewer than half the workers search,
 //!    becomes a searcher and walks its levels ([`balance`](crate::balance)).
@@ -468,8 +470,12 @@ impl Core {
             self.spill_batch(shared);
         }
         if self.tick % INBOX_CHECK_INTERVAL == 0 {
-            // Tasks placed on this worker first: nobody else can run them.
+            // Tasks placed on this worker first: nobody else can run them;
+            // then those placed in its domains (domain.rs).
             if let Some(r) = me.mailbox.take_pinned() {
+                return Some(r);
+            }
+            if let Some(r) = self.take_placed(shared) {
                 return Some(r);
             }
             if let Some(r) = me.mailbox.take(&self.local) {
@@ -497,8 +503,29 @@ impl Core {
         if let Some(r) = me.mailbox.take_pinned() {
             return Some(r);
         }
+        if let Some(r) = self.take_placed(shared) {
+            return Some(r);
+        }
         let r = me.mailbox.take(&self.local)?;
         WorkerCounters::bump(&me.stats.inbox_pulls, 1);
+        Some(r)
+    }
+
+    /// A task of this worker's place queues, nearest first
+    /// ([`domain::take`](crate::domain::take)), counted. One load when no
+    /// domain place was ever used.
+    #[inline]
+    fn take_placed(&mut self, shared: &Shared) -> Option<Runnable> {
+        if !shared.domains.used() {
+            return None;
+        }
+        self.take_placed_slow(shared)
+    }
+
+    #[cold]
+    fn take_placed_slow(&mut self, shared: &Shared) -> Option<Runnable> {
+        let r = crate::domain::take(&shared.domains, self.index)?;
+        WorkerCounters::bump(&shared.workers[self.index].stats.placed_pulls, 1);
         Some(r)
     }
     /// This worker's load contribution now.

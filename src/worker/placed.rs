@@ -1,6 +1,8 @@
 //! Placed and local tasks (`spawn_on`, `spawn_local`): their schedule
-//! functions, the pinned queues they go back to, and the local tasks'
-//! drop on their own thread at shutdown (park.rs, "Pinned tasks").
+//! functions, the queues they go back to (a worker's pinned queue: park.rs,
+//! "Pinned tasks"; a domain's place queue: domain.rs), the count of their
+//! polls by place ([`OnPlace`]), and the local tasks' drop on their own
+//! thread at shutdown.
 
 #[allow(unused_imports)]
 use super::*;
@@ -16,9 +18,124 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    use crate::placed::{PlaceKind, Target};
     match shared.places.check(place, current_worker(shared))? {
-        crate::placed::Target::Worker(w) => Ok(spawn_pinned(shared, w, future)),
+        Target::Worker(w) => Ok(spawn_pinned(
+            shared,
+            w,
+            OnPlace::new(future, w..w + 1, PlaceKind::Worker),
+        )),
+        Target::Domain { queue, kind } => {
+            let span = shared.domains.span(queue).clone();
+            Ok(spawn_domain(
+                shared,
+                queue,
+                OnPlace::new(future, span, kind),
+            ))
+        }
     }
+}
+
+/// A placed task's future: at each poll, counts the poll on the polling
+/// worker's counters, by place kind, and as off its place if that worker
+/// is not one of its place's (`placed_polls_off`, which the queues keep at
+/// zero). Only placed tasks carry it: unplaced ones pay nothing.
+pub(crate) struct OnPlace<F> {
+    inner: F,
+    span: std::ops::Range<usize>,
+    kind: crate::placed::PlaceKind,
+}
+
+impl<F> OnPlace<F> {
+    fn new(inner: F, span: std::ops::Range<usize>, kind: crate::placed::PlaceKind) -> Self {
+        OnPlace { inner, span, kind }
+    }
+}
+
+impl<F: Future> Future for OnPlace<F> {
+    type Output = F::Output;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        crate::context::with_here(|h| {
+            let Some(h) = h else { return };
+            // SAFETY: the counters live in the runtime that the worker's
+            // context holds alive while `h` is valid (context.rs).
+            let c = unsafe { &*h.counters };
+            use crate::placed::PlaceKind;
+            let kc = match self.kind {
+                PlaceKind::Worker => &c.placed_polls_worker,
+                PlaceKind::Core => &c.placed_polls_core,
+                PlaceKind::Llc => &c.placed_polls_llc,
+                PlaceKind::Numa => &c.placed_polls_numa,
+                PlaceKind::Package => &c.placed_polls_package,
+            };
+            WorkerCounters::bump(kc, 1);
+            if !self.span.contains(&h.index) {
+                WorkerCounters::bump(&c.placed_polls_off, 1);
+            }
+        });
+        // SAFETY: `inner` is structurally pinned: never moved out of
+        // `self`, dropped in place.
+        unsafe { self.map_unchecked_mut(|s| &mut s.inner) }.poll(cx)
+    }
+}
+
+/// Spawns `future` into place queue `queue` (a checked domain
+/// [`Place`](crate::Place)): its schedule function, [`schedule_domain`],
+/// sends it back to that queue at every wake, which only the domain's
+/// workers take from (domain.rs). A task without a place never runs this
+/// code.
+pub(crate) fn spawn_domain<F>(
+    shared: &Arc<Shared>,
+    queue: usize,
+    future: F,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let this = shared;
+    let shared = this.clone();
+    // SAFETY: as in `spawn`: the schedule function keeps `Shared`, which
+    // holds the registry, alive for as long as the task exists.
+    let (runnable, handle) = unsafe {
+        crate::task::build(future, &this.registry, move |r: Runnable| {
+            schedule_domain(&shared, queue, r)
+        })
+    };
+    bump_for(this, current_worker(this), |s| &s.spawned);
+    if this.is_shutdown() {
+        drop_task(runnable);
+        return handle;
+    }
+    push_domain(this, queue, runnable);
+    handle
+}
+
+/// The schedule function of a task placed in a domain: after shutdown it
+/// is buried ([`handoff::admit`]); else back to its place queue.
+pub(super) fn schedule_domain(shared: &Shared, queue: usize, r: Runnable) {
+    let Some(r) = handoff::admit(shared, r) else {
+        return;
+    };
+    push_domain(shared, queue, r);
+}
+
+/// The pusher's steps of a place queue ([`domain::push`](crate::domain::push)),
+/// counted for the calling worker (if any): the wake looks first at the
+/// caller's worker when it is one of the domain's, else at the domain's
+/// first.
+pub(super) fn push_domain(shared: &Shared, queue: usize, r: Runnable) {
+    let from = current_worker(shared);
+    let span = shared.domains.span(queue);
+    let near = match from {
+        Some(w) if span.contains(&w) => w,
+        _ => span.start,
+    };
+    let woke = crate::domain::push(shared, &shared.domains, queue, near, r);
+    count_wake(shared, from, woke);
 }
 
 /// Spawns `future` pinned to worker `w` (a checked [`Place`](crate::Place)):

@@ -65,6 +65,16 @@ pub enum Place {
     Numa(usize),
     /// The workers of one package ([`Topology::package_span`]).
     Package(usize),
+    /// Near one worker, by index: the task starts in that worker's queue,
+    /// and its wakes are placed as if it had last run there, but it is an
+    /// ordinary task: any worker may steal it, and it moves like any other
+    /// (a hint, where the places above are rules).
+    NearWorker(usize),
+    /// Near the worker running the caller, as [`NearWorker`](Place::NearWorker)
+    /// (on a worker, what [`spawn`](crate::spawn) does already; the variant
+    /// says so where the code names its places): an error off a worker of
+    /// the runtime.
+    NearHere,
 }
 
 impl Place {
@@ -72,7 +82,7 @@ impl Place {
     /// [`LevelKind::Smt`]); `None` for a worker place.
     pub fn level(self) -> Option<LevelKind> {
         match self {
-            Place::Worker(_) | Place::Here => None,
+            Place::Worker(_) | Place::Here | Place::NearWorker(_) | Place::NearHere => None,
             Place::Core(_) => Some(LevelKind::Smt),
             Place::Llc(_) => Some(LevelKind::Llc),
             Place::Numa(_) => Some(LevelKind::Numa),
@@ -90,6 +100,8 @@ impl fmt::Display for Place {
             Place::Llc(i) => write!(f, "LLC {i}"),
             Place::Numa(i) => write!(f, "NUMA node {i}"),
             Place::Package(i) => write!(f, "package {i}"),
+            Place::NearWorker(w) => write!(f, "near worker {w}"),
+            Place::NearHere => f.write_str("near the current worker"),
         }
     }
 }
@@ -199,6 +211,8 @@ pub(crate) struct Places {
 pub(crate) enum Target {
     /// Pinned to one worker.
     Worker(usize),
+    /// An ordinary task, started at one worker.
+    Near(usize),
     /// Queued in a domain's place queue (domain.rs), taken by its workers
     /// only.
     Domain {
@@ -275,6 +289,15 @@ impl Places {
             Place::Here => {
                 return here
                     .map(Target::Worker)
+                    .ok_or(PlaceError::NotOnWorker { place })
+            }
+            Place::NearWorker(w) if w < workers => return Ok(Target::Near(w)),
+            Place::NearWorker(worker) => {
+                return Err(PlaceError::WorkerOutOfRange { worker, workers })
+            }
+            Place::NearHere => {
+                return here
+                    .map(Target::Near)
                     .ok_or(PlaceError::NotOnWorker { place })
             }
             Place::Core(i) => (0, i, PlaceKind::Core),

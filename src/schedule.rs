@@ -389,6 +389,47 @@ where
     handle
 }
 
+/// Spawns `future` as an ordinary task that starts at worker `w`
+/// ([`Place::NearWorker`](crate::Place::NearWorker)): on `w`'s own deque
+/// when `w` spawns it, else into `w`'s inbox (stealable, with the pusher's
+/// check), its previous worker recorded as `w` so that its first wake is
+/// placed near `w` too. Nothing confines it afterwards.
+pub(crate) fn spawn_near<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let here = current_worker(shared);
+    let this = shared;
+    let shared = this.clone();
+    // SAFETY: as in `spawn`: the schedule function owns the `Arc<Shared>`
+    // that holds the registry.
+    let (runnable, handle) = unsafe {
+        crate::task::build(
+            future,
+            &this.registry,
+            async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
+                schedule(&shared, r, info)
+            }),
+        )
+    };
+    match here {
+        Some(h) => WorkerCounters::bump(&this.workers[h].stats.spawned, 1),
+        None => WorkerCounters::bump_shared(&this.external.spawned, 1),
+    }
+    if this.is_shutdown() {
+        drop_task(runnable);
+        return handle;
+    }
+    runnable.metadata().last_worker.store(w, Ordering::Relaxed);
+    if here == Some(w) {
+        place_spawn(this, here, runnable);
+    } else {
+        deliver(this, here, w, runnable);
+    }
+    handle
+}
+
 /// Places a newly spawned task: on the spawning worker's own deque, or (from
 /// outside) see [`place_external`].
 pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {

@@ -611,3 +611,66 @@ fn local_join_handle_is_send_iff_output_is() {
     }));
     assert_eq!(v.unwrap(), 5);
 }
+
+/// `Place::NearWorker` is a hint, not a rule: a task spawned near a worker
+/// that is busy in a long poll still starts at once on another worker
+/// (where `Place::Worker` would wait for it), and a bad index or a
+/// `NearHere` off a worker is a typed error that spawns nothing.
+#[test]
+fn a_task_near_a_blocked_worker_starts_elsewhere() {
+    with_timeout(60, "near", || {
+        let rt = Runtime::builder().worker_threads(2).build().unwrap();
+        let started = Arc::new(AtomicBool::new(false));
+        let s = started.clone();
+        let blocker = rt
+            .spawn_on(Place::Worker(0), async move {
+                s.store(true, Ordering::SeqCst);
+                let t0 = std::time::Instant::now();
+                while t0.elapsed() < Duration::from_secs(1) {
+                    std::hint::spin_loop();
+                }
+            })
+            .unwrap();
+        while !started.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let t0 = std::time::Instant::now();
+        let near = rt
+            .spawn_on(Place::NearWorker(0), async move {
+                (t0.elapsed(), hwsched::worker_index())
+            })
+            .unwrap();
+        let (after, on) = rt.block_on(near).unwrap();
+        assert_eq!(on, Some(1), "the task near busy worker 0 ran on worker 1");
+        assert!(
+            after < Duration::from_millis(500),
+            "it started while worker 0 was busy (after {after:?})"
+        );
+        rt.block_on(blocker).unwrap();
+
+        let before = rt.stats().total().spawned + rt.stats().external.spawned;
+        assert_eq!(
+            rt.spawn_on(Place::NearWorker(2), async {}).unwrap_err(),
+            PlaceError::WorkerOutOfRange {
+                worker: 2,
+                workers: 2
+            }
+        );
+        assert_eq!(
+            rt.spawn_on(Place::NearHere, async {}).unwrap_err(),
+            PlaceError::NotOnWorker {
+                place: Place::NearHere
+            }
+        );
+        let after = rt.stats().total().spawned + rt.stats().external.spawned;
+        assert_eq!(before, after, "a refused place spawns nothing");
+        // On a worker, NearHere is that worker (its own deque).
+        let h = rt.spawn(async {
+            hwsched::spawn_on(Place::NearHere, async { 7 })
+                .unwrap()
+                .await
+                .unwrap()
+        });
+        assert_eq!(rt.block_on(h).unwrap(), 7);
+    });
+}

@@ -25,6 +25,7 @@ where
             w,
             OnPlace::new(future, w..w + 1, PlaceKind::Worker),
         )),
+        Target::Near(w) => Ok(crate::schedule::spawn_near(shared, w, future)),
         Target::Domain { queue, kind } => {
             let span = shared.domains.span(queue).clone();
             Ok(spawn_domain(

@@ -98,7 +98,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        worker::spawn_on(&self.shared, place, future)
+        crate::schedule::spawn_on(&self.shared, place, future)
     }
 
     /// Where the caller runs, if it is a worker of this runtime; see

@@ -554,7 +554,7 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        worker::spawn_on(&self.shared, place, future)
+        crate::schedule::spawn_on(&self.shared, place, future)
     }
 
     /// Runs the blocking function `f` on the runtime's blocking pool (not on

@@ -389,6 +389,29 @@ where
     handle
 }
 
+/// Spawns `future` at `place` ([`Place`](crate::Place)): near a worker, an
+/// ordinary task ([`spawn_near`]); pinned or in a domain, a placed task
+/// (worker/placed.rs).
+pub(crate) fn spawn_on<F>(
+    shared: &Arc<Shared>,
+    place: crate::Place,
+    future: F,
+) -> Result<JoinHandle<F::Output>, crate::PlaceError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match place {
+        crate::Place::NearWorker(_) | crate::Place::NearHere => {
+            match shared.places.check(place, current_worker(shared))? {
+                crate::placed::Target::Near(w) => Ok(spawn_near(shared, w, future)),
+                _ => unreachable!("a near place checks to a worker to start at"),
+            }
+        }
+        _ => worker::spawn_on(shared, place, future),
+    }
+}
+
 /// Spawns `future` as an ordinary task that starts at worker `w`
 /// ([`Place::NearWorker`](crate::Place::NearWorker)): on `w`'s own deque
 /// when `w` spawns it, else into `w`'s inbox (stealable, with the pusher's

@@ -25,7 +25,8 @@ where
             w,
             OnPlace::new(future, w..w + 1, PlaceKind::Worker),
         )),
-        Target::Near(w) => Ok(crate::schedule::spawn_near(shared, w, future)),
+        // Near a worker: an ordinary task (schedule.rs, `spawn_on`).
+        Target::Near(_) => unreachable!("schedule::spawn_on spawns a task near a worker"),
         Target::Domain { queue, kind } => {
             let span = shared.domains.span(queue).clone();
             Ok(spawn_domain(

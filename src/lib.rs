@@ -170,6 +170,10 @@ mod shutdown;
 pub mod task;
 #[cfg(not(loom))]
 mod task;
+#[cfg(loom)]
+pub mod watch;
+#[cfg(not(loom))]
+mod watch;
 
 pub use error::BuildError;
 pub use handle::Handle;

@@ -277,6 +277,7 @@ impl Builder {
         let n = topology.workers();
 
         let locals: Vec<Local<Runnable>> = (0..n).map(|_| Local::new()).collect();
+        let batches: Vec<Local<Runnable>> = (0..n).map(|_| Local::new()).collect();
         let mut llc_spans: Vec<std::ops::Range<usize>> = Vec::new();
         let llc_hint: Vec<usize> = (0..n)
             .map(|w| {
@@ -318,6 +319,7 @@ impl Builder {
             .map(|w| WorkerShared {
                 mailbox: CachePadded::new(Mailbox::new()),
                 stealer: locals[w].stealer(),
+                batch: batches[w].stealer(),
                 lifo: CachePadded::new(crate::queue::Slot::new()),
                 stats: CachePadded::new(WorkerCounters::default()),
                 llc_hint: llc_hint[w],
@@ -373,6 +375,7 @@ impl Builder {
             workers,
             shutdown: CachePadded::new(AtomicBool::new(false)),
             idle: Sleepers::new(n, &llc_spans),
+            watch: crate::watch::Watch::new(n, &llc_spans),
             capable,
             all: 0..n,
             burst_target: AtomicUsize::new(0),
@@ -405,13 +408,13 @@ impl Builder {
             on_stop: self.on_stop.clone(),
         });
         let mut threads = Vec::with_capacity(n);
-        for (index, local) in locals.into_iter().enumerate() {
+        for (index, (local, batch)) in locals.into_iter().zip(batches).enumerate() {
             let s = shared.clone();
             let mut tb = thread::Builder::new().name(format!("{name}-{index}"));
             if let Some(sz) = stack_size {
                 tb = tb.stack_size(sz);
             }
-            let spawned = tb.spawn(move || worker::run(s, index, local, pin));
+            let spawned = tb.spawn(move || worker::run(s, index, local, batch, pin));
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {

@@ -26,6 +26,10 @@ pub(crate) struct WorkerShared {
     /// The worker's LIFO slot: its next task, which another worker takes
     /// when the owner does not get to it (idle.rs, "The LIFO slot").
     pub(crate) lifo: CachePadded<crate::queue::Slot<Runnable>>,
+    /// The worker's private batch queue, which only a watcher takes from,
+    /// and only once stale (watch.rs).
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    pub(crate) batch: Stealer<Runnable>,
     pub(crate) stats: CachePadded<WorkerCounters>,
     /// Index into `Shared::llc_idle_cores` of this worker's LLC.
     pub(crate) llc_hint: usize,
@@ -45,6 +49,8 @@ pub(crate) struct Shared {
     /// The wake protocol's shared state: searching count, parked, idle
     /// and queued sets (see idle.rs).
     pub(crate) idle: Sleepers,
+    /// The watch over private batch queues (watch.rs).
+    pub(crate) watch: crate::watch::Watch,
     /// Every worker: `0..workers`.
     pub(crate) all: std::ops::Range<usize>,
     /// Per LLC (indexed by `WorkerShared::llc_hint`), on a machine whose

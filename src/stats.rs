@@ -133,6 +133,13 @@ counters! {
         /// in this worker's private batch queue and moved to its stealable
         /// deque.
         batch_spilled,
+        /// Tasks a watcher took from other workers' private batch queues
+        /// that had waited longer than `migration_cost` (watch.rs).
+        batch_rescued,
+        /// Parked workers woken to become the watcher over private batch
+        /// queues (by an owner whose queue filled while nobody watched, or
+        /// by a watcher leaving with private work about).
+        watch_wakes,
         /// Timers that fired on this worker.
         timers_fired,
         /// Tasks whose cooperative budget ran out and that yielded (their
@@ -510,7 +517,7 @@ impl fmt::Display for Stats {
                 f,
                 "I/O driver: {} poller(s), {} sockets registered ({} moved), {} readiness events in {} turns \
                  ({} with wakes, {} tasks per such batch, {} searcher wakes after batches, {} tasks \
-                 spilled to the deque), {} \
+                 spilled to the deque, {} taken by a watcher, {} watcher wakes), {} \
                  waker writes, {} timers fired, {} cooperative yields",
                 self.io_pollers,
                 self.io_registered,
@@ -521,6 +528,8 @@ impl fmt::Display for Stats {
                 ratio(t.wakes_by_driver, t.driver_batches),
                 t.batch_wakes,
                 t.batch_spilled,
+                t.batch_rescued,
+                t.watch_wakes,
                 self.io_waker_writes,
                 t.timers_fired,
                 t.coop_yields,

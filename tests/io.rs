@@ -607,17 +607,12 @@ fn a_timer_uses_the_driver_of_its_threads_runtime() {
 /// that polled it (its LIFO slot and private batch queue) must not wait
 /// behind that poll while the other worker sleeps.
 ///
-/// Fails today (3 of 4 tasks wait the whole second): the batch's tasks
-/// beyond the LIFO slot sit in the worker's private batch queue
-/// (`Core::push_batch`), the other worker parked before the batch came and
-/// nothing wakes it. Keeping a batch private is what makes two workers
-/// serve as much as one on the 2-core machine (BENCHMARKS.md); making it
-/// conserving needs either a wake per batch that leaves private work
-/// (tokio's `should_notify_others`) or a timed look by a parked worker at
-/// private work that stopped moving (the kernel's tick-driven idle
-/// balance). Run it with `--ignored`.
+/// The batch's tasks beyond the LIFO slot sit in the worker's private
+/// batch queue (`Core::push_batch`), and the other worker parked before the
+/// batch came: the owner's check wakes it to watch (no worker watched), and
+/// when its tick ends it takes the queue, whose batch is older than
+/// `migration_cost` by then (watch.rs).
 #[test]
-#[ignore = "known gap: a private I/O batch waits behind a long poll (see the doc comment)"]
 fn a_batch_whose_first_task_runs_long_starts_the_rest_elsewhere() {
     const K: usize = 4;
     const BLOCK: Duration = Duration::from_secs(1);

@@ -57,7 +57,22 @@ impl<'a> Driven<'a> {
         let parker = &shared.workers[self.index].mailbox.parker;
         let ext = self.sleep.held() == Some(0);
         let deadline = crate::time::sleep_deadline(self.timers, ext);
-        let timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        let mut timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
+        // The watch over private batches (watch.rs): the watcher sleeps at
+        // most a tick.
+        let watching = {
+            let mut core = ctx.core.borrow_mut();
+            crate::watch::before_sleep(
+                &shared.watch,
+                self.index,
+                shared.now_ns(),
+                &mut core.watching,
+            )
+        };
+        if watching {
+            let tick = crate::watch::tick(shared.tunables.migration_cost.as_nanos() as u64);
+            timeout = Some(timeout.map_or(tick, |t| t.min(tick)));
+        }
         ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
         if self.sleep.held().is_some() {
             let turns = &shared.workers[self.index].stats.driver_turns;
@@ -72,6 +87,9 @@ impl<'a> Driven<'a> {
         self.fire_timers(ext);
         let mut core = ctx.core.borrow_mut();
         core.wake_mode = WakeMode::Place;
+        if watching {
+            core.take_stale(shared);
+        }
         core.end_batch(shared);
     }
 

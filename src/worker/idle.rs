@@ -10,6 +10,8 @@ use super::*;
 /// core is idle (read before write).
 pub(super) fn enter_idle(shared: &Shared, core: &mut Core) {
     core.running = false;
+    // Idle, it holds no batch: its bit in the watch's `private` set goes.
+    core.private_emptied(shared);
     let idle = &shared.idle.idle;
     // Relaxed: a placement hint (see idle.rs).
     idle.insert(core.index, Ordering::Relaxed);
@@ -33,6 +35,9 @@ pub(super) fn enter_idle(shared: &Shared, core: &mut Core) {
 /// keep the prediction above the park cost forever once parking starts.
 pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>, slept: bool) {
     core.running = true;
+    if core.watching {
+        leave_watch(shared, core);
+    }
     shared.idle.idle.remove(core.index, Ordering::Relaxed);
     if let Some(t0) = idle_since {
         let now = shared.now_ns();
@@ -47,6 +52,17 @@ pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64
         );
     }
     core.publish_load(shared, false);
+}
+
+/// The watcher leaves its idle period for work: the role goes, and a
+/// parked worker takes it over when private work is about (watch.rs).
+#[cold]
+fn leave_watch(shared: &Shared, core: &mut Core) {
+    let woke = crate::watch::leave(shared, &shared.watch, core.index, &mut core.watching);
+    if woke.is_some() {
+        WorkerCounters::bump(&shared.workers[core.index].stats.watch_wakes, 1);
+    }
+    count_wake(shared, Some(core.index), woke);
 }
 
 pub(crate) use crate::idle_worker::{Idle, Suspended as SuspendedIdle};
@@ -113,7 +129,7 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
             .lifo
             .take()
             .or_else(|| c.local.pop())
-            .or_else(|| c.batch_q.pop_front())
+            .or_else(|| c.pop_batch(self.shared))
     }
 
     fn wait(

@@ -164,10 +164,16 @@ pub(crate) struct Core {
     /// Tasks the current batch (a poller turn, timers) put here.
     batch: u32,
     /// The I/O driver's batches beyond the LIFO slot, private to this
-    /// worker while they stay cache-hot ([`Core::push_batch`]).
-    batch_q: std::collections::VecDeque<Runnable>,
+    /// worker while they stay cache-hot ([`Core::push_batch`]): only a
+    /// watcher takes from it, once stale (watch.rs).
+    batch_q: Local<Runnable>,
     /// When `batch_q` last received a batch (`Shared::now_ns`).
     batch_since: u64,
+    /// Whether this worker set its bit in the watch's `private` set since
+    /// it last cleared it.
+    private_bit: bool,
+    /// Whether this worker holds the watcher's role (watch.rs).
+    pub(crate) watching: bool,
     /// The idle period suspended while this worker sleeps in its poller
     /// (or parks its thread, with the I/O driver on).
     pub(crate) suspended: Option<SuspendedIdle>,
@@ -386,7 +392,12 @@ pub(crate) fn deliver_to_woken(shared: &Shared, from: Option<usize>, w: usize, r
 }
 
 impl Core {
-    fn new(shared: &Shared, index: usize, local: Local<Runnable>) -> Self {
+    fn new(
+        shared: &Shared,
+        index: usize,
+        local: Local<Runnable>,
+        batch_q: Local<Runnable>,
+    ) -> Self {
         let t = &shared.tunables;
         let levels = shared.topology.levels(index).len();
         Core {
@@ -413,8 +424,10 @@ impl Core {
             queued_bit: false,
             wake_mode: WakeMode::Place,
             batch: 0,
-            batch_q: std::collections::VecDeque::new(),
+            batch_q,
             batch_since: 0,
+            private_bit: false,
+            watching: false,
             suspended: None,
         }
     }
@@ -463,6 +476,9 @@ impl Core {
     fn next_local(&mut self, shared: &Shared) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
         let me = &shared.workers[self.index];
+        if self.private_bit && self.batch_q.is_empty() && me.lifo.is_empty() {
+            self.private_emptied(shared);
+        }
         if !self.batch_q.is_empty()
             && shared.now_ns().saturating_sub(self.batch_since)
                 > shared.tunables.migration_cost.as_nanos() as u64
@@ -497,7 +513,7 @@ impl Core {
         if let Some(r) = self.local.pop() {
             return Some(r);
         }
-        if let Some(r) = self.batch_q.pop_front() {
+        if let Some(r) = self.pop_batch(shared) {
             return Some(r);
         }
         if let Some(r) = me.mailbox.take_pinned() {
@@ -597,7 +613,7 @@ impl Core {
         self.batch += 1;
         if let Some(prev) = shared.workers[self.index].lifo.put(r) {
             if self.batch_q.len() < BATCH_LOCAL {
-                self.batch_q.push_back(prev);
+                self.batch_q.push(prev);
             } else {
                 self.local.push(prev);
             }
@@ -608,13 +624,74 @@ impl Core {
     /// than `migration_cost`), with the pusher's check: from now on any
     /// worker may take it, and a parked one is woken to if nobody searches.
     fn spill_batch(&mut self, shared: &Shared) {
-        let n = self.batch_q.len();
-        while let Some(r) = self.batch_q.pop_front() {
+        let mut n = 0;
+        while let Some(r) = self.batch_q.pop() {
             self.local.push(r);
+            n += 1;
         }
+        self.private_emptied(shared);
         WorkerCounters::bump(&shared.workers[self.index].stats.batch_spilled, n as u64);
         let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
         count_wake(shared, Some(self.index), woke);
+    }
+
+    /// The next task of the private batch queue; when it is empty (the
+    /// caller took the LIFO slot first), this worker's bit in the watch's
+    /// `private` set goes.
+    pub(crate) fn pop_batch(&mut self, shared: &Shared) -> Option<Runnable> {
+        let r = self.batch_q.pop();
+        if r.is_none() {
+            self.private_emptied(shared);
+        }
+        r
+    }
+
+    /// The private batch queue was found empty, and the LIFO slot holds no
+    /// task of a batch (watch.rs, `emptied`).
+    pub(crate) fn private_emptied(&mut self, shared: &Shared) {
+        if std::mem::take(&mut self.private_bit) {
+            crate::watch::emptied(&shared.watch, self.index);
+        }
+    }
+
+    /// The watcher's look when its tick ends (watch.rs): the LIFO slots
+    /// and private queues of other workers whose last batch came more than
+    /// `migration_cost` ago move to this worker's deque, with the pusher's
+    /// check, and the worker leaves its sleep to run them. Returns how many
+    /// tasks it took.
+    #[cfg(feature = "io")]
+    pub(crate) fn take_stale(&mut self, shared: &Shared) -> usize {
+        let now = shared.now_ns();
+        let cost = shared.tunables.migration_cost.as_nanos() as u64;
+        let mut n = 0;
+        let local = &self.local;
+        shared
+            .watch
+            .for_each_stale(self.index, now.saturating_sub(cost), |v| {
+                if let Some(r) = shared.workers[v].lifo.take() {
+                    local.push(r);
+                    n += 1;
+                }
+                let stealer = &shared.workers[v].batch;
+                loop {
+                    match stealer.steal() {
+                        Steal::Success(r) => {
+                            local.push(r);
+                            n += 1;
+                        }
+                        Steal::Retry => continue,
+                        Steal::Empty => break,
+                    }
+                }
+            });
+        if n > 0 {
+            let st = &shared.workers[self.index].stats;
+            WorkerCounters::bump(&st.batch_rescued, n as u64);
+            self.wake_self_in_driver(shared);
+            let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
+            count_wake(shared, Some(self.index), woke);
+        }
+        n
     }
 
     /// The end of a batch: if it left work in the stealable deque (the batch
@@ -628,10 +705,18 @@ impl Core {
             return;
         }
         self.batch = 0;
-        if !self.batch_q.is_empty() {
-            self.batch_since = shared.now_ns();
-        }
         let st = &shared.workers[self.index].stats;
+        if !self.batch_q.is_empty() || !shared.workers[self.index].lifo.is_empty() {
+            let now = shared.now_ns();
+            self.batch_since = now;
+            let was_empty = !std::mem::replace(&mut self.private_bit, true);
+            let woke =
+                crate::watch::kept_private(shared, &shared.watch, self.index, now, was_empty);
+            if woke.is_some() {
+                WorkerCounters::bump(&st.watch_wakes, 1);
+            }
+            count_wake(shared, Some(self.index), woke);
+        }
         WorkerCounters::bump(&st.driver_batches, 1);
         if !self.local.is_empty() {
             let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
@@ -772,7 +857,7 @@ impl crate::shutdown::Exiting<Runnable> for ExitCore<'_> {
             .lifo
             .take()
             .or_else(|| c.local.pop())
-            .or_else(|| c.batch_q.pop_front())
+            .or_else(|| c.pop_batch(&self.ctx.shared))
     }
 
     fn drop_pinned(&mut self) {
@@ -815,7 +900,13 @@ fn run_loop(ctx: &WorkerCtx) {
 }
 
 /// A worker thread's body.
-pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin: bool) {
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    index: usize,
+    local: Local<Runnable>,
+    batch_q: Local<Runnable>,
+    pin: bool,
+) {
     if pin {
         let os = shared.topology.place(index).os_index;
         if pin_current_thread(os) {
@@ -823,7 +914,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize, local: Local<Runnable>, pin
             shared.workers[index].pinned.store(true, Ordering::Relaxed);
         }
     }
-    let core = Core::new(&shared, index, local);
+    let core = Core::new(&shared, index, local, batch_q);
     let ctx = WorkerCtx {
         here: crate::context::Here {
             index,

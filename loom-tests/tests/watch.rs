@@ -1,0 +1,124 @@
+//! The watch over private batches (`src/watch.rs`): an owner whose batch
+//! left tasks in its private queue, and which then never comes back from
+//! its poll, must leave a worker watching (sleeping at most a tick, then
+//! taking the stale queue) whenever a worker sleeps. The owner's check
+//! (`hwsched::watch::kept_private`) races a worker going to sleep
+//! (`before_sleep`, after its `parked` bit: `Sleepers::to_parked`), and a
+//! watcher leaving for work (`leave`). A sleeper that neither claims the
+//! role nor is woken parks for good, which loom reports as a deadlock.
+//!
+//! # Mutations
+//!
+//! Logic mutations each model catches are listed in `loom-tests/README.md`
+//! ("Logic mutations").
+
+#![cfg(loom)]
+
+use hwsched::watch::{self, Watch};
+use loom::thread;
+use loom_tests::{model, Cases, Rt};
+
+/// A time long after the last private work any sleeper saw (the role's
+/// linger does not apply).
+const NOW: u64 = 10 * watch::LINGER_NS;
+
+/// Worker `me` goes to sleep until it holds the role: it announces its
+/// sleep, runs `before_sleep`, and parks unless it watches; woken (a claim
+/// counted it awake and searching), it finds nothing it may take and goes
+/// to sleep again.
+fn sleep_until_watching(rt: &Rt, w: &Watch, me: usize, cases: &Cases) {
+    let mut searching = false;
+    let mut watching = false;
+    let mut woken = false;
+    loop {
+        rt.s.to_parked(me, searching);
+        if watch::before_sleep(w, me, NOW, &mut watching) {
+            cases.hit(if woken {
+                "woken, then watching"
+            } else {
+                "saw the private bit and watched"
+            });
+            assert_eq!(w.watcher(), Some(me), "the watcher holds the role");
+            return;
+        }
+        rt.mailboxes[me].parker.park();
+        woken = true;
+        searching = true;
+    }
+}
+
+/// Worker 0's batch leaves tasks in its private queue while worker 1 (the
+/// only other one) goes to sleep; worker 0 then stays in its poll for
+/// good. Store buffering 1 of `src/watch.rs`: either the sleeper sees the
+/// owner's bit and claims the role, or the owner sees nobody watching and
+/// the sleeper's `parked` bit, and wakes it.
+#[test]
+#[allow(clippy::single_range_in_vec_init)]
+fn an_owner_keeps_a_batch_while_the_other_worker_goes_to_sleep() {
+    let cases = Cases::new(&["saw the private bit and watched", "woken, then watching"]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let rt = Rt::new(2);
+            let w = loom::sync::Arc::new(Watch::new(2, &[0..2]));
+            let w1 = {
+                let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
+                thread::spawn(move || sleep_until_watching(&rt, &w, 1, &cases))
+            };
+            let _ = watch::kept_private(&*rt, &w, 0, NOW, true);
+            // Worker 0 never returns from its poll.
+            w1.join().unwrap();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+/// Worker 1 holds the role (asleep) and leaves it for work of its own
+/// (an event woke it), while worker 0's batch leaves tasks in its private
+/// queue and worker 2 goes to sleep. Store buffering 2: either the leaving
+/// watcher sees the owner's bit and wakes a successor, or the owner sees
+/// nobody watching and wakes one, or worker 2 sees the bit itself; worker
+/// 2 must end up watching.
+#[test]
+#[allow(clippy::single_range_in_vec_init)]
+fn a_watcher_leaves_while_an_owner_keeps_a_batch() {
+    let cases = Cases::new(&[
+        "saw the private bit and watched",
+        "woken, then watching",
+        "the leaving watcher woke a successor",
+        "the owner woke a watcher",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let rt = Rt::new(3);
+            let w = loom::sync::Arc::new(Watch::new(3, &[0..3]));
+            // Worker 1 asleep and watching (within the linger of earlier
+            // private work: its time is 0, when the last was seen).
+            rt.s.to_parked(1, false);
+            let mut watching1 = false;
+            assert!(watch::before_sleep(&w, 1, 0, &mut watching1));
+            let w1 = {
+                let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
+                thread::spawn(move || {
+                    // An event wakes it: it leaves the parked set by itself,
+                    // leaves the role, and runs work for good.
+                    let _ = rt.s.leave_parked(1);
+                    if watch::leave(&*rt, &w, 1, &mut watching1).is_some() {
+                        cases.hit("the leaving watcher woke a successor");
+                    }
+                })
+            };
+            let w2 = {
+                let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
+                thread::spawn(move || sleep_until_watching(&rt, &w, 2, &cases))
+            };
+            if watch::kept_private(&*rt, &w, 0, NOW, true).is_some() {
+                cases.hit("the owner woke a watcher");
+            }
+            w1.join().unwrap();
+            w2.join().unwrap();
+        }
+    });
+    cases.assert_all_reached();
+}

@@ -129,10 +129,6 @@ counters! {
         /// Parked workers woken to search by the one decision after a batch
         /// (the batch left more than this worker runs next, nobody searched).
         batch_wakes,
-        /// Tasks of driver batches that waited longer than `migration_cost`
-        /// in this worker's private batch queue and moved to its stealable
-        /// deque.
-        batch_spilled,
         /// Tasks a watcher took from other workers' private batch queues
         /// that had waited longer than `migration_cost` (watch.rs).
         batch_rescued,
@@ -517,7 +513,7 @@ impl fmt::Display for Stats {
                 f,
                 "I/O driver: {} poller(s), {} sockets registered ({} moved), {} readiness events in {} turns \
                  ({} with wakes, {} tasks per such batch, {} searcher wakes after batches, {} tasks \
-                 spilled to the deque, {} taken by a watcher, {} watcher wakes), {} \
+                 taken by a watcher, {} watcher wakes), {} \
                  waker writes, {} timers fired, {} cooperative yields",
                 self.io_pollers,
                 self.io_registered,
@@ -527,7 +523,6 @@ impl fmt::Display for Stats {
                 t.driver_batches,
                 ratio(t.wakes_by_driver, t.driver_batches),
                 t.batch_wakes,
-                t.batch_spilled,
                 t.batch_rescued,
                 t.watch_wakes,
                 self.io_waker_writes,

@@ -5,32 +5,38 @@
 //! them private (`Core::push_batch`): its LIFO slot, then a queue no
 //! search steals from while the batch is cache-hot, so that a second
 //! worker is not woken for every batch to take a share it would spend on
-//! the wake and on cold caches (BENCHMARKS.md, "I/O"). The owner moves
-//! what is left to its stealable deque once it waited `migration_cost`,
-//! but only between polls: if the first task of the batch runs long, the
-//! rest would wait behind it while other workers sleep. The kernel has the
-//! same gap between a busy CPU's runqueue and an idle CPU, and closes it
-//! with a periodic balance run on behalf of the idle CPUs (the nohz idle
-//! balancer, kicked from the busy CPU's tick). A stuck task gives a
-//! userspace worker no tick, so here the idle side keeps it:
+//! the wake and on cold caches (BENCHMARKS.md, "I/O"). A private task is
+//! hot for `migration_cost` (the kernel's `sysctl_sched_migration_cost`,
+//! 500 us by default) after its batch came; after that any idle worker
+//! may take it. But an idle worker sleeps, and nothing wakes it when the
+//! owner gets stuck (the batch's first task runs long) or falls behind.
+//! The kernel has the same gap between a busy CPU's runqueue and an idle
+//! CPU, and closes it with a periodic balance run on behalf of the idle
+//! CPUs (the nohz idle balancer, kicked from the busy CPU's tick). A stuck
+//! task gives a userspace worker no tick, so here the idle side keeps it:
 //!
 //! - **The watcher.** At most one parked worker sleeps with a timeout of
-//!   one tick ([`tick`]) instead of until woken: the watcher. When its
-//!   tick ends it looks at every worker whose bit is in the `private` set
-//!   and takes the private queue of each whose last batch came more than
-//!   `migration_cost` ago (the same rule as the owner's own spill), into
-//!   its deque, with the pusher's check. A task is therefore never left
-//!   behind a long poll for more than about `migration_cost` plus a tick
-//!   while a worker sleeps.
+//!   one tick ([`tick`]) instead of until woken: the watcher. Whenever its
+//!   sleep ends it looks at every worker whose bit is in the `private` set
+//!   and takes the LIFO slot's batch task and the private queue of each
+//!   whose oldest private task came more than `migration_cost` ago (the
+//!   owner stamps each batch: [`stamp`]), into its deque, with the
+//!   pusher's check, from where other idle workers steal in turn. A task is
+//!   therefore never left private for more than about `migration_cost`
+//!   plus a tick while a worker sleeps. This is the only way private work
+//!   leaves its owner: an owner that pushed it to its deque itself once it
+//!   aged (a first design) spread every batch its worker was preempted
+//!   during on the 2-core machine (HTTP `-c256`, 2 workers: 0.80 of tokio,
+//!   against 1.09-1.13 without: BENCHMARKS.md).
 //! - **Claiming.** A worker about to sleep ([`before_sleep`]) claims the
 //!   role when nobody holds it and private work exists or was seen within
-//!   [`LINGER`]; the watcher keeps it across its sleeps while that holds,
+//!   [`LINGER_NS`]; the watcher keeps it across its sleeps while that holds,
 //!   and gives it up when it leaves its idle period for work
-//!   ([`leave`]) or after [`LINGER`] without private work. The linger keeps
+//!   ([`leave`]) or after [`LINGER_NS`] without private work. The linger keeps
 //!   the role with one sleeping worker while a connection's batches come
 //!   and go, so that owners almost never need to wake one.
-//! - **The owner's check.** An owner whose private queue goes from empty
-//!   to non-empty sets its bit, then (after a fence) looks at the role; if
+//! - **The owner's check.** An owner whose private work goes from none
+//!   to some sets its bit, then (after a fence) looks at the role; if
 //!   nobody holds it, it claims a parked worker ([`Sleepers::wake_in`])
 //!   and notifies it: that worker finds nothing to steal, parks again and
 //!   claims the role. A watcher leaving with private work about does the
@@ -93,8 +99,8 @@ pub struct Watch {
     /// when its queue goes non-empty, cleared by it when it finds the
     /// queue empty).
     private: WorkerSet,
-    /// Per worker: when its private queue last received a batch (ns on the
-    /// runtime's clock).
+    /// Per worker: when its private work last began (ns on the runtime's
+    /// clock): the age of its oldest private task.
     since: Box<[CachePadded<AtomicU64>]>,
     /// When a worker going to sleep last saw private work.
     seen: CachePadded<AtomicU64>,
@@ -133,7 +139,7 @@ impl Watch {
     }
 
     /// Calls `f` on each worker other than `me` that may hold private work
-    /// whose last batch came before `stale_before`.
+    /// older than `stale_before`.
     pub fn for_each_stale(&self, me: usize, stale_before: u64, mut f: impl FnMut(usize)) {
         self.private
             .scan(self.all.clone(), Ordering::Relaxed, Some(me), |v| {
@@ -145,33 +151,35 @@ impl Watch {
     }
 }
 
-/// The owner `me`'s batch left tasks in its private queue at `now`. When
-/// the queue was empty before (`was_empty`), the owner's check: its bit,
-/// then, if nobody watches, a parked worker claimed and notified, to
+/// The owner `me`'s batch left tasks private (its LIFO slot, its private
+/// queue) at `now`, where it held none: the owner's check. Its stamp and
+/// bit, then, if nobody watches, a parked worker claimed and notified, to
 /// become the watcher. Returns that worker and what its notify did.
 pub fn kept_private<T>(
     rt: &impl Workers<T>,
     w: &Watch,
     me: usize,
     now: u64,
-    was_empty: bool,
 ) -> Option<(usize, Notified)> {
     // Relaxed: a heuristic's input (a stale stamp only makes a watcher
     // take a batch a tick early or late).
     w.since[me].store(now, Ordering::Relaxed);
-    if !was_empty {
-        return None;
-    }
     // ORDERING: the bit, then the fence, then the role and the `parked`
     // set: store buffering 1 and 2 (module docs) against the fences of a
-    // sleeper (`to_parked`'s re-check fence, before `before_sleep`) and of
-    // `leave`/`give_up`.
+    // sleeper (`before_sleep`'s) and of `leave`/`give_up`.
     w.private.insert_rmw(me, Ordering::SeqCst);
     fence(Ordering::SeqCst);
     if w.watcher.load(Ordering::Relaxed) != NOBODY {
         return None;
     }
     wake_watcher(rt, me)
+}
+
+/// The owner `me`'s oldest private task is now one of the batch that came
+/// at `t`.
+pub fn stamp(w: &Watch, me: usize, t: u64) {
+    // Relaxed: as in `kept_private`.
+    w.since[me].store(t, Ordering::Relaxed);
 }
 
 /// The owner `me` found its private queue empty: its bit goes. Relaxed:

@@ -65,7 +65,7 @@ fn an_owner_keeps_a_batch_while_the_other_worker_goes_to_sleep() {
                 let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
                 thread::spawn(move || sleep_until_watching(&rt, &w, 1, &cases))
             };
-            let _ = watch::kept_private(&*rt, &w, 0, NOW, true);
+            let _ = watch::kept_private(&*rt, &w, 0, NOW);
             // Worker 0 never returns from its poll.
             w1.join().unwrap();
         }
@@ -113,7 +113,7 @@ fn a_watcher_leaves_while_an_owner_keeps_a_batch() {
                 let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
                 thread::spawn(move || sleep_until_watching(&rt, &w, 2, &cases))
             };
-            if watch::kept_private(&*rt, &w, 0, NOW, true).is_some() {
+            if watch::kept_private(&*rt, &w, 0, NOW).is_some() {
                 cases.hit("the owner woke a watcher");
             }
             w1.join().unwrap();

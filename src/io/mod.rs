@@ -53,20 +53,18 @@
 //! pusher's check of the wake protocol runs once: a parked worker is woken
 //! to search only if nobody searches (tokio's `should_notify_others`). The
 //! private queue is work conservation's one other exception beside the LIFO
-//! slot, and a bounded one: what waits there longer than `migration_cost`
-//! (the kernel's cache-hot window, 500 us) moves to the deque, with the
-//! pusher's check, when the owner gets back to its queues. Should the
-//! owner not get back (the batch's first task runs long), the watch over
-//! private batches takes it (`src/watch.rs`, the kernel's tick-driven idle
-//! balance in userspace): one sleeping worker, the watcher, sleeps at most
-//! a tick (2 x `migration_cost`) and then takes the stale batches, LIFO
-//! slot and private queue, of other workers; a batch that leaves tasks
-//! while nobody watches wakes a parked worker to watch, and a watcher that
-//! leaves for work hands the role on when private work is about. Going
-//! back to sleep, a watcher also takes a poller nobody holds, so readiness
-//! that came after the owner's turn is polled too. `Stats` counts batches,
-//! their tasks, the wakes after them, the tasks spilled and those a
-//! watcher took, and the watcher wakes.
+//! slot, and a bounded one: the watch over private batches (`src/watch.rs`,
+//! the kernel's tick-driven idle balance in userspace) lets one sleeping
+//! worker, the watcher, sleep at most a tick (2 x `migration_cost`) and
+//! then take the batches, LIFO slot and private queue, of other workers
+//! whose oldest private task waited longer than `migration_cost` (the
+//! kernel's cache-hot window, 500 us); a batch that leaves tasks while
+//! nobody watches wakes a parked worker to watch, and a watcher that leaves
+//! for work hands the role on when private work is about. Going back to
+//! sleep, a watcher also takes a poller nobody holds, so readiness that
+//! came after the owner's turn is polled too. `Stats` counts batches,
+//! their tasks, the wakes after them, the tasks a watcher took, and the
+//! watcher wakes.
 
 //! # Busy workers
 //!

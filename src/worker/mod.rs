@@ -125,7 +125,11 @@ pub const INBOX_CHECK_INTERVAL: u32 = 61;
 
 /// Most tasks of the I/O driver's batches kept private to the worker that
 /// polled them ([`Core::push_batch`]); the rest go to its stealable deque.
-pub const BATCH_LOCAL: usize = 16;
+/// One poller turn returns at most as many events: a batch is private as a
+/// whole, and what spreads it is its age (`migration_cost`), not its size
+/// (with 16, two workers served 0.66 of one worker's HTTP requests on the
+/// 2-core machine: BENCHMARKS.md).
+pub const BATCH_LOCAL: usize = 1024;
 
 /// Polls or pushes between two (rate-limited) load publishes.
 const PUBLISH_CHECK_EVERY: u32 = 32;
@@ -167,8 +171,14 @@ pub(crate) struct Core {
     /// worker while they stay cache-hot ([`Core::push_batch`]): only a
     /// watcher takes from it, once stale (watch.rs).
     batch_q: Local<Runnable>,
-    /// When `batch_q` last received a batch (`Shared::now_ns`).
-    batch_since: u64,
+    /// The batches in `batch_q`, oldest first: how many tasks had been
+    /// pushed into it when each ended, and when.
+    batch_marks: std::collections::VecDeque<(u64, u64)>,
+    /// Tasks pushed into and popped from `batch_q` by this worker.
+    batch_pushed: u64,
+    batch_popped: u64,
+    /// Whether the LIFO slot holds a task a batch put there.
+    lifo_batch: bool,
     /// Whether this worker set its bit in the watch's `private` set since
     /// it last cleared it.
     private_bit: bool,
@@ -425,7 +435,10 @@ impl Core {
             wake_mode: WakeMode::Place,
             batch: 0,
             batch_q,
-            batch_since: 0,
+            batch_marks: std::collections::VecDeque::new(),
+            batch_pushed: 0,
+            batch_popped: 0,
+            lifo_batch: false,
             private_bit: false,
             watching: false,
             suspended: None,
@@ -476,14 +489,8 @@ impl Core {
     fn next_local(&mut self, shared: &Shared) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
         let me = &shared.workers[self.index];
-        if self.private_bit && self.batch_q.is_empty() && me.lifo.is_empty() {
+        if self.private_bit && self.batch_q.is_empty() && (!self.lifo_batch || me.lifo.is_empty()) {
             self.private_emptied(shared);
-        }
-        if !self.batch_q.is_empty()
-            && shared.now_ns().saturating_sub(self.batch_since)
-                > shared.tunables.migration_cost.as_nanos() as u64
-        {
-            self.spill_batch(shared);
         }
         if self.tick % INBOX_CHECK_INTERVAL == 0 {
             // Tasks placed on this worker first: nobody else can run them;
@@ -500,6 +507,7 @@ impl Core {
             }
         }
         if let Some(r) = me.lifo.take() {
+            self.lifo_batch = false;
             if self.lifo_streak < MAX_LIFO_POLLS {
                 self.lifo_streak += 1;
                 WorkerCounters::bump(&me.stats.lifo_polls, 1);
@@ -603,52 +611,53 @@ impl Core {
     /// a share it would spend on the wake and on cold caches. (tokio puts
     /// the batch in its stealable queue; on the 2-core machine a second
     /// worker then stole a third of all requests, and two workers served
-    /// 0.63-0.70 of tokio's requests; kept private, 0.94-1.05: BENCHMARKS.md.)
-    /// The private part stays private only while it is cache-hot:
-    /// [`Core::next_local`] moves what is left of it to the deque, with the
-    /// pusher's check, once it has waited the runtime's `migration_cost`
-    /// (the kernel's `sysctl_sched_migration_cost`, 500 us by default).
+    /// 0.63-0.70 of tokio's requests: BENCHMARKS.md.) The private part
+    /// stays private only while it is cache-hot: once its oldest task has
+    /// waited the runtime's `migration_cost`, the watcher takes it
+    /// (watch.rs).
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) fn push_batch(&mut self, shared: &Shared, r: Runnable) {
         self.batch += 1;
+        self.lifo_batch = true;
         if let Some(prev) = shared.workers[self.index].lifo.put(r) {
             if self.batch_q.len() < BATCH_LOCAL {
                 self.batch_q.push(prev);
+                self.batch_pushed += 1;
             } else {
                 self.local.push(prev);
             }
         }
     }
 
-    /// Moves the private batch to the stealable deque (it waited longer
-    /// than `migration_cost`), with the pusher's check: from now on any
-    /// worker may take it, and a parked one is woken to if nobody searches.
-    fn spill_batch(&mut self, shared: &Shared) {
-        let mut n = 0;
-        while let Some(r) = self.batch_q.pop() {
-            self.local.push(r);
-            n += 1;
-        }
-        self.private_emptied(shared);
-        WorkerCounters::bump(&shared.workers[self.index].stats.batch_spilled, n as u64);
-        let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
-        count_wake(shared, Some(self.index), woke);
-    }
-
     /// The next task of the private batch queue; when it is empty (the
     /// caller took the LIFO slot first), this worker's bit in the watch's
     /// `private` set goes.
     pub(crate) fn pop_batch(&mut self, shared: &Shared) -> Option<Runnable> {
-        let r = self.batch_q.pop();
-        if r.is_none() {
+        let Some(r) = self.batch_q.pop() else {
+            // Empty (a watcher may have taken the rest).
             self.private_emptied(shared);
+            return None;
+        };
+        self.batch_popped += 1;
+        if self
+            .batch_marks
+            .front()
+            .is_some_and(|&(end, _)| end <= self.batch_popped)
+        {
+            // The oldest batch is done: the next one's time is the age.
+            self.batch_marks.pop_front();
+            if let Some(&(_, t)) = self.batch_marks.front() {
+                crate::watch::stamp(&shared.watch, self.index, t);
+            }
         }
-        r
+        Some(r)
     }
 
     /// The private batch queue was found empty, and the LIFO slot holds no
     /// task of a batch (watch.rs, `emptied`).
     pub(crate) fn private_emptied(&mut self, shared: &Shared) {
+        self.batch_marks.clear();
+        self.batch_popped = self.batch_pushed;
         if std::mem::take(&mut self.private_bit) {
             crate::watch::emptied(&shared.watch, self.index);
         }
@@ -706,16 +715,29 @@ impl Core {
         }
         self.batch = 0;
         let st = &shared.workers[self.index].stats;
-        if !self.batch_q.is_empty() || !shared.workers[self.index].lifo.is_empty() {
+        let queued = self.batch_marks.back().map_or(self.batch_popped, |m| m.0);
+        let fresh = self.batch_pushed > queued;
+        let private = fresh || (self.lifo_batch && !shared.workers[self.index].lifo.is_empty());
+        if private {
             let now = shared.now_ns();
-            self.batch_since = now;
-            let was_empty = !std::mem::replace(&mut self.private_bit, true);
-            let woke =
-                crate::watch::kept_private(shared, &shared.watch, self.index, now, was_empty);
-            if woke.is_some() {
-                WorkerCounters::bump(&st.watch_wakes, 1);
+            let first = self.batch_marks.is_empty();
+            if fresh {
+                self.batch_marks.push_back((self.batch_pushed, now));
             }
-            count_wake(shared, Some(self.index), woke);
+            if self.private_bit {
+                if first && fresh {
+                    crate::watch::stamp(&shared.watch, self.index, now);
+                }
+            } else {
+                // Private work where there was none: the owner's check of the
+                // watch (watch.rs).
+                self.private_bit = true;
+                let woke = crate::watch::kept_private(shared, &shared.watch, self.index, now);
+                if woke.is_some() {
+                    WorkerCounters::bump(&st.watch_wakes, 1);
+                }
+                count_wake(shared, Some(self.index), woke);
+            }
         }
         WorkerCounters::bump(&st.driver_batches, 1);
         if !self.local.is_empty() {

@@ -211,6 +211,15 @@ final-drain-no-close @@ src/shared.rs @@ @@ graveyard.close(drop); @@ let _ = dr
 worker-loop-ignores-the-flag @@ src/shutdown.rs @@ @@ if w.is_shutdown() {\n        return Idle::Shutdown;\n    } @@  @@ loom:shutdown test:runtime:shutdown test:reliability:shutdown_under_load @@
 worker-exit-keeps-what-it-holds @@ src/shutdown.rs @@ @@ while let Some(t) = w.take_held() { @@ while let Some(t) = None::<T> { @@ loom:shutdown test:runtime:shutdown_drops @@
 worker-exit-skips-the-placed @@ src/shutdown.rs @@ @@ w.drop_pinned(); @@  @@ loom:pinned test:placement_api:at_shutdown @@
+watch-owner-fence @@ src/watch.rs @@ @@ fence(Ordering::SeqCst);\n    if w.watcher.load @@ if w.watcher.load @@ loom:watch @@
+watch-sleeper-fence @@ src/watch.rs @@ @@ fence(Ordering::SeqCst);\n    let private @@ let private @@ loom:watch @@ Needed in C11 (argued in `before_sleep`): the sleeper's `parked` bit is set by `Sleepers::to_parked`'s SeqCst RMWs, and a later Relaxed load of `private` may be ordered before them without a fence; the idle sequence's re-check fences only when no searcher is left. Loom treats those SeqCst RMWs as fencing the load, so the model cannot show it.
+watch-leave-fence @@ src/watch.rs @@ @@ w.watcher.store(NOBODY, Ordering::SeqCst);\n    fence(Ordering::SeqCst);\n    if !w.any_private(Some(me)) {\n        return None; @@ w.watcher.store(NOBODY, Ordering::SeqCst);\n    if !w.any_private(Some(me)) {\n        return None; @@ loom:watch @@
+logic-watch-owner-never-wakes @@ src/watch.rs @@ @@     if w.watcher.load(Ordering::Relaxed) != NOBODY {\n        return None;\n    }\n    wake_watcher(rt, me) @@     None @@ loom:watch test:io:a_batch_whose @@
+logic-watch-leave-never-wakes @@ src/watch.rs @@ @@     if !w.any_private(Some(me)) {\n        return None;\n    }\n    wake_watcher(rt, me) @@     None @@ loom:watch @@
+logic-watch-never-claims @@ src/watch.rs @@ @@ *watching = w\n        .watcher\n        .compare_exchange(NOBODY, me, Ordering::SeqCst, Ordering::Relaxed)\n        .is_ok();\n    *watching @@ false @@ loom:watch test:io:a_batch_whose @@
+logic-watch-no-take @@ src/worker/driven.rs @@ @@ core.take_stale(shared); @@  @@ test:io:a_batch_whose @@
+logic-watch-no-tick @@ src/worker/driven.rs @@ @@ timeout = Some(timeout.map_or(tick, |t| t.min(tick))); @@ let _ = tick; @@ test:io:a_batch_whose @@
+logic-watch-stale-ignores-lifo @@ src/worker/mod.rs @@ @@ if let Some(r) = shared.workers[v].lifo.take() { @@ if let Some(r) = None::<Runnable> { @@ test:io:a_batch_whose @@ Not reachable by the suite (argued): a batch's task in the LIFO slot is the next task its owner runs (batches are dispatched between polls, and the next poll takes the slot), so a watcher finds it stale only racing that take. The slot counts as private work for the owner's check all the same: a one-task batch wakes a watcher when nobody watches, which then polls the readiness that came after the owner's turn.
 EOF
 )
 
@@ -357,6 +366,10 @@ run_check() {
                 filter=""
                 [ "$name" != "$arg" ] && filter=${arg#*:}
                 sel=(--test "$name")
+                # The I/O driver's test files need its feature.
+                case $name in
+                    io | io_emfile | signal | net_udp_unix) sel+=(--features io) ;;
+                esac
             fi
             if ! (cd "$SCRATCH" && $CARGO test -p hwsched --target-dir "$TEST_TARGET_DIR" "${sel[@]}" --no-run) >"$out" 2>&1; then
                 echo BUILD

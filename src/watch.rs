@@ -16,21 +16,23 @@
 //! task gives a userspace worker no tick, so here the idle side keeps it:
 //!
 //! - **The watcher.** At most one parked worker sleeps with a timeout of
-//!   one tick ([`tick`]) instead of until woken: the watcher. Whenever its
+//!   one tick instead of until woken: the watcher. The tick starts at twice
+//!   `migration_cost` and doubles while the watcher finds nothing to take,
+//!   up to 16 ms ([`next_tick_ns`]). Whenever its
 //!   sleep ends it looks at every worker whose bit is in the `private` set
 //!   and takes the LIFO slot's batch task and the private queue of each
 //!   whose oldest private task came more than `migration_cost` ago (the
 //!   owner stamps each batch: [`stamp`]), into its deque, with the
 //!   pusher's check, from where other idle workers steal in turn. A task is
 //!   therefore never left private for more than about `migration_cost`
-//!   plus a tick while a worker sleeps. This is the only way private work
+//!   plus a tick (at most 16 ms) while a worker sleeps. This is the only way private work
 //!   leaves its owner: an owner that pushed it to its deque itself once it
 //!   aged (a first design) spread every batch its worker was preempted
 //!   during on the 2-core machine (HTTP `-c256`, 2 workers: 0.80 of tokio,
 //!   against 1.09-1.13 without: BENCHMARKS.md).
 //! - **Claiming.** A worker about to sleep ([`before_sleep`]) claims the
-//!   role when nobody holds it and private work exists or was seen within
-//!   [`LINGER_NS`]; the watcher keeps it across its sleeps while that holds,
+//!   role when nobody holds it and private work exists or was made or seen
+//!   within [`LINGER_NS`]; the watcher keeps it across its sleeps while that holds,
 //!   and gives it up when it leaves its idle period for work
 //!   ([`leave`]) or after [`LINGER_NS`] without private work. The linger keeps
 //!   the role with one sleeping worker while a connection's batches come
@@ -84,10 +86,30 @@ const NOBODY: usize = usize::MAX;
 /// How long a watcher keeps its role after it last saw private work.
 pub const LINGER_NS: u64 = 20_000_000;
 
-/// The watcher's sleep: at most this long (twice the migration cost, so
-/// that a batch it finds fresh at one tick is stale at the next).
-pub fn tick(migration_cost_ns: u64) -> std::time::Duration {
-    std::time::Duration::from_nanos(migration_cost_ns.saturating_mul(2).max(100_000))
+/// The watcher's first tick: twice the migration cost (so that a batch it
+/// finds fresh at one tick is stale at the next), at least 100 us.
+pub fn min_tick_ns(migration_cost_ns: u64) -> u64 {
+    migration_cost_ns.saturating_mul(2).max(100_000)
+}
+
+/// The watcher's longest tick: 32 times the first (16 ms by default).
+pub fn max_tick_ns(migration_cost_ns: u64) -> u64 {
+    min_tick_ns(migration_cost_ns).saturating_mul(32)
+}
+
+/// The watcher's next tick after one that took `took` tasks (the kernel's
+/// `sd->balance_interval`): back to the first when it took some, else
+/// twice as long, up to [`max_tick_ns`]. A watcher over a quiet runtime (a
+/// request every few milliseconds, each batch one task) then wakes about
+/// 60 times a second instead of 1,000; what it bounds, how long private
+/// work can wait behind a stuck owner, becomes `migration_cost` plus up to
+/// 16 ms.
+pub fn next_tick_ns(cur_ns: u64, took: usize, migration_cost_ns: u64) -> u64 {
+    if took > 0 {
+        min_tick_ns(migration_cost_ns)
+    } else {
+        cur_ns.saturating_mul(2).min(max_tick_ns(migration_cost_ns))
+    }
 }
 
 /// The watch's shared state.
@@ -102,8 +124,13 @@ pub struct Watch {
     /// Per worker: when its private work last began (ns on the runtime's
     /// clock): the age of its oldest private task.
     since: Box<[CachePadded<AtomicU64>]>,
-    /// When a worker going to sleep last saw private work.
+    /// When private work was last made (an owner's check) or seen (a
+    /// worker going to sleep).
     seen: CachePadded<AtomicU64>,
+    /// The watcher's tick (ns; 0 until the first watcher): kept across
+    /// watchers, so that a role passed around a quiet runtime keeps its
+    /// long tick ([`next_tick_ns`]).
+    tick_ns: AtomicU64,
     all: Range<usize>,
 }
 
@@ -118,8 +145,24 @@ impl Watch {
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             seen: CachePadded::new(AtomicU64::new(0)),
+            tick_ns: AtomicU64::new(0),
             all: 0..n,
         }
+    }
+
+    /// The watcher's current tick, in ns (at least [`min_tick_ns`]).
+    pub fn tick_ns(&self, migration_cost_ns: u64) -> u64 {
+        // Relaxed: a heuristic, written by the watcher only.
+        self.tick_ns
+            .load(Ordering::Relaxed)
+            .max(min_tick_ns(migration_cost_ns))
+    }
+
+    /// The watcher's tick ended having taken `took` tasks: the next one
+    /// ([`next_tick_ns`]).
+    pub fn ticked(&self, took: usize, migration_cost_ns: u64) {
+        let next = next_tick_ns(self.tick_ns(migration_cost_ns), took, migration_cost_ns);
+        self.tick_ns.store(next, Ordering::Relaxed);
     }
 
     /// The worker holding the role, if any (a snapshot).
@@ -164,6 +207,11 @@ pub fn kept_private<T>(
     // Relaxed: a heuristic's input (a stale stamp only makes a watcher
     // take a batch a tick early or late).
     w.since[me].store(now, Ordering::Relaxed);
+    // Relaxed: a heuristic (how long the role lingers). An owner's check
+    // renews it, so that the role stays with its watcher while batches
+    // keep leaving private work, however briefly each does (one task a
+    // request, at light load).
+    w.seen.store(now, Ordering::Relaxed);
     // ORDERING: the bit, then the fence, then the role and the `parked`
     // set: store buffering 1 and 2 (module docs) against the fences of a
     // sleeper (`before_sleep`'s) and of `leave`/`give_up`.
@@ -204,7 +252,7 @@ fn wake_watcher<T>(rt: &impl Workers<T>, near: usize) -> Option<(usize, Notified
 
 /// Worker `me`, parked (its `parked` bit set and its re-check fence made),
 /// is about to sleep at `now`: returns whether it watches (sleeps at most a
-/// [`tick`], then looks for stale private queues). `watching` is its record
+/// tick, then looks for stale private queues). `watching` is its record
 /// of holding the role.
 pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool {
     // ORDERING: the `parked` bit (set before this call), the fence, then

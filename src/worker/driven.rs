@@ -60,6 +60,7 @@ impl<'a> Driven<'a> {
         let mut timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
         // The watch over private batches (watch.rs): the watcher sleeps at
         // most a tick.
+        let cost = shared.tunables.migration_cost.as_nanos() as u64;
         let watching = {
             let mut core = ctx.core.borrow_mut();
             crate::watch::before_sleep(
@@ -70,7 +71,7 @@ impl<'a> Driven<'a> {
             )
         };
         if watching {
-            let tick = crate::watch::tick(shared.tunables.migration_cost.as_nanos() as u64);
+            let tick = std::time::Duration::from_nanos(shared.watch.tick_ns(cost));
             timeout = Some(timeout.map_or(tick, |t| t.min(tick)));
         }
         ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
@@ -88,7 +89,8 @@ impl<'a> Driven<'a> {
         let mut core = ctx.core.borrow_mut();
         core.wake_mode = WakeMode::Place;
         if watching {
-            core.take_stale(shared);
+            let took = core.take_stale(shared);
+            shared.watch.ticked(took, cost);
         }
         core.end_batch(shared);
     }

@@ -303,11 +303,16 @@ fn give_up(w: &Watch, me: usize) -> bool {
 
 /// The watcher `me` leaves its idle period for work: the role goes, and
 /// if private work is about, a parked worker is claimed and notified to
-/// take it over. Returns that worker and what its notify did.
+/// take it over. Private work is another worker's, or the watcher's own
+/// private queue (`holds_queue`: the batch it woke up with, beyond the
+/// task it runs first, which would otherwise wait behind that task with
+/// nobody watching). A batch of one task (a request at light load) wakes
+/// nobody here. Returns that worker and what its notify did.
 pub fn leave<T>(
     rt: &impl Workers<T>,
     w: &Watch,
     me: usize,
+    holds_queue: bool,
     watching: &mut bool,
 ) -> Option<(usize, Notified)> {
     if !std::mem::take(watching) {
@@ -318,7 +323,7 @@ pub fn leave<T>(
     // `parked` set in `wake_watcher`.
     w.watcher.store(NOBODY, Ordering::SeqCst);
     fence(Ordering::SeqCst);
-    if !w.any_private(Some(me)) {
+    if !holds_queue && !w.any_private(Some(me)) {
         return None;
     }
     wake_watcher(rt, me)

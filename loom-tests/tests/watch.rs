@@ -104,7 +104,7 @@ fn a_watcher_leaves_while_an_owner_keeps_a_batch() {
                     // An event wakes it: it leaves the parked set by itself,
                     // leaves the role, and runs work for good.
                     let _ = rt.s.leave_parked(1);
-                    if watch::leave(&*rt, &w, 1, &mut watching1).is_some() {
+                    if watch::leave(&*rt, &w, 1, false, &mut watching1).is_some() {
                         cases.hit("the leaving watcher woke a successor");
                     }
                 })
@@ -117,6 +117,39 @@ fn a_watcher_leaves_while_an_owner_keeps_a_batch() {
                 cases.hit("the owner woke a watcher");
             }
             w1.join().unwrap();
+            w2.join().unwrap();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+/// Worker 1 holds the role, asleep in its poller, and wakes with a batch
+/// of its own: its owner's check finds itself watching (no wake), then it
+/// leaves the role to run the batch's first task, its private queue
+/// holding the rest, while worker 2 goes to sleep. If the first task runs
+/// long, nobody but a new watcher can take the rest: worker 2 must end up
+/// watching (the leaving watcher counts its own queue).
+#[test]
+#[allow(clippy::single_range_in_vec_init)]
+fn a_watcher_leaves_with_a_batch_of_its_own() {
+    let cases = Cases::new(&["saw the private bit and watched", "woken, then watching"]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let rt = Rt::new(3);
+            let w = loom::sync::Arc::new(Watch::new(3, &[0..3]));
+            rt.s.to_parked(1, false);
+            let mut watching1 = false;
+            assert!(watch::before_sleep(&w, 1, 0, &mut watching1));
+            let w2 = {
+                let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
+                thread::spawn(move || sleep_until_watching(&rt, &w, 2, &cases))
+            };
+            // Worker 1's batch: its check (it watches: no wake), then it
+            // leaves its sleep and the role, its queue not empty.
+            assert!(watch::kept_private(&*rt, &w, 1, NOW).is_none());
+            let _ = rt.s.leave_parked(1);
+            let _ = watch::leave(&*rt, &w, 1, true, &mut watching1);
             w2.join().unwrap();
         }
     });

@@ -58,7 +58,14 @@ pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64
 /// parked worker takes it over when private work is about (watch.rs).
 #[cold]
 fn leave_watch(shared: &Shared, core: &mut Core) {
-    let woke = crate::watch::leave(shared, &shared.watch, core.index, &mut core.watching);
+    let holds_queue = !core.batch_q.is_empty();
+    let woke = crate::watch::leave(
+        shared,
+        &shared.watch,
+        core.index,
+        holds_queue,
+        &mut core.watching,
+    );
     if woke.is_some() {
         WorkerCounters::bump(&shared.workers[core.index].stats.watch_wakes, 1);
     }

@@ -174,9 +174,11 @@ pub(crate) struct Core {
     /// The batches in `batch_q`, oldest first: how many tasks had been
     /// pushed into it when each ended, and when.
     batch_marks: std::collections::VecDeque<(u64, u64)>,
-    /// Tasks pushed into and popped from `batch_q` by this worker.
+    /// Tasks pushed into `batch_q`, and how many of them the last mark
+    /// covers (the tasks taken from it, by this worker or a watcher, are
+    /// `batch_pushed - batch_q.len()`).
     batch_pushed: u64,
-    batch_popped: u64,
+    batch_marked: u64,
     /// Whether the LIFO slot holds a task a batch put there.
     lifo_batch: bool,
     /// Whether this worker set its bit in the watch's `private` set since
@@ -437,7 +439,7 @@ impl Core {
             batch_q,
             batch_marks: std::collections::VecDeque::new(),
             batch_pushed: 0,
-            batch_popped: 0,
+            batch_marked: 0,
             lifo_batch: false,
             private_bit: false,
             watching: false,
@@ -638,26 +640,36 @@ impl Core {
             self.private_emptied(shared);
             return None;
         };
-        self.batch_popped += 1;
-        if self
+        self.prune_marks(shared);
+        Some(r)
+    }
+
+    /// Drops the marks of batches whose tasks have all left `batch_q`
+    /// (run here, or taken by a watcher); the next batch's time becomes
+    /// the age of the private work (watch.rs, `stamp`).
+    fn prune_marks(&mut self, shared: &Shared) {
+        let done = self.batch_pushed - self.batch_q.len() as u64;
+        let mut moved = false;
+        while self
             .batch_marks
             .front()
-            .is_some_and(|&(end, _)| end <= self.batch_popped)
+            .is_some_and(|&(end, _)| end <= done)
         {
-            // The oldest batch is done: the next one's time is the age.
             self.batch_marks.pop_front();
+            moved = true;
+        }
+        if moved {
             if let Some(&(_, t)) = self.batch_marks.front() {
                 crate::watch::stamp(&shared.watch, self.index, t);
             }
         }
-        Some(r)
     }
 
     /// The private batch queue was found empty, and the LIFO slot holds no
     /// task of a batch (watch.rs, `emptied`).
     pub(crate) fn private_emptied(&mut self, shared: &Shared) {
         self.batch_marks.clear();
-        self.batch_popped = self.batch_pushed;
+        self.batch_marked = self.batch_pushed;
         if std::mem::take(&mut self.private_bit) {
             crate::watch::emptied(&shared.watch, self.index);
         }
@@ -715,14 +727,17 @@ impl Core {
         }
         self.batch = 0;
         let st = &shared.workers[self.index].stats;
-        let queued = self.batch_marks.back().map_or(self.batch_popped, |m| m.0);
-        let fresh = self.batch_pushed > queued;
+        let fresh = self.batch_pushed > self.batch_marked;
+        if fresh {
+            self.prune_marks(shared);
+        }
         let private = fresh || (self.lifo_batch && !shared.workers[self.index].lifo.is_empty());
         if private {
             let now = shared.now_ns();
             let first = self.batch_marks.is_empty();
             if fresh {
                 self.batch_marks.push_back((self.batch_pushed, now));
+                self.batch_marked = self.batch_pushed;
             }
             if self.private_bit {
                 if first && fresh {

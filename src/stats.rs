@@ -132,9 +132,9 @@ counters! {
         /// Tasks a watcher took from other workers' private batch queues
         /// that had waited longer than `migration_cost` (watch.rs).
         batch_rescued,
-        /// Parked workers woken to become the watcher over private batch
-        /// queues (by an owner whose queue filled while nobody watched, or
-        /// by a watcher leaving with private work about).
+        /// Parked workers woken to watch over private batch queues (by an
+        /// owner whose queue filled while nobody watched, or by the last
+        /// watcher leaving with private work about).
         watch_wakes,
         /// Timers that fired on this worker.
         timers_fired,

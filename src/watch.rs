@@ -15,9 +15,9 @@
 //! CPUs (the nohz idle balancer, kicked from the busy CPU's tick). A stuck
 //! task gives a userspace worker no tick, so here the idle side keeps it:
 //!
-//! - **The watcher.** At most one parked worker sleeps with a timeout of
-//!   one tick instead of until woken: the watcher. The tick starts at twice
-//!   `migration_cost` and doubles while the watcher finds nothing to take,
+//! - **The watchers.** A parked worker may sleep with a timeout of one
+//!   tick instead of until woken: it watches. The tick starts at twice
+//!   `migration_cost` and doubles while a watcher finds nothing to take,
 //!   up to 16 ms ([`next_tick_ns`]). Whenever its
 //!   sleep ends it looks at every worker whose bit is in the `private` set
 //!   and takes the LIFO slot's batch task and the private queue of each
@@ -30,19 +30,32 @@
 //!   aged (a first design) spread every batch its worker was preempted
 //!   during on the 2-core machine (HTTP `-c256`, 2 workers: 0.80 of tokio,
 //!   against 1.09-1.13 without: BENCHMARKS.md).
-//! - **Claiming.** A worker about to sleep ([`before_sleep`]) claims the
-//!   role when nobody holds it and private work exists or was made or seen
-//!   within [`LINGER_NS`]; the watcher keeps it across its sleeps while that holds,
-//!   and gives it up when it leaves its idle period for work
-//!   ([`leave`]) or after [`LINGER_NS`] without private work. The linger keeps
-//!   the role with one sleeping worker while a connection's batches come
-//!   and go, so that owners almost never need to wake one.
+//! - **Claiming.** Every worker about to sleep ([`before_sleep`]) watches
+//!   while private work exists or was made or seen within [`LINGER_NS`];
+//!   it keeps watching across its sleeps while that holds, and stops when
+//!   it leaves its idle period for work ([`leave`]) or after [`LINGER_NS`]
+//!   without private work. The watchers are counted (`watchers`), not
+//!   named: while I/O is active every parked worker watches, so that an
+//!   owner, or a watcher leaving with a batch of its own, needs to wake
+//!   somebody only when the count is zero. (A first design had one
+//!   watcher: each watcher that woke with a batch then had to wake a
+//!   successor, a futex wake and two context switches per batch, which
+//!   cost 2-worker HTTP `-c256` a quarter of its throughput:
+//!   BENCHMARKS.md.) The cost is a tick per parked worker, at most 60
+//!   wakes a second each once the tick has backed off, and only within
+//!   [`LINGER_NS`] of private work.
 //! - **The owner's check.** An owner whose private work goes from none
-//!   to some sets its bit, then (after a fence) looks at the role; if
-//!   nobody holds it, it claims a parked worker ([`Sleepers::wake_in`])
-//!   and notifies it: that worker finds nothing to steal, parks again and
-//!   claims the role. A watcher leaving with private work about does the
-//!   same for its successor.
+//!   to some sets its bit, then (after a fence) reads the count; if it is
+//!   zero, it claims a parked worker ([`Sleepers::wake_in`]), marks it
+//!   *called* and notifies it: that worker finds nothing to steal, parks
+//!   again and, called, watches. A called worker that finds other work
+//!   instead leaves as a watcher does (below), so that its call is passed
+//!   on rather than lost.
+//! - **Leaving.** A watcher (or called worker) leaving its idle period for
+//!   work takes itself off the count, fences, and, if the count is then
+//!   zero while private work is about (another worker's bit, or its own
+//!   private queue: the batch it woke with, beyond the task it runs
+//!   first), wakes a parked worker to watch in its place.
 //!
 //! # The store buffering
 //!
@@ -52,18 +65,27 @@
 //! 1. The owner's bit (`private`) against a worker going to sleep: the
 //!    sleeper set its `parked` bit (`Sleepers::to_parked`) and fenced
 //!    before it reads `private`; the owner sets `private`, fences, and
-//!    reads the role, then the `parked` set. Either the sleeper sees the
-//!    bit and claims the role, or the owner sees no watcher and the
-//!    sleeper's `parked` bit, and wakes it.
-//! 2. The owner's bit against the watcher giving up the role: the watcher
-//!    stores "nobody", fences, and reads `private` (and wakes a successor,
-//!    or claims the role again, when it finds a bit); the owner sets its
-//!    bit, fences and reads the role. Either the watcher sees the bit or
-//!    the owner sees nobody watching.
+//!    reads the count, then the `parked` set. Either the sleeper sees the
+//!    bit and watches, or the owner sees no watcher and the sleeper's
+//!    `parked` bit, and wakes it.
+//! 2. The owner's bit against the last watcher leaving: the watcher
+//!    decrements the count, fences, and reads it and `private` (and wakes
+//!    a successor, or watches again when giving up, when it finds a bit);
+//!    the owner sets its bit, fences and reads the count. Either the
+//!    watcher sees the bit or the owner sees the count at zero. Of two
+//!    watchers leaving at once, the one whose decrement comes second in
+//!    the count's modification order reads zero after its fence.
 //!
 //! A claim itself needs no fence before the sleep: an owner that reads the
-//! role before the claim lands sees nobody and wakes a parked worker (at
-//! worst, the new watcher: a spurious wake).
+//! count before the claim lands sees zero and wakes a parked worker (at
+//! worst, a spurious wake).
+//!
+//! One window stays open: a worker claimed by an owner's check that wakes
+//! on its own (an event in its poller) between the claim and the call
+//! mark, and leaves for work before the mark lands, does not pass the call
+//! on; the private work then waits until that worker or another goes idle
+//! (the review of the single-watcher design found the same gap for every
+//! claimed worker that found work; now it is the width of a store).
 //!
 //! The loom models `loom-tests/tests/watch.rs` drive these functions.
 
@@ -78,10 +100,7 @@ use crossbeam_utils::CachePadded;
 use crate::handoff::Workers;
 use crate::idle::WorkerSet;
 use crate::park::Notified;
-use crate::sync::{fence, AtomicU64, AtomicUsize, Ordering};
-
-/// The role is free.
-const NOBODY: usize = usize::MAX;
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// How long a watcher keeps its role after it last saw private work.
 pub const LINGER_NS: u64 = 20_000_000;
@@ -115,8 +134,12 @@ pub fn next_tick_ns(cur_ns: u64, took: usize, migration_cost_ns: u64) -> u64 {
 /// The watch's shared state.
 #[derive(Debug)]
 pub struct Watch {
-    /// The worker that holds the role, or [`NOBODY`].
-    watcher: CachePadded<AtomicUsize>,
+    /// How many workers watch (sleep at most a tick while private work
+    /// may exist).
+    watchers: CachePadded<AtomicUsize>,
+    /// Per worker: claimed by an owner's check (or a leaving watcher) to
+    /// watch ([`wake_watcher`]); cleared when it watches or leaves.
+    called: Box<[CachePadded<AtomicBool>]>,
     /// Workers whose private batch queue may hold tasks (set by the owner
     /// when its queue goes non-empty, cleared by it when it finds the
     /// queue empty).
@@ -139,7 +162,10 @@ impl Watch {
     /// (the LLCs, as for the other sets).
     pub fn new(n: usize, groups: &[Range<usize>]) -> Self {
         Watch {
-            watcher: CachePadded::new(AtomicUsize::new(NOBODY)),
+            watchers: CachePadded::new(AtomicUsize::new(0)),
+            called: (0..n)
+                .map(|_| CachePadded::new(AtomicBool::new(false)))
+                .collect(),
             private: WorkerSet::new(n, groups),
             since: (0..n)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
@@ -165,14 +191,29 @@ impl Watch {
         self.tick_ns.store(next, Ordering::Relaxed);
     }
 
-    /// The worker holding the role, if any (a snapshot).
+    /// How many workers watch (a snapshot).
     // Used by the loom models (loom-tests/).
     #[cfg_attr(not(loom), allow(dead_code))]
-    pub fn watcher(&self) -> Option<usize> {
-        match self.watcher.load(Ordering::Relaxed) {
-            NOBODY => None,
-            w => Some(w),
+    pub fn watchers(&self) -> usize {
+        self.watchers.load(Ordering::Relaxed)
+    }
+
+    /// Whether worker `me` was called to watch and has not yet watched or
+    /// left (its own flag: `Relaxed`, set before the notify that woke it).
+    #[inline]
+    pub fn called(&self, me: usize) -> bool {
+        self.called[me].load(Ordering::Relaxed)
+    }
+
+    /// Clears worker `me`'s call; returns whether it was called.
+    fn take_call(&self, me: usize) -> bool {
+        // Relaxed: the flag is set before the notify that wakes `me`
+        // (whose release/acquire orders it); cleared by `me` only.
+        let called = self.called(me);
+        if called {
+            self.called[me].store(false, Ordering::Relaxed);
         }
+        called
     }
 
     /// Whether a worker other than `skip` may hold private work.
@@ -196,8 +237,8 @@ impl Watch {
 
 /// The owner `me`'s batch left tasks private (its LIFO slot, its private
 /// queue) at `now`, where it held none: the owner's check. Its stamp and
-/// bit, then, if nobody watches, a parked worker claimed and notified, to
-/// become the watcher. Returns that worker and what its notify did.
+/// bit, then, if nobody watches, a parked worker claimed, called and
+/// notified, to watch. Returns that worker and what its notify did.
 pub fn kept_private<T>(
     rt: &impl Workers<T>,
     w: &Watch,
@@ -212,15 +253,15 @@ pub fn kept_private<T>(
     // keep leaving private work, however briefly each does (one task a
     // request, at light load).
     w.seen.store(now, Ordering::Relaxed);
-    // ORDERING: the bit, then the fence, then the role and the `parked`
+    // ORDERING: the bit, then the fence, then the count and the `parked`
     // set: store buffering 1 and 2 (module docs) against the fences of a
     // sleeper (`before_sleep`'s) and of `leave`/`give_up`.
     w.private.insert_rmw(me, Ordering::SeqCst);
     fence(Ordering::SeqCst);
-    if w.watcher.load(Ordering::Relaxed) != NOBODY {
+    if w.watchers.load(Ordering::Relaxed) > 0 {
         return None;
     }
-    wake_watcher(rt, me)
+    wake_watcher(rt, w, me)
 }
 
 /// The owner `me`'s oldest private task is now one of the batch that came
@@ -237,24 +278,27 @@ pub fn emptied(w: &Watch, me: usize) {
     w.private.remove(me, Ordering::Relaxed);
 }
 
-/// Claims a parked worker (after the caller's fence) and notifies it: it
-/// searches, finds nothing it may take, and claims the role when it parks
-/// again.
-fn wake_watcher<T>(rt: &impl Workers<T>, near: usize) -> Option<(usize, Notified)> {
+/// Claims a parked worker (after the caller's fence), calls it and notifies
+/// it: it searches, finds nothing it may take, and watches when it parks
+/// again (or, finding work, passes the call on: [`leave`]).
+fn wake_watcher<T>(rt: &impl Workers<T>, w: &Watch, near: usize) -> Option<(usize, Notified)> {
     let all = rt.wake_spans(near).last()?.clone();
     let v = rt.sleepers().wake_in(&all, near, || {
         // The claim was undone: pushers may have skipped their wake while
         // it counted a searcher, so their check runs again.
         crate::handoff::notify_parked(rt, near);
     })?;
+    // Relaxed: the notify's release publishes it to `v`'s wake-up.
+    w.called[v].store(true, Ordering::Relaxed);
     Some((v, rt.mailbox(v).parker.notify()))
 }
 
 /// Worker `me`, parked (its `parked` bit set and its re-check fence made),
 /// is about to sleep at `now`: returns whether it watches (sleeps at most a
 /// tick, then looks for stale private queues). `watching` is its record
-/// of holding the role.
+/// of being counted a watcher.
 pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool {
+    let called = w.take_call(me);
     // ORDERING: the `parked` bit (set before this call), the fence, then
     // `private`: store buffering 1 (module docs), with `kept_private`'s
     // fence. (The idle sequence's re-check fences only when no searcher is
@@ -262,52 +306,50 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
     fence(Ordering::SeqCst);
     let private = w.any_private(Some(me));
     if private {
-        // Relaxed: a heuristic (how long the role lingers).
+        // Relaxed: a heuristic (how long watchers linger).
         w.seen.store(now, Ordering::Relaxed);
     }
     let recent = private || now.saturating_sub(w.seen.load(Ordering::Relaxed)) < LINGER_NS;
     if *watching {
-        if recent {
+        if recent || called {
             return true;
         }
         *watching = give_up(w, me);
         return *watching;
     }
-    if !recent || w.watcher.load(Ordering::Relaxed) != NOBODY {
+    if !recent && !called {
         return false;
     }
-    // ORDERING: SeqCst, but the role needs no fence after it: an owner
+    // ORDERING: SeqCst, but the count needs no fence after it: an owner
     // that reads it before it lands wakes a parked worker (module docs).
-    *watching = w
-        .watcher
-        .compare_exchange(NOBODY, me, Ordering::SeqCst, Ordering::Relaxed)
-        .is_ok();
-    *watching
+    w.watchers.fetch_add(1, Ordering::SeqCst);
+    *watching = true;
+    true
 }
 
-/// The watcher `me` gives the role up after [`LINGER_NS`] without private
-/// work: unless, after the fence, it finds a bit set (it claims the role
-/// again). Returns whether it still watches.
+/// The watcher `me` stops watching after [`LINGER_NS`] without private
+/// work: unless, after the fence, it finds the count at zero and a bit set
+/// (it watches again). Returns whether it still watches.
 fn give_up(w: &Watch, me: usize) -> bool {
-    // ORDERING: store, fence, load: store buffering 2 (module docs), with
-    // `kept_private`'s fence.
-    w.watcher.store(NOBODY, Ordering::SeqCst);
+    // ORDERING: decrement, fence, loads: store buffering 2 (module docs),
+    // with `kept_private`'s fence.
+    w.watchers.fetch_sub(1, Ordering::SeqCst);
     fence(Ordering::SeqCst);
-    if !w.any_private(Some(me)) {
+    if w.watchers.load(Ordering::Relaxed) > 0 || !w.any_private(Some(me)) {
         return false;
     }
-    w.watcher
-        .compare_exchange(NOBODY, me, Ordering::SeqCst, Ordering::Relaxed)
-        .is_ok()
+    w.watchers.fetch_add(1, Ordering::SeqCst);
+    true
 }
 
-/// The watcher `me` leaves its idle period for work: the role goes, and
-/// if private work is about, a parked worker is claimed and notified to
-/// take it over. Private work is another worker's, or the watcher's own
-/// private queue (`holds_queue`: the batch it woke up with, beyond the
-/// task it runs first, which would otherwise wait behind that task with
-/// nobody watching). A batch of one task (a request at light load) wakes
-/// nobody here. Returns that worker and what its notify did.
+/// Worker `me`, a watcher or called to watch, leaves its idle period for
+/// work: it is no longer counted, and if then nobody watches while private
+/// work is about, a parked worker is claimed and called to watch in its
+/// place. Private work is another worker's, or its own private queue
+/// (`holds_queue`: the batch it woke up with, beyond the task it runs
+/// first, which would otherwise wait behind that task with nobody
+/// watching). A batch of one task (a request at light load) wakes nobody
+/// here. Returns that worker and what its notify did.
 pub fn leave<T>(
     rt: &impl Workers<T>,
     w: &Watch,
@@ -315,16 +357,23 @@ pub fn leave<T>(
     holds_queue: bool,
     watching: &mut bool,
 ) -> Option<(usize, Notified)> {
-    if !std::mem::take(watching) {
+    let called = w.take_call(me);
+    let counted = std::mem::take(watching);
+    if !counted && !called {
         return None;
     }
-    // ORDERING: store, fence, load: store buffering 2 (module docs), with
-    // `kept_private`'s fence; the fence also orders the load of the
+    // ORDERING: decrement, fence, loads: store buffering 2 (module docs),
+    // with `kept_private`'s fence; the fence also orders the load of the
     // `parked` set in `wake_watcher`.
-    w.watcher.store(NOBODY, Ordering::SeqCst);
+    if counted {
+        w.watchers.fetch_sub(1, Ordering::SeqCst);
+    }
     fence(Ordering::SeqCst);
+    if w.watchers.load(Ordering::Relaxed) > 0 {
+        return None;
+    }
     if !holds_queue && !w.any_private(Some(me)) {
         return None;
     }
-    wake_watcher(rt, me)
+    wake_watcher(rt, w, me)
 }

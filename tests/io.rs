@@ -522,9 +522,13 @@ fn an_always_ready_socket_lets_a_ticking_task_run() {
 
 #[test]
 fn creating_a_socket_outside_any_runtime_is_an_error_that_says_so() {
-    let r = futures_lite::future::block_on(TcpListener::bind("127.0.0.1:0"));
-    let e = r.expect_err("no runtime");
-    assert!(e.to_string().contains("no hwsched runtime"), "{e}");
+    // Inside `with_timeout`: a socket made and closed here must not be
+    // seen by the tests that count descriptors.
+    with_timeout(60, "socket_outside_runtime", || {
+        let r = futures_lite::future::block_on(TcpListener::bind("127.0.0.1:0"));
+        let e = r.expect_err("no runtime");
+        assert!(e.to_string().contains("no hwsched runtime"), "{e}");
+    });
 }
 
 #[test]
@@ -570,34 +574,34 @@ fn panic_message(f: impl FnOnce()) -> String {
 /// that it is not already due then.)
 #[test]
 fn a_timer_uses_the_driver_of_its_threads_runtime() {
-    let refused = || futures_lite::future::block_on(hwsched::time::sleep(Duration::from_secs(60)));
-    let m = panic_message(refused);
-    assert!(m.contains("outside any hwsched runtime"), "{m}");
-    let off = Runtime::builder()
-        .worker_threads(1)
-        .enable_io(false)
-        .build()
-        .unwrap();
-    let m = panic_message(|| off.block_on(hwsched::time::sleep(Duration::from_secs(60))));
-    assert!(m.contains("cannot keep timers"), "{m}");
-    let m = off
-        .block_on(off.spawn_blocking(move || panic_message(refused)))
-        .unwrap();
-    assert!(m.contains("cannot keep timers"), "{m}");
+    // Whole, inside `with_timeout`: its runtimes open and close the
+    // driver's descriptors, which the tests that count them must not see.
+    with_timeout(60, "timers_outside_runtime", || {
+        let refused =
+            || futures_lite::future::block_on(hwsched::time::sleep(Duration::from_secs(60)));
+        let m = panic_message(refused);
+        assert!(m.contains("outside any hwsched runtime"), "{m}");
+        let off = Runtime::builder()
+            .worker_threads(1)
+            .enable_io(false)
+            .build()
+            .unwrap();
+        let m = panic_message(|| off.block_on(hwsched::time::sleep(Duration::from_secs(60))));
+        assert!(m.contains("cannot keep timers"), "{m}");
+        let m = off
+            .block_on(off.spawn_blocking(move || panic_message(refused)))
+            .unwrap();
+        assert!(m.contains("cannot keep timers"), "{m}");
 
-    let rt = rt_io(None, Some(2), IoPollers::One);
-    let h = rt.handle();
-    with_timeout(
-        60,
-        "timers on a worker, in block_on, on a blocking thread",
-        move || {
-            let sleep = || hwsched::time::sleep(Duration::from_millis(1));
-            h.block_on(sleep());
-            h.block_on(h.spawn(sleep())).unwrap();
-            h.block_on(h.spawn_blocking(move || futures_lite::future::block_on(sleep())))
-                .unwrap();
-        },
-    );
+        // Timers on a worker, in block_on, on a blocking thread.
+        let rt = rt_io(None, Some(2), IoPollers::One);
+        let h = rt.handle();
+        let sleep = || hwsched::time::sleep(Duration::from_millis(1));
+        h.block_on(sleep());
+        h.block_on(h.spawn(sleep())).unwrap();
+        h.block_on(h.spawn_blocking(move || futures_lite::future::block_on(sleep())))
+            .unwrap();
+    });
 }
 
 /// Work conservation with the driver's batches: readiness for several

@@ -54,17 +54,18 @@
 //! to search only if nobody searches (tokio's `should_notify_others`). The
 //! private queue is work conservation's one other exception beside the LIFO
 //! slot, and a bounded one: the watch over private batches (`src/watch.rs`,
-//! the kernel's tick-driven idle balance in userspace) lets one sleeping
-//! worker, the watcher, sleep at most a tick (2 x `migration_cost`) and
-//! then take the batches, LIFO slot and private queue, of other workers
-//! whose oldest private task waited longer than `migration_cost` (the
-//! kernel's cache-hot window, 500 us); a batch that leaves tasks while
-//! nobody watches wakes a parked worker to watch, and a watcher that leaves
-//! for work hands the role on when private work is about. Going back to
+//! the kernel's tick-driven idle balance in userspace) lets every worker
+//! that sleeps while I/O is active watch: sleep at most a tick (from 2 x
+//! `migration_cost`, backing off to 16 ms) and then take the batches, LIFO
+//! slot and private queue, of other workers whose oldest private task
+//! waited longer than `migration_cost` (the kernel's cache-hot window,
+//! 500 us). The watchers are counted: a batch that leaves tasks while
+//! nobody watches wakes a parked worker to watch, and the last watcher to
+//! leave for work calls another when private work is about. Going back to
 //! sleep, a watcher also takes a poller nobody holds, so readiness that
 //! came after the owner's turn is polled too. `Stats` counts batches,
 //! their tasks, the wakes after them, the tasks a watcher took, and the
-//! watcher wakes.
+//! workers woken to watch.
 
 //! # Busy workers
 //!

@@ -35,7 +35,7 @@ pub(super) fn enter_idle(shared: &Shared, core: &mut Core) {
 /// keep the prediction above the park cost forever once parking starts.
 pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>, slept: bool) {
     core.running = true;
-    if core.watching {
+    if core.watching || shared.watch.called(core.index) {
         leave_watch(shared, core);
     }
     shared.idle.idle.remove(core.index, Ordering::Relaxed);
@@ -54,8 +54,9 @@ pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64
     core.publish_load(shared, false);
 }
 
-/// The watcher leaves its idle period for work: the role goes, and a
-/// parked worker takes it over when private work is about (watch.rs).
+/// A watcher (or a worker called to watch) leaves its idle period for
+/// work: it is no longer counted, and a parked worker is called in its
+/// place when nobody watches while private work is about (watch.rs).
 #[cold]
 fn leave_watch(shared: &Shared, core: &mut Core) {
     let holds_queue = !core.batch_q.is_empty();

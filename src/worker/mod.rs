@@ -184,7 +184,7 @@ pub(crate) struct Core {
     /// Whether this worker set its bit in the watch's `private` set since
     /// it last cleared it.
     private_bit: bool,
-    /// Whether this worker holds the watcher's role (watch.rs).
+    /// Whether this worker is counted a watcher (watch.rs).
     pub(crate) watching: bool,
     /// The idle period suspended while this worker sleeps in its poller
     /// (or parks its thread, with the I/O driver on).

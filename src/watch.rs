@@ -298,6 +298,10 @@ fn wake_watcher<T>(rt: &impl Workers<T>, w: &Watch, near: usize) -> Option<(usiz
 /// tick, then looks for stale private queues). `watching` is its record
 /// of being counted a watcher.
 pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool {
+    if w.all.len() == 1 {
+        // Alone, a worker has nobody's private work to watch.
+        return false;
+    }
     let called = w.take_call(me);
     // ORDERING: the `parked` bit (set before this call), the fence, then
     // `private`: store buffering 1 (module docs), with `kept_private`'s

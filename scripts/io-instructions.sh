@@ -5,7 +5,7 @@
 # server starts with instrumentation off, wrk warms it up, instrumentation
 # is switched on for a fixed wrk run, then off; Ir / requests.
 #
-#   scripts/io-instructions.sh [WORKERS] [SECS] [CONNS]
+#   [KINDS="hwsched tokio"] scripts/io-instructions.sh [WORKERS] [SECS] [CONNS]
 #
 # Needs valgrind and wrk. Builds the bench first.
 set -euo pipefail
@@ -17,7 +17,7 @@ cargo bench --features hyper --bench io --no-run 2>/dev/null
 bin=$(ls -t target/release/deps/io-* | grep -v '\.d$' | head -1)
 dir=$(mktemp -d)
 printf '%-16s %10s %14s %12s\n' server requests Ir Ir/request
-for kind in hwsched tokio async-executor; do
+for kind in ${KINDS:-hwsched tokio async-executor}; do
     out="$dir/$kind.out"
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/$kind.cg" \
         "$bin" --serve "$kind" --only http --workers "$workers" >"$out" 2>"$dir/$kind.err" &

@@ -217,7 +217,8 @@ watch-leave-fence @@ src/watch.rs @@ @@     }\n    fence(Ordering::SeqCst);\n   
 logic-watch-owner-never-wakes @@ src/watch.rs @@ @@     if w.watchers.load(Ordering::Relaxed) > 0 {\n        return None;\n    }\n    wake_watcher(rt, w, me) @@     None @@ loom:watch test:io:a_batch_whose @@
 logic-watch-leave-never-wakes @@ src/watch.rs @@ @@     if !holds_queue && !w.any_private(Some(me)) {\n        return None;\n    }\n    wake_watcher(rt, w, me) @@     None @@ loom:watch @@
 logic-watch-leave-ignores-own-queue @@ src/watch.rs @@ @@ if !holds_queue && !w.any_private(Some(me)) { @@ if !w.any_private(Some(me)) { @@ loom:watch @@
-logic-watch-call-not-passed @@ src/watch.rs @@ @@     if !counted && !called {\n        return None; @@     if !counted {\n        return None; @@ loom:watch @@
+logic-watch-call-not-passed @@ src/watch.rs @@ @@ let owes_check = counted || called || (claimed && w.any_private(Some(me))); @@ let owes_check = counted || (claimed && w.any_private(Some(me))); @@ loom:watch @@
+logic-watch-claim-ignored @@ src/watch.rs @@ @@ let owes_check = counted || called || (claimed && w.any_private(Some(me))); @@ let owes_check = counted || called; @@ loom:watch @@
 logic-watch-never-claims @@ src/watch.rs @@ @@     w.watchers.fetch_add(1, Ordering::SeqCst);\n    *watching = true;\n    true @@     false @@ loom:watch test:io:a_batch_whose @@
 logic-watch-no-take @@ src/worker/driven.rs @@ @@ let took = core.take_stale(shared); @@ let took = 0; @@ test:io:a_batch_whose @@
 logic-watch-no-tick @@ src/worker/driven.rs @@ @@ timeout = Some(timeout.map_or(tick, |t| t.min(tick))); @@ let _ = tick; @@ test:io:a_batch_whose @@

@@ -128,6 +128,9 @@ pub trait IdleWorker<T> {
     /// A pass starts, after a walk that found nothing: the worker marks
     /// itself idle again (a placement may have claimed its bit).
     fn begin_pass(&mut self) {}
+    /// A waker claimed this worker while it was parked (its
+    /// `Sleepers::leave_parked` said so).
+    fn claimed(&mut self) {}
     /// The period ends with work: `idle_since` is when the first walk
     /// failed, `slept` whether the worker slept in the period.
     fn exit_idle(&mut self, idle_since: Option<u64>, slept: bool) {
@@ -357,7 +360,11 @@ fn after_wait<T>(
     let me = w.index();
     if pass.announced {
         // Awake again; searching if a waker claimed us.
-        *w.parts().1 = rt.sleepers().leave_parked(me);
+        let claimed = rt.sleepers().leave_parked(me);
+        *w.parts().1 = claimed;
+        if claimed {
+            w.claimed();
+        }
     }
     match res {
         Wait::Work { item, slept } => {

@@ -41,9 +41,9 @@
 //!   watcher: each watcher that woke with a batch then had to wake a
 //!   successor, a futex wake and two context switches per batch, which
 //!   cost 2-worker HTTP `-c256` a quarter of its throughput:
-//!   BENCHMARKS.md.) The cost is a tick per parked worker, at most 60
-//!   wakes a second each once the tick has backed off, and only within
-//!   [`LINGER_NS`] of private work.
+//!   BENCHMARKS.md.) The cost is a tick per parked worker, about 60
+//!   wakes a second each (62.5 at the 16 ms cap) once the tick has backed
+//!   off, and only within [`LINGER_NS`] of private work.
 //! - **The owner's check.** An owner whose private work goes from none
 //!   to some sets its bit, then (after a fence) reads the count; if it is
 //!   zero, it claims a parked worker ([`Sleepers::wake_in`]), marks it
@@ -51,7 +51,7 @@
 //!   again and, called, watches. A called worker that finds other work
 //!   instead leaves as a watcher does (below), so that its call is passed
 //!   on rather than lost.
-//! - **Leaving.** A watcher (or called worker) leaving its idle period for
+//! - **Leaving.** A watcher (or called or claimed worker) leaving its idle period for
 //!   work takes itself off the count, fences, and, if the count is then
 //!   zero while private work is about (another worker's bit, or its own
 //!   private queue: the batch it woke with, beyond the task it runs
@@ -80,12 +80,10 @@
 //! count before the claim lands sees zero and wakes a parked worker (at
 //! worst, a spurious wake).
 //!
-//! One window stays open: a worker claimed by an owner's check that wakes
-//! on its own (an event in its poller) between the claim and the call
-//! mark, and leaves for work before the mark lands, does not pass the call
-//! on; the private work then waits until that worker or another goes idle
-//! (the review of the single-watcher design found the same gap for every
-//! claimed worker that found work; now it is the width of a store).
+//! The call mark lands after the claim: a claimed worker that left its
+//! sleep on its own (an event in its poller, a re-check's find) may leave
+//! for work before it lands. Every claimed worker that sees private work
+//! when it leaves therefore checks as a called one does ([`leave`]).
 //!
 //! The loom models `loom-tests/tests/watch.rs` drive these functions.
 
@@ -102,7 +100,8 @@ use crate::idle::WorkerSet;
 use crate::park::Notified;
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-/// How long a watcher keeps its role after it last saw private work.
+/// How long a worker keeps watching after private work was last made or
+/// seen.
 pub const LINGER_NS: u64 = 20_000_000;
 
 /// The watcher's first tick: twice the migration cost (so that a batch it
@@ -150,9 +149,9 @@ pub struct Watch {
     /// When private work was last made (an owner's check) or seen (a
     /// worker going to sleep).
     seen: CachePadded<AtomicU64>,
-    /// The watcher's tick (ns; 0 until the first watcher): kept across
-    /// watchers, so that a role passed around a quiet runtime keeps its
-    /// long tick ([`next_tick_ns`]).
+    /// The watchers' tick (ns; 0 until the first watcher): shared by them
+    /// and kept across their sleeps, so that a quiet runtime keeps the long
+    /// tick however its watchers come and go ([`next_tick_ns`]).
     tick_ns: AtomicU64,
     all: Range<usize>,
 }
@@ -178,7 +177,10 @@ impl Watch {
 
     /// The watcher's current tick, in ns (at least [`min_tick_ns`]).
     pub fn tick_ns(&self, migration_cost_ns: u64) -> u64 {
-        // Relaxed: a heuristic, written by the watcher only.
+        // Relaxed: a heuristic. Every watcher writes it after its tick
+        // (`ticked`): an update lost to another's only shifts when the
+        // next tick ends, and N watchers taking nothing back it off N
+        // times as fast.
         self.tick_ns
             .load(Ordering::Relaxed)
             .max(min_tick_ns(migration_cost_ns))
@@ -248,10 +250,14 @@ pub fn kept_private<T>(
     // Relaxed: a heuristic's input (a stale stamp only makes a watcher
     // take a batch a tick early or late).
     w.since[me].store(now, Ordering::Relaxed);
-    // Relaxed: a heuristic (how long the role lingers). An owner's check
-    // renews it, so that the role stays with its watcher while batches
-    // keep leaving private work, however briefly each does (one task a
-    // request, at light load).
+    if w.all.len() == 1 {
+        // Alone, nobody can watch (`before_sleep`): no bit, no fence.
+        return None;
+    }
+    // Relaxed: a heuristic (how long watchers linger). An owner's check
+    // renews it, so that workers keep watching while batches keep leaving
+    // private work, however briefly each does (one task a request, at
+    // light load).
     w.seen.store(now, Ordering::Relaxed);
     // ORDERING: the bit, then the fence, then the count and the `parked`
     // set: store buffering 1 and 2 (module docs) against the fences of a
@@ -346,24 +352,35 @@ fn give_up(w: &Watch, me: usize) -> bool {
     true
 }
 
-/// Worker `me`, a watcher or called to watch, leaves its idle period for
-/// work: it is no longer counted, and if then nobody watches while private
-/// work is about, a parked worker is claimed and called to watch in its
-/// place. Private work is another worker's, or its own private queue
-/// (`holds_queue`: the batch it woke up with, beyond the task it runs
-/// first, which would otherwise wait behind that task with nobody
-/// watching). A batch of one task (a request at light load) wakes nobody
-/// here. Returns that worker and what its notify did.
+/// Worker `me`, a watcher, called to watch, or claimed by a waker in this
+/// idle period (`claimed`), leaves its idle period for work: it is no
+/// longer counted, and if then nobody watches while private work is about,
+/// a parked worker is claimed and called to watch in its place. Private
+/// work is another worker's, or its own batch (`holds_queue`: the batch it
+/// woke up with, beyond the task it runs first, which would otherwise wait
+/// behind that task with nobody watching). A batch of one task run first
+/// (a request at light load) wakes nobody here. Returns that worker and
+/// what its notify did.
+///
+/// A claimed worker cannot tell an owner's call from a pusher's wake: the
+/// owner marks the call after its claim, and a worker that left its sleep
+/// on its own (an event in its poller, a re-check's find) may leave for
+/// work before the mark lands. So a claimed worker that sees private work
+/// checks as a called one does. The claim orders the owner's bit before
+/// this look: the owner set it before its claim, whose clear this
+/// worker's `Sleepers::leave_parked` read with acquire.
 pub fn leave<T>(
     rt: &impl Workers<T>,
     w: &Watch,
     me: usize,
     holds_queue: bool,
+    claimed: bool,
     watching: &mut bool,
 ) -> Option<(usize, Notified)> {
     let called = w.take_call(me);
     let counted = std::mem::take(watching);
-    if !counted && !called {
+    let owes_check = counted || called || (claimed && w.any_private(Some(me)));
+    if !owes_check {
         return None;
     }
     // ORDERING: decrement, fence, loads: store buffering 2 (module docs),

@@ -104,7 +104,7 @@ fn a_watcher_leaves_while_an_owner_keeps_a_batch() {
                     // An event wakes it: it leaves the parked set by itself,
                     // leaves the role, and runs work for good.
                     let _ = rt.s.leave_parked(1);
-                    if watch::leave(&*rt, &w, 1, false, &mut watching1).is_some() {
+                    if watch::leave(&*rt, &w, 1, false, false, &mut watching1).is_some() {
                         cases.hit("the leaving watcher woke a successor");
                     }
                 })
@@ -149,7 +149,7 @@ fn a_watcher_leaves_with_a_batch_of_its_own() {
             // leaves its sleep and the role, its queue not empty.
             assert!(watch::kept_private(&*rt, &w, 1, NOW).is_none());
             let _ = rt.s.leave_parked(1);
-            let _ = watch::leave(&*rt, &w, 1, true, &mut watching1);
+            let _ = watch::leave(&*rt, &w, 1, true, false, &mut watching1);
             w2.join().unwrap();
         }
     });
@@ -185,7 +185,7 @@ fn a_called_worker_that_finds_work_passes_the_call_on() {
                     rt.mailboxes[1].parker.park();
                     // Called, or the model's closing wake: it finds work
                     // and leaves its idle period.
-                    if watch::leave(&*rt, &w, 1, false, &mut watching1).is_some() {
+                    if watch::leave(&*rt, &w, 1, false, false, &mut watching1).is_some() {
                         cases.hit("the called worker passed the call on");
                     }
                 })
@@ -200,6 +200,51 @@ fn a_called_worker_that_finds_work_passes_the_call_on() {
             // is woken to finish).
             let _ = rt.mailboxes[1].parker.notify();
             w1.join().unwrap();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+/// As `a_called_worker_that_finds_work_passes_the_call_on`, but worker 1
+/// leaves its sleep on its own (an event in its poller) instead of waiting
+/// for a notify: the owner's claim may come before it leaves the parked set
+/// and its call mark after it has left for work. Claimed (its
+/// `leave_parked` says so), it must check as a called worker does, so that
+/// worker 2 ends up watching.
+#[test]
+#[allow(clippy::single_range_in_vec_init)]
+fn a_claimed_worker_that_woke_on_its_own_passes_the_call_on() {
+    let cases = Cases::new(&[
+        "saw the private bit and watched",
+        "woken, then watching",
+        "the claimed worker passed the call on",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let rt = Rt::new(3);
+            let w = loom::sync::Arc::new(Watch::new(3, &[0..3]));
+            rt.s.to_parked(1, false);
+            let mut watching1 = false;
+            assert!(!watch::before_sleep(&w, 1, NOW, &mut watching1));
+            let w1 = {
+                let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
+                thread::spawn(move || {
+                    // An event wakes it: it leaves the parked set by itself
+                    // (or finds it was claimed), finds work and leaves.
+                    let claimed = rt.s.leave_parked(1);
+                    if watch::leave(&*rt, &w, 1, false, claimed, &mut watching1).is_some() {
+                        cases.hit("the claimed worker passed the call on");
+                    }
+                })
+            };
+            let w2 = {
+                let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
+                thread::spawn(move || sleep_until_watching(&rt, &w, 2, &cases))
+            };
+            let _ = watch::kept_private(&*rt, &w, 0, NOW);
+            w1.join().unwrap();
+            w2.join().unwrap();
         }
     });
     cases.assert_all_reached();

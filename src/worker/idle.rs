@@ -35,8 +35,14 @@ pub(super) fn enter_idle(shared: &Shared, core: &mut Core) {
 /// keep the prediction above the park cost forever once parking starts.
 pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>, slept: bool) {
     core.running = true;
-    if core.watching || shared.watch.called(core.index) {
-        leave_watch(shared, core);
+    // A claimed worker looks at `private` (a Relaxed scan; empty in a
+    // program without I/O) before the out-of-line check (watch.rs, `leave`).
+    let claimed = std::mem::take(&mut core.claimed);
+    if core.watching
+        || shared.watch.called(core.index)
+        || (claimed && shared.watch.any_private(Some(core.index)))
+    {
+        leave_watch(shared, core, claimed);
     }
     shared.idle.idle.remove(core.index, Ordering::Relaxed);
     if let Some(t0) = idle_since {
@@ -54,17 +60,21 @@ pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64
     core.publish_load(shared, false);
 }
 
-/// A watcher (or a worker called to watch) leaves its idle period for
-/// work: it is no longer counted, and a parked worker is called in its
-/// place when nobody watches while private work is about (watch.rs).
+/// A watcher (or a worker called to watch, or claimed by a waker) leaves
+/// its idle period for work: it is no longer counted, and a parked worker
+/// is called in its place when nobody watches while private work is about
+/// (watch.rs). Its own batch counts: the private queue, or a batch task in
+/// its LIFO slot (the work it leaves for may be an inbox task, run first).
 #[cold]
-fn leave_watch(shared: &Shared, core: &mut Core) {
-    let holds_queue = !core.batch_q.is_empty();
+fn leave_watch(shared: &Shared, core: &mut Core, claimed: bool) {
+    let holds_queue = !core.batch_q.is_empty()
+        || (core.lifo_batch && !shared.workers[core.index].lifo.is_empty());
     let woke = crate::watch::leave(
         shared,
         &shared.watch,
         core.index,
         holds_queue,
+        claimed,
         &mut core.watching,
     );
     if woke.is_some() {
@@ -243,6 +253,10 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
             .idle
             .idle
             .insert(self.core.index, Ordering::Relaxed);
+    }
+
+    fn claimed(&mut self) {
+        self.core.claimed = true;
     }
 
     fn exit_idle(&mut self, idle_since: Option<u64>, slept: bool) {

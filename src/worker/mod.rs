@@ -186,6 +186,9 @@ pub(crate) struct Core {
     private_bit: bool,
     /// Whether this worker is counted a watcher (watch.rs).
     pub(crate) watching: bool,
+    /// Whether a waker claimed this worker in its current idle period
+    /// (watch.rs, `leave`).
+    pub(crate) claimed: bool,
     /// The idle period suspended while this worker sleeps in its poller
     /// (or parks its thread, with the I/O driver on).
     pub(crate) suspended: Option<SuspendedIdle>,
@@ -443,6 +446,7 @@ impl Core {
             lifo_batch: false,
             private_bit: false,
             watching: false,
+            claimed: false,
             suspended: None,
         }
     }

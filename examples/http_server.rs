@@ -3,7 +3,7 @@
 //! with the `hyper` feature: no adapter between them).
 //!
 //! ```text
-//! cargo run --release --features hyper --example http_server -- [--addr 127.0.0.1:8080] [--secs N] [--workers N] [--stats]
+//! cargo run --release --features hyper --example http_server -- [--addr 127.0.0.1:8080] [--secs N] [--workers N] [--topology SYNTHETIC] [--stats]
 //! curl http://127.0.0.1:8080/
 //! wrk -t1 -c64 -d5s http://127.0.0.1:8080/
 //! ```
@@ -34,6 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut secs: Option<u64> = None;
     let mut workers: Option<usize> = None;
     let mut print_stats = false;
+    let mut topology: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -41,6 +42,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--addr" => addr = val()?.parse()?,
             "--secs" => secs = Some(val()?.parse()?),
             "--workers" => workers = Some(val()?.parse()?),
+            // An hwloc synthetic topology (e.g. "pack:2 l3:2 core:4"): a
+            // larger machine's workers on this one, unpinned.
+            "--topology" => topology = Some(val()?),
             // The runtime's whole Stats table at the end.
             "--stats" => print_stats = true,
             other => return Err(format!("unknown argument {other:?}").into()),
@@ -49,6 +53,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut b = hwsched::Runtime::builder();
     if let Some(n) = workers {
         b = b.worker_threads(n);
+    }
+    if let Some(t) = topology {
+        b = b.topology(hwsched::TopologySource::Synthetic(t));
     }
     let rt = b.build()?;
     let served = rt.block_on(async move {

@@ -136,6 +136,9 @@ counters! {
         /// owner whose queue filled while nobody watched, or by the last
         /// watcher leaving with private work about).
         watch_wakes,
+        /// Sleeps this worker made as a watcher (each at most a tick; the
+        /// watch's cost in wake-ups, watch.rs).
+        watch_sleeps,
         /// Timers that fired on this worker.
         timers_fired,
         /// Tasks whose cooperative budget ran out and that yielded (their
@@ -513,7 +516,7 @@ impl fmt::Display for Stats {
                 f,
                 "I/O driver: {} poller(s), {} sockets registered ({} moved), {} readiness events in {} turns \
                  ({} with wakes, {} tasks per such batch, {} searcher wakes after batches, {} tasks \
-                 taken by a watcher, {} watcher wakes), {} \
+                 taken by a watcher, {} watcher wakes, {} watcher sleeps), {} \
                  waker writes, {} timers fired, {} cooperative yields",
                 self.io_pollers,
                 self.io_registered,
@@ -525,6 +528,7 @@ impl fmt::Display for Stats {
                 t.batch_wakes,
                 t.batch_rescued,
                 t.watch_wakes,
+                t.watch_sleeps,
                 self.io_waker_writes,
                 t.timers_fired,
                 t.coop_yields,

@@ -30,20 +30,23 @@
 //!   aged (a first design) spread every batch its worker was preempted
 //!   during on the 2-core machine (HTTP `-c256`, 2 workers: 0.80 of tokio,
 //!   against 1.09-1.13 without: BENCHMARKS.md).
-//! - **Claiming.** Every worker about to sleep ([`before_sleep`]) watches
-//!   while private work exists or was made or seen within [`LINGER_NS`];
-//!   it keeps watching across its sleeps while that holds, and stops when
-//!   it leaves its idle period for work ([`leave`]) or after [`LINGER_NS`]
-//!   without private work. The watchers are counted (`watchers`), not
-//!   named: while I/O is active every parked worker watches, so that an
-//!   owner, or a watcher leaving with a batch of its own, needs to wake
-//!   somebody only when the count is zero. (A first design had one
-//!   watcher: each watcher that woke with a batch then had to wake a
-//!   successor, a futex wake and two context switches per batch, which
-//!   cost 2-worker HTTP `-c256` a quarter of its throughput:
-//!   BENCHMARKS.md.) The cost is a tick per parked worker, about 60
-//!   wakes a second each (62.5 at the 16 ms cap) once the tick has backed
-//!   off, and only within [`LINGER_NS`] of private work.
+//! - **Claiming.** A worker about to sleep ([`before_sleep`]) watches
+//!   while private work exists or was made or seen within [`LINGER_NS`],
+//!   unless [`MAX_WATCHERS`] (two) already do; it keeps watching across
+//!   its sleeps while that holds, and stops when it leaves its idle period
+//!   for work ([`leave`]) or after [`LINGER_NS`] without private work. The
+//!   watchers are counted (`watchers`), not named: while I/O is active two
+//!   parked workers watch, so that an owner, or a watcher leaving with a
+//!   batch of its own, needs to wake somebody only when the count is zero.
+//!   (A first design had one watcher: each watcher that woke with a batch
+//!   then had to wake a successor, a futex wake and two context switches
+//!   per batch, which cost 2-worker HTTP `-c256` a quarter of its
+//!   throughput: BENCHMARKS.md. A second let every parked worker watch,
+//!   which costs a tick per parked worker: on a large machine serving
+//!   little, hundreds of wakes a second for nothing.) The cost is a tick
+//!   per watcher, about 60 wakes a second each (62.5 at the 16 ms cap)
+//!   once the tick has backed off, and only within [`LINGER_NS`] of
+//!   private work.
 //! - **The owner's check.** An owner whose private work goes from none
 //!   to some sets its bit, then (after a fence) reads the count; if it is
 //!   zero, it claims a parked worker ([`Sleepers::wake_in`]), marks it
@@ -76,6 +79,15 @@
 //!    watchers leaving at once, the one whose decrement comes second in
 //!    the count's modification order reads zero after its fence.
 //!
+//! 3. A worker going to sleep that finds [`MAX_WATCHERS`] watching (it
+//!    does not watch) against the last of them leaving: the sleeper set
+//!    its `parked` bit, fenced, and read the count; the leaver decrements,
+//!    fences, and reads the count, `private` and the `parked` set (in
+//!    [`Sleepers::wake_in`]). Either the sleeper read the count after the
+//!    decrement (and found room, or another watcher), or the leaver sees
+//!    its `parked` bit and calls it (or another parked worker) when
+//!    private work is about.
+//!
 //! A claim itself needs no fence before the sleep: an owner that reads the
 //! count before the claim lands sees zero and wakes a parked worker (at
 //! worst, a spurious wake).
@@ -99,6 +111,9 @@ use crate::handoff::Workers;
 use crate::idle::WorkerSet;
 use crate::park::Notified;
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+/// At most this many workers watch at once (module docs, "Claiming").
+pub const MAX_WATCHERS: usize = 2;
 
 /// How long a worker keeps watching after private work was last made or
 /// seen.
@@ -330,9 +345,24 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
     if !recent && !called {
         return false;
     }
-    // ORDERING: SeqCst, but the count needs no fence after it: an owner
-    // that reads it before it lands wakes a parked worker (module docs).
-    w.watchers.fetch_add(1, Ordering::SeqCst);
+    // Read after the fence above: a full count read here is store
+    // buffering 3 (module docs), against the last watcher's leave.
+    let mut c = w.watchers.load(Ordering::Relaxed);
+    loop {
+        if c >= MAX_WATCHERS {
+            return false;
+        }
+        // ORDERING: SeqCst, but the count needs no fence after it: an
+        // owner that reads it before it lands wakes a parked worker
+        // (module docs).
+        match w
+            .watchers
+            .compare_exchange_weak(c, c + 1, Ordering::SeqCst, Ordering::Relaxed)
+        {
+            Ok(_) => break,
+            Err(now) => c = now,
+        }
+    }
     *watching = true;
     true
 }

@@ -249,3 +249,55 @@ fn a_claimed_worker_that_woke_on_its_own_passes_the_call_on() {
     });
     cases.assert_all_reached();
 }
+
+/// Workers 1 and 2 watch ([`watch::MAX_WATCHERS`] of them) while worker 3
+/// goes to sleep (it finds the count full and does not watch) and worker
+/// 0's batch leaves tasks in its private queue (it sees watchers and wakes
+/// nobody); then both watchers leave for work. Store buffering 3 of
+/// `src/watch.rs`: either worker 3 reads the count after a decrement and
+/// watches, or the last watcher to leave sees its `parked` bit and calls
+/// it; worker 3 must end up watching.
+#[test]
+#[allow(clippy::single_range_in_vec_init)]
+fn a_sleeper_that_finds_the_watchers_full_is_called_when_they_leave() {
+    assert_eq!(watch::MAX_WATCHERS, 2, "the model sets up two watchers");
+    let cases = Cases::new(&[
+        "saw the private bit and watched",
+        "woken, then watching",
+        "the last watcher called a successor",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let rt = Rt::new(4);
+            let w = loom::sync::Arc::new(Watch::new(4, &[0..4]));
+            // Workers 1 and 2 asleep and watching (within the linger of
+            // earlier private work: their time is 0, when it was seen).
+            let mut leavers = Vec::new();
+            for v in [1, 2] {
+                rt.s.to_parked(v, false);
+                let mut watching = false;
+                assert!(watch::before_sleep(&w, v, 0, &mut watching));
+                let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
+                leavers.push(thread::spawn(move || {
+                    // An event wakes it: it leaves the parked set, the
+                    // count, and runs work for good.
+                    let claimed = rt.s.leave_parked(v);
+                    if watch::leave(&*rt, &w, v, false, claimed, &mut watching).is_some() {
+                        cases.hit("the last watcher called a successor");
+                    }
+                }));
+            }
+            let w3 = {
+                let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
+                thread::spawn(move || sleep_until_watching(&rt, &w, 3, &cases))
+            };
+            let _ = watch::kept_private(&*rt, &w, 0, NOW);
+            for t in leavers {
+                t.join().unwrap();
+            }
+            w3.join().unwrap();
+        }
+    });
+    cases.assert_all_reached();
+}

@@ -54,8 +54,8 @@
 //! to search only if nobody searches (tokio's `should_notify_others`). The
 //! private queue is work conservation's one other exception beside the LIFO
 //! slot, and a bounded one: the watch over private batches (`src/watch.rs`,
-//! the kernel's tick-driven idle balance in userspace) lets every worker
-//! that sleeps while I/O is active watch: sleep at most a tick (from 2 x
+//! the kernel's tick-driven idle balance in userspace) lets up to two
+//! workers that sleep while I/O is active watch: sleep at most a tick (from 2 x
 //! `migration_cost`, backing off to 16 ms) and then take the batches, LIFO
 //! slot and private queue, of other workers whose oldest private task
 //! waited longer than `migration_cost` (the kernel's cache-hot window,

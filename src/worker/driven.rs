@@ -71,6 +71,7 @@ impl<'a> Driven<'a> {
             )
         };
         if watching {
+            WorkerCounters::bump(&shared.workers[self.index].stats.watch_sleeps, 1);
             let tick = std::time::Duration::from_nanos(shared.watch.tick_ns(cost));
             timeout = Some(timeout.map_or(tick, |t| t.min(tick)));
         }

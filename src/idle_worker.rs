@@ -254,6 +254,10 @@ pub fn idle<T>(
                 // set already (`Core::wake_self_in_driver`).
                 s.pass.announced = false;
                 *w.parts().1 = searching;
+                if searching {
+                    // It left the parked set claimed by a waker.
+                    w.claimed();
+                }
             }
             let mut period = s.period;
             if let Some(out) = after_wait(rt, w, &mut period, s.pass, res) {

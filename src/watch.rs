@@ -54,15 +54,17 @@
 //!   again and, called, watches. A called worker that finds other work
 //!   instead leaves as a watcher does (below), so that its call is passed
 //!   on rather than lost.
-//! - **Leaving.** A watcher (or called or claimed worker) leaving its idle period for
-//!   work takes itself off the count, fences, and, if the count is then
-//!   zero while private work is about (another worker's bit, or its own
-//!   private queue: the batch it woke with, beyond the task it runs
-//!   first), wakes a parked worker to watch in its place.
+//! - **Leaving.** A watcher leaving its idle period for work takes itself
+//!   off the count (a called or claimed worker, never counted, does not),
+//!   fences, and, if the count is then zero while private work is about
+//!   (another worker's bit, or its own batch: the one it woke with, beyond
+//!   the task it runs first), wakes a parked worker to watch in its
+//!   place. A watcher giving up after [`LINGER_NS`] does the same check and
+//!   watches again itself when it finds a bit.
 //!
 //! # The store buffering
 //!
-//! Two pairs, each a store, a `fence(SeqCst)`, then a load of the other's
+//! Three pairs, each a store, a `fence(SeqCst)`, then a load of the other's
 //! location, so that at least one side sees the other:
 //!
 //! 1. The owner's bit (`private`) against a worker going to sleep: the
@@ -152,7 +154,8 @@ pub struct Watch {
     /// may exist).
     watchers: CachePadded<AtomicUsize>,
     /// Per worker: claimed by an owner's check (or a leaving watcher) to
-    /// watch ([`wake_watcher`]); cleared when it watches or leaves.
+    /// watch ([`wake_watcher`]); cleared at its next `before_sleep`
+    /// (whether it then watches or finds the count full) or when it leaves.
     called: Box<[CachePadded<AtomicBool>]>,
     /// Workers whose private batch queue may hold tasks (set by the owner
     /// when its queue goes non-empty, cleared by it when it finds the
@@ -345,8 +348,15 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
     if !recent && !called {
         return false;
     }
-    // Read after the fence above: a full count read here is store
+    // After the fence above: a full count read in `claim` is store
     // buffering 3 (module docs), against the last watcher's leave.
+    *watching = claim(w);
+    *watching
+}
+
+/// Counts the caller a watcher unless [`MAX_WATCHERS`] already are;
+/// returns whether it did. Called after a `fence(SeqCst)`.
+fn claim(w: &Watch) -> bool {
     let mut c = w.watchers.load(Ordering::Relaxed);
     loop {
         if c >= MAX_WATCHERS {
@@ -359,12 +369,10 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
             .watchers
             .compare_exchange_weak(c, c + 1, Ordering::SeqCst, Ordering::Relaxed)
         {
-            Ok(_) => break,
+            Ok(_) => return true,
             Err(now) => c = now,
         }
     }
-    *watching = true;
-    true
 }
 
 /// The watcher `me` stops watching after [`LINGER_NS`] without private
@@ -378,8 +386,8 @@ fn give_up(w: &Watch, me: usize) -> bool {
     if w.watchers.load(Ordering::Relaxed) > 0 || !w.any_private(Some(me)) {
         return false;
     }
-    w.watchers.fetch_add(1, Ordering::SeqCst);
-    true
+    // Capped: a sleeper may have claimed since the load.
+    claim(w)
 }
 
 /// Worker `me`, a watcher, called to watch, or claimed by a waker in this

@@ -41,6 +41,11 @@ fn sleep_until_watching(rt: &Rt, w: &Watch, me: usize, cases: &Cases) {
             assert!(w.watchers() >= 1, "the watcher is counted");
             return;
         }
+        if w.watchers() >= watch::MAX_WATCHERS {
+            // (A snapshot after the fact: the count was full when it
+            // looked, or filled since.)
+            cases.hit("found the watchers full and slept");
+        }
         rt.mailboxes[me].parker.park();
         woken = true;
         searching = true;
@@ -265,6 +270,7 @@ fn a_sleeper_that_finds_the_watchers_full_is_called_when_they_leave() {
         "saw the private bit and watched",
         "woken, then watching",
         "the last watcher called a successor",
+        "found the watchers full and slept",
     ]);
     model({
         let cases = cases.clone();

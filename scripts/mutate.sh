@@ -62,7 +62,6 @@ task-abort-fence @@ src/task.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
 task-abort-slot-acquire @@ src/task.rs @@ @@ self.slot.load(Ordering::Acquire) @@ self.slot.load(Ordering::Relaxed) @@ Needed in C11 (the abort's lock of the shard must come after register's unlock, which the Release/Acquire on the slot orders); loom cannot show it: its mutex order is the execution order, so a key read from the slot always finds its entry.
 task-publish-slot-release @@ src/task.rs @@ @@ self.slot.store(key.pack(), Ordering::Release) @@ self.slot.store(key.pack(), Ordering::Relaxed) @@ The other half of task-abort-slot-acquire: not checkable in loom for the same reason.
 task-publish-fence @@ src/task.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
-task-recheck-fence @@ src/task.rs @@ 3 @@ fence(Ordering::SeqCst); @@  @@
 task-no-recheck @@ src/task.rs @@ @@ if unsafe { this.meta.as_ref() }.recheck_aborted() { @@ if false { @@
 shared-bury-fence @@ src/shared.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
 shared-close-fence @@ src/shared.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@

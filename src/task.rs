@@ -43,17 +43,29 @@
 //! least one wake happens (two are harmless: async-task queues a task once).
 //!
 //! An abort can also come while the task is queued by another wake, after
-//! the worker read the flag: the abort's wake then does nothing (the task
+//! the worker read the flag: the abort's wake then queues nothing (the task
 //! is queued already), and the poll may return `Pending` again. So every
-//! later `Pending` re-checks the flag after a `fence(SeqCst)`
-//! ([`TaskMeta::recheck_aborted`]) and wakes the task if it is set: either
-//! that load sees the flag, or the abort's fence comes after it, and the
-//! abort's wake then finds the task running (async-task marked it so before
-//! the poll) and reschedules it. A task aborted while queued may thus be
-//! polled once more, never left waiting.
-//! The pair was `SeqCst` stores and loads before; fences say the same in
-//! C11, and they are what loom checks exactly (loom 0.7 treats `SeqCst`
-//! accesses as `AcqRel` and reported a false lost abort with them).
+//! later `Pending` re-checks the flag ([`TaskMeta::recheck_aborted`], a
+//! plain load) and wakes the task if it is set. No fence is needed: the
+//! re-check relies on what every waker promises, that the poll a wake
+//! leads to sees what the waker wrote before it woke (how a channel's
+//! receiver sees the message). async-task keeps that promise with its
+//! state word: a wake of a queued task still writes it (an `AcqRel`
+//! compare-exchange of the state with itself, "publishing our current view
+//! of the memory"), and the run that starts the poll swaps `SCHEDULED` for
+//! `RUNNING` with an `AcqRel` compare-exchange. Both are read-modify-writes
+//! of one word, so one comes first: if the abort's wake does, the run
+//! acquires it and the re-check sees the flag; if the run does, the wake
+//! finds the task running, and async-task queues it again after the poll
+//! (where the worker's check sees the flag through the queue). A task
+//! aborted while queued may thus be polled once more, never left waiting.
+//! (The re-check had a `fence(SeqCst)` of its own, pairing with the
+//! abort's, before: a full barrier per `Pending` that the state word's
+//! order makes redundant.)
+//! The pair of fences that remains (abort and `publish_slot`) was `SeqCst`
+//! stores and loads before; fences say the same in C11, and they are what
+//! loom checks exactly (loom 0.7 treats `SeqCst` accesses as `AcqRel` and
+//! reported a false lost abort with them).
 //! Shutdown closes the registry under each shard's lock
 //! ([`Registry::close_and_wake_all`]): a registration either comes first,
 //! and is woken by the close, or finds the shard closed and wakes itself.
@@ -105,6 +117,16 @@ pub struct TaskMeta {
     /// The task's registry slot, packed ([`SlotKey::pack`]); `NO_SLOT` until
     /// its first `Pending`.
     pub(crate) slot: AtomicU64,
+    /// loom only: async-task's state word as loom sees it. Its
+    /// read-modify-writes are `std` atomics, invisible to loom, so the
+    /// order they give an abort's wake and the next poll (module docs,
+    /// "Abort") is modelled here: an `AcqRel` RMW just before the abort's
+    /// wake, and one at the start of every poll, just after async-task's
+    /// run. It may order a wake that came after the run's RMW before the
+    /// poll (an edge async-task does not give); that wake finds the task
+    /// running and requeues it either way.
+    #[cfg(loom)]
+    state_order: crate::sync::AtomicUsize,
 }
 
 const NO_SLOT: u64 = u64::MAX;
@@ -116,6 +138,8 @@ impl TaskMeta {
             recent_used: std::sync::atomic::AtomicUsize::new(NO_WORKER),
             aborted: AtomicBool::new(false),
             slot: AtomicU64::new(NO_SLOT),
+            #[cfg(loom)]
+            state_order: crate::sync::AtomicUsize::new(0),
         }
     }
 
@@ -139,6 +163,11 @@ impl TaskMeta {
         // loom-tests/README.md.)
         let slot = self.slot.load(Ordering::Acquire);
         if slot != NO_SLOT {
+            // The wake is a read-modify-write of async-task's state word
+            // (`AcqRel`): if it comes before the run of the task's next
+            // poll, that poll's re-check sees the flag (module docs).
+            #[cfg(loom)]
+            self.state_order.fetch_add(1, Ordering::AcqRel);
             registry.wake(SlotKey::unpack(slot));
         }
     }
@@ -164,16 +193,22 @@ impl TaskMeta {
     /// registers, [`publish_slot`](Self::publish_slot)): whether the task
     /// was aborted and so must wake itself. The worker read the flag before
     /// it polled, and an abort since then may have found the task still
-    /// queued, where its wake does nothing (async-task queues a task once):
-    /// without this check the task would wait on, aborted.
+    /// queued, where its wake queues nothing (async-task queues a task
+    /// once): without this check the task would wait on, aborted.
     fn recheck_aborted(&self) -> bool {
-        // SeqCst fence: pairs with the one in `abort` (store-buffering):
-        // either this load sees the flag, or the abort's fence comes after
-        // ours, and so its slot load (the slot was published before our
-        // fence) and its wake come after async-task marked this poll
-        // running: that wake reschedules the task.
-        fence(Ordering::SeqCst);
+        // Relaxed: the abort's wake is ordered before this poll by
+        // async-task's state word when it found the task queued (its
+        // `AcqRel` compare-exchange, then the run's), so this load sees
+        // the flag; a wake that came after the run requeues the task
+        // (module docs, "Abort").
         self.aborted.load(Ordering::Relaxed)
+    }
+
+    /// loom only: the run's read-modify-write of async-task's state word
+    /// that starts a poll (`state_order`).
+    #[cfg(loom)]
+    fn model_run(&self) {
+        self.state_order.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Whether the task was aborted: a worker drops an aborted task instead
@@ -571,6 +606,9 @@ impl<F: Future> Future for TaskFuture<F> {
         // `Drop`); the other fields are not pinned and are only read or set.
         let this = unsafe { self.get_unchecked_mut() };
         assert!(!this.done, "TaskFuture polled after completion");
+        // SAFETY: the metadata lives in this task's allocation.
+        #[cfg(loom)]
+        unsafe { this.meta.as_ref() }.model_run();
         let res = catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: see above; `inner` is pinned in place and not dropped
             // (done is false).

@@ -16,7 +16,11 @@
 //!
 //! async-task's own state machine uses `std` atomics, which loom does not
 //! see: each of its steps is one indivisible step here. The protocol under
-//! test (the flag, the slot, the registry's shard locks) is loom's.
+//! test (the flag, the slot, the registry's shard locks) is loom's. The one
+//! order the protocol takes from async-task, that of an abort's wake and
+//! the run starting the task's next poll on its state word (`src/task.rs`,
+//! "Abort"), is loom's too: `TaskMeta::state_order`, updated under
+//! `cfg(loom)` by the abort just before its wake and by every poll.
 //!
 //! Checked in every interleaving: once the threads are done and the
 //! worker has run everything queued, the `JoinHandle` resolves

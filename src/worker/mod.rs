@@ -492,6 +492,7 @@ impl Core {
     }
 
     /// The next task from this worker's own sources.
+    #[inline]
     fn next_local(&mut self, shared: &Shared) -> Option<Runnable> {
         self.tick = self.tick.wrapping_add(1);
         let me = &shared.workers[self.index];

@@ -47,17 +47,19 @@
 //! is queued already), and the poll may return `Pending` again. So every
 //! later `Pending` re-checks the flag ([`TaskMeta::recheck_aborted`], a
 //! plain load) and wakes the task if it is set. No fence is needed: the
-//! re-check relies on what every waker promises, that the poll a wake
-//! leads to sees what the waker wrote before it woke (how a channel's
-//! receiver sees the message). async-task keeps that promise with its
-//! state word: a wake of a queued task still writes it (an `AcqRel`
+//! re-check relies on the poll that a wake leads to seeing what the waker
+//! wrote before it woke (how a channel's receiver sees the message).
+//! std's `Waker` docs promise only that a poll follows; the ordering is
+//! async-task's (pinned at `=4.7.1`: re-check this on any upgrade), with
+//! its state word: a wake of a queued task still writes it (an `AcqRel`
 //! compare-exchange of the state with itself, "publishing our current view
 //! of the memory"), and the run that starts the poll swaps `SCHEDULED` for
 //! `RUNNING` with an `AcqRel` compare-exchange. Both are read-modify-writes
 //! of one word, so one comes first: if the abort's wake does, the run
 //! acquires it and the re-check sees the flag; if the run does, the wake
-//! finds the task running, and async-task queues it again after the poll
-//! (where the worker's check sees the flag through the queue). A task
+//! finds the task running (async-task queues it again after the poll),
+//! idle again (the wake queues it) or completed (nothing to abort), and a
+//! queued task's flag reaches the worker's check through the queue. A task
 //! aborted while queued may thus be polled once more, never left waiting.
 //! (The re-check had a `fence(SeqCst)` of its own, pairing with the
 //! abort's, before: a full barrier per `Pending` that the state word's
@@ -124,7 +126,7 @@ pub struct TaskMeta {
     /// wake, and one at the start of every poll, just after async-task's
     /// run. It may order a wake that came after the run's RMW before the
     /// poll (an edge async-task does not give); that wake finds the task
-    /// running and requeues it either way.
+    /// running or idle and queues it again either way.
     #[cfg(loom)]
     state_order: crate::sync::AtomicUsize,
 }

@@ -26,7 +26,9 @@ hackbench (perf bench sched messaging, pipe mode) with tasks for processes.
   -f, --fds N             senders and receivers per group (20)
   -l, --loops N           messages each sender writes to each receiver (100)
   -s, --datasize N        bytes per message (100)
-      --runtime R         hwsched | tokio | async-executor (hwsched)
+      --runtime R         hwsched | tokio | async-executor | tokio-ct
+                          (tokio's current-thread runtime on one thread;
+                          --workers does not apply) (hwsched)
       --workers N         worker threads (default: one per allowed CPU, or
                           every PU of --topology)
       --topology S        hwloc synthetic topology for hwsched, e.g.
@@ -122,9 +124,10 @@ fn parse(argv: impl Iterator<Item = String>) -> Args {
                     "hwsched" => rt::Kind::Hwsched,
                     "tokio" => rt::Kind::Tokio,
                     "async-executor" | "async_executor" => rt::Kind::AsyncExecutor,
+                    "tokio-ct" | "tokio_ct" => rt::Kind::TokioCurrentThread,
                     _ => fail(format!(
-                        "invalid value {v:?} for --runtime: expected hwsched, tokio or \
-                         async-executor"
+                        "invalid value {v:?} for --runtime: expected hwsched, tokio, \
+                         async-executor or tokio-ct"
                     )),
                 }
             }
@@ -218,10 +221,18 @@ fn main() {
                 );
             }
             let n = args.workers.unwrap_or_else(rt::default_workers);
-            if other == rt::Kind::Tokio {
-                rt::tokio(n)
-            } else {
-                rt::async_executor(n)
+            match other {
+                rt::Kind::Tokio => rt::tokio(n),
+                rt::Kind::TokioCurrentThread => {
+                    if args.workers.is_some() {
+                        eprintln!("hackbench: --workers does not apply to tokio-ct; ignored");
+                    }
+                    match rt::tokio_current_thread() {
+                        Ok(r) => r,
+                        Err(e) => fail(format!("cannot build the tokio-ct runtime: {e}")),
+                    }
+                }
+                _ => rt::async_executor(n),
             }
         }
     };

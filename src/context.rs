@@ -36,6 +36,27 @@ pub(crate) struct Here {
 
 thread_local! {
     static CURRENT: Cell<*const Here> = const { Cell::new(ptr::null()) };
+    /// Set by [`yield_now`](crate::yield_now) before its self-wake, taken
+    /// by the schedule of that wake ([`take_yield`]).
+    static YIELDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the self-wake that follows as a yield. async-task runs the
+/// schedule of a wake made while its task is being polled after the poll
+/// returns, on this thread; the schedule takes the mark there. A mark that
+/// nobody takes (the wake went elsewhere: the task was cancelled, or the
+/// worker's core was borrowed) makes the next self-wake on this thread
+/// count as a yield, which costs that wake one admission of the inbox.
+#[inline]
+pub(crate) fn mark_yield() {
+    YIELDING.with(|y| y.set(true));
+}
+
+/// Whether the self-wake being scheduled on this thread comes from
+/// [`yield_now`](crate::yield_now); clears the mark.
+#[inline]
+pub(crate) fn take_yield() -> bool {
+    YIELDING.with(|y| y.replace(false))
 }
 
 /// The worker's context on this thread, as a pointer (null when this

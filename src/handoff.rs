@@ -202,9 +202,9 @@ pub fn found_work<T>(
 }
 
 /// The owner `me`'s clear of its `queued` bit when it goes idle with its
-/// deque empty (only the owner pushes onto it; `local` is that deque, where
-/// an inbox batch lands; `queued_bit` the owner's record of its bit, which
-/// [`after_push`] reads): returns a task if the inbox got one meanwhile.
+/// deque empty (only the owner pushes onto it; `queued_bit` is the owner's
+/// record of its bit, which [`after_push`] reads): returns a task if the
+/// inbox got one meanwhile.
 /// The idle sequence ([`idle_worker`](crate::idle_worker)) and the loom
 /// model `queued.rs` call this.
 ///
@@ -224,17 +224,12 @@ pub fn found_work<T>(
 /// fence): with `Release` on the deliverers' RMWs and `Acquire` here the
 /// models pass. Kept `AcqRel`: the same `lock and`/`lock or` on x86.
 #[inline]
-pub fn clear_queued<T>(
-    rt: &impl Workers<T>,
-    me: usize,
-    local: &Local<T>,
-    queued_bit: &mut bool,
-) -> Option<T> {
+pub fn clear_queued<T>(rt: &impl Workers<T>, me: usize, queued_bit: &mut bool) -> Option<T> {
     // The owner's record goes with the bit: kept set, the next push would
     // skip setting the bit, and a re-check would not see that push.
     *queued_bit = false;
     if rt.sleepers().queued.remove(me, Ordering::AcqRel) {
-        return rt.mailbox(me).take(local);
+        return rt.mailbox(me).take();
     }
     None
 }

@@ -98,7 +98,7 @@ pub enum Event {
 pub trait IdleWorker<T> {
     /// Its index.
     fn index(&self) -> usize;
-    /// Its deque (where an inbox batch lands), its `searching` record and
+    /// Its deque, its `searching` record and
     /// the record of its `queued` bit.
     fn parts(&mut self) -> (&Local<T>, &mut bool, &mut bool);
     /// The walk: work stolen from another worker, from `kicked_by` first
@@ -192,8 +192,8 @@ pub struct Suspended {
 /// period ([`handoff::clear_queued`]), counted.
 fn clear_queued<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T> {
     let me = w.index();
-    let (local, _, queued_bit) = w.parts();
-    let t = handoff::clear_queued(rt, me, local, queued_bit)?;
+    let (_, _, queued_bit) = w.parts();
+    let t = handoff::clear_queued(rt, me, queued_bit)?;
     w.count(Event::InboxPull);
     Some(t)
 }

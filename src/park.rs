@@ -138,11 +138,12 @@ use crate::sync::{spin_loop, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 const NOTIFIED: usize = 1;
 const PARKED: usize = 2;
 
-/// Most items one inbox pull moves into the local queue. A burst of
-/// external spawns into a busy worker is drained this many at a time; tokio
-/// takes up to half its local queue (128) from its global queue the same
-/// way.
-pub const INBOX_BATCH: usize = 128;
+/// Most items a yield moves from the inbox into the local queue, ahead of
+/// the yielding task ([`Mailbox::admit`]). A worker busy with tasks that
+/// yield to each other would otherwise admit external work one task per
+/// `INBOX_CHECK_INTERVAL` polls; tokio's `yield_now` defers the yielder
+/// behind its whole global queue the same way.
+pub const ADMIT_BATCH: usize = 128;
 
 /// Sentinel for "no worker" in [`Mailbox`]'s kick note (the policy's).
 pub use crate::wake::NO_WORKER;
@@ -368,7 +369,7 @@ impl<T> std::fmt::Debug for Inbox<T> {
 /// How a [`Mailbox::wait`] step ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Wait<T> {
-    /// An item from the inbox (a batch may have moved into the local queue).
+    /// An item from the inbox.
     Work {
         /// The item.
         item: T,
@@ -458,8 +459,7 @@ impl<T> Mailbox<T> {
 
     /// One idle step of the owner, whose own queues are empty.
     ///
-    /// Consumes a stale token, checks the inbox (moving a batch into `local`)
-    /// and `shutdown`; then, while `keep_spinning()` says so, spins watching
+    /// Consumes a stale token, checks the inbox (one item) and `shutdown`; then, while `keep_spinning()` says so, spins watching
     /// the token and the inbox; then calls `before_sleep` (the worker
     /// publishes its load and announces its sleep there) and parks, unless
     /// `before_sleep` returns `false` (the worker found work elsewhere):
@@ -468,25 +468,23 @@ impl<T> Mailbox<T> {
     #[cfg_attr(not(loom), allow(dead_code))]
     pub fn wait(
         &self,
-        local: &Local<T>,
         shutdown: &AtomicBool,
         keep_spinning: impl FnMut() -> bool,
         before_sleep: impl FnOnce() -> bool,
     ) -> Wait<T> {
-        self.wait_for(local, shutdown, keep_spinning, before_sleep, None)
+        self.wait_for(shutdown, keep_spinning, before_sleep, None)
     }
 
     /// [`wait`](Self::wait), with the park bounded by `timeout` when given
     /// (the worker then returns [`Wait::Woken`] to look around again).
     pub fn wait_for(
         &self,
-        local: &Local<T>,
         shutdown: &AtomicBool,
         keep_spinning: impl FnMut() -> bool,
         before_sleep: impl FnOnce() -> bool,
         timeout: Option<std::time::Duration>,
     ) -> Wait<T> {
-        self.wait_with(local, shutdown, keep_spinning, before_sleep, |p| {
+        self.wait_with(shutdown, keep_spinning, before_sleep, |p| {
             Poll::Ready(p.park_timeout(timeout))
         })
     }
@@ -498,14 +496,13 @@ impl<T> Mailbox<T> {
     /// when polled again.
     pub fn wait_with(
         &self,
-        local: &Local<T>,
         shutdown: &AtomicBool,
         mut keep_spinning: impl FnMut() -> bool,
         before_sleep: impl FnOnce() -> bool,
         sleep: impl FnOnce(&Parker) -> Poll<bool>,
     ) -> Wait<T> {
         self.parker.prepare();
-        if let Some(item) = self.take(local).or_else(|| self.take_pinned()) {
+        if let Some(item) = self.take().or_else(|| self.take_pinned()) {
             return Wait::Work { item, slept: false };
         }
         // Relaxed: the shutdown store is published by notify's release,
@@ -540,7 +537,7 @@ impl<T> Mailbox<T> {
             };
         }
         match sleep(&self.parker) {
-            Poll::Ready(slept) => self.after_sleep(local, shutdown, slept),
+            Poll::Ready(slept) => self.after_sleep(shutdown, slept),
             Poll::Pending => Wait::Suspended,
         }
     }
@@ -550,19 +547,18 @@ impl<T> Mailbox<T> {
     /// wait ends as [`wait_with`](Self::wait_with)'s does.
     pub fn resume(
         &self,
-        local: &Local<T>,
         shutdown: &AtomicBool,
         sleep: impl FnOnce(&Parker) -> Poll<bool>,
     ) -> Wait<T> {
         match sleep(&self.parker) {
-            Poll::Ready(slept) => self.after_sleep(local, shutdown, slept),
+            Poll::Ready(slept) => self.after_sleep(shutdown, slept),
             Poll::Pending => Wait::Suspended,
         }
     }
 
     /// The end of a wait, after the park: the inbox, then shutdown.
-    fn after_sleep(&self, local: &Local<T>, shutdown: &AtomicBool, slept: bool) -> Wait<T> {
-        if let Some(item) = self.take(local).or_else(|| self.take_pinned()) {
+    fn after_sleep(&self, shutdown: &AtomicBool, slept: bool) -> Wait<T> {
+        if let Some(item) = self.take().or_else(|| self.take_pinned()) {
             return Wait::Work { item, slept };
         }
         if shutdown.load(Ordering::Relaxed) {
@@ -574,24 +570,37 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// Takes one inbox item, moving up to [`INBOX_BATCH`] more into `local`
-    /// (two steals: crossbeam's injector hands out at most one block, 63
-    /// items, per steal).
-    pub fn take(&self, local: &Local<T>) -> Option<T> {
-        let first = loop {
-            match self
-                .inbox
-                .steal_batch_with_limit_and_pop(local, INBOX_BATCH / 2)
-            {
-                Steal::Success(t) => break t,
+    /// Takes one inbox item, and only one: the owner runs the tasks its own
+    /// work has woken before it admits more external work (the inbox is
+    /// where idle workers steal external work from, so it need not move
+    /// into the deque to be found). A batch moved into the deque would run
+    /// ahead of every task woken after it: on hackbench at one worker, a
+    /// batch of 128 let the senders it admitted fill the pipes before their
+    /// receivers ran (35,000 messages in flight on average against 2,100,
+    /// 1.35x the time: BENCHMARKS.md, "One inbox task at a time").
+    pub fn take(&self) -> Option<T> {
+        loop {
+            match self.inbox.steal() {
+                Steal::Success(t) => return Some(t),
                 Steal::Empty => return None,
                 Steal::Retry => continue,
             }
-        };
-        if !self.inbox.is_empty() {
-            let _ = self.inbox.steal_batch_with_limit(local, INBOX_BATCH / 2);
         }
-        Some(first)
+    }
+
+    /// Moves up to [`ADMIT_BATCH`] inbox items into `local`, behind what it
+    /// holds (two steals: crossbeam's injector hands out at most one block,
+    /// 63 items, per steal). A yielding task calls this before it queues
+    /// itself, so that external work runs before it runs again; its own
+    /// push then runs the pusher's check for the deque (handoff.rs).
+    pub fn admit(&self, local: &Local<T>) {
+        if self.inbox.is_empty() {
+            return;
+        }
+        let _ = self.inbox.steal_batch_with_limit(local, ADMIT_BATCH / 2);
+        if !self.inbox.is_empty() {
+            let _ = self.inbox.steal_batch_with_limit(local, ADMIT_BATCH / 2);
+        }
     }
 
     /// Takes one item only this worker may take: from

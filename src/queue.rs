@@ -4,8 +4,9 @@
 //!   its owner pushes and pops.
 //! - [`Stealer`]: the handle other workers steal from the back of a `Local`.
 //! - [`Inbox`]: a multi-producer queue (`crossbeam_deque::Injector`) that any
-//!   thread pushes to; the owner drains it in batches into its `Local`, and
-//!   idle workers may steal from it too.
+//!   thread pushes to; the owner takes from it one item at a time (a yield
+//!   moves a batch into its `Local`, ahead of the yielding task), and idle
+//!   workers steal from it too.
 //!
 //! crossbeam-deque is not loom-instrumented and is not ours to prove; under
 //! `cfg(loom)` they are replaced with the same API: `Local`/`Stealer` by a
@@ -107,10 +108,6 @@ mod imp {
         /// Moves a batch into `dest` and returns one item.
         pub fn steal_batch_and_pop(&self, dest: &Local<T>) -> Steal<T> {
             self.0.steal_batch_and_pop(&dest.0)
-        }
-        /// Moves up to `limit` items into `dest` and returns one more.
-        pub fn steal_batch_with_limit_and_pop(&self, dest: &Local<T>, limit: usize) -> Steal<T> {
-            self.0.steal_batch_with_limit_and_pop(&dest.0, limit)
         }
         /// Moves up to `limit` items into `dest`.
         pub fn steal_batch_with_limit(&self, dest: &Local<T>, limit: usize) -> Steal<()> {
@@ -296,10 +293,6 @@ mod imp {
         /// Moves a batch into `dest` and returns one item (here: one).
         pub fn steal_batch_and_pop(&self, _dest: &Local<T>) -> Steal<T> {
             self.steal()
-        }
-        /// As `steal_batch_and_pop`.
-        pub fn steal_batch_with_limit_and_pop(&self, dest: &Local<T>, _limit: usize) -> Steal<T> {
-            self.steal_batch_and_pop(dest)
         }
         /// Moves one item into `dest`.
         pub fn steal_batch_with_limit(&self, dest: &Local<T>, _limit: usize) -> Steal<()> {

@@ -123,7 +123,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
                 // A task whose cooperative budget ran out (io/coop.rs): to
                 // the back of the deque, behind its neighbours.
                 WorkerCounters::bump(&stats.coop_yields, 1);
-                core.push_local(shared, r);
+                core.push_yield(shared, r);
             }
         }
         if core.suspended.is_some() {
@@ -147,8 +147,13 @@ fn place_from_worker(
 ) {
     let last = r.metadata().last_worker.load(Ordering::Relaxed);
     if info.woken_while_running && last == me {
-        // yield_now (or a self-wake): to the back of the local deque.
-        core.push_local(shared, r);
+        // A self-wake: to the back of the local deque; yield_now's behind
+        // the inbox too (Core::push_yield).
+        if crate::context::take_yield() {
+            core.push_yield(shared, r);
+        } else {
+            core.push_local(shared, r);
+        }
         return;
     }
     let llc_idle = match core.llc_word {

@@ -817,7 +817,12 @@ impl Registry {
 }
 
 /// Yields to the scheduler once: the task is put at the back of its worker's
-/// local queue and other queued tasks run first.
+/// local queue and other queued tasks run first, including those waiting
+/// in the worker's inbox (spawned or woken from outside the runtime), which
+/// move into the local queue ahead of the task (as tokio's `yield_now`
+/// defers its task behind the global queue). A self-wake by other means
+/// (`futures_lite::future::yield_now`, or a waker woken in its own poll)
+/// also goes to the back of the local queue, but admits no inbox work.
 ///
 /// ```
 /// let rt = hwsched::Runtime::builder().worker_threads(1).build()?;
@@ -844,6 +849,7 @@ impl Future for YieldNow {
             return Poll::Ready(());
         }
         self.yielded = true;
+        crate::context::mark_yield();
         cx.waker().wake_by_ref();
         Poll::Pending
     }

@@ -604,7 +604,6 @@ mod imp {
             sleep: impl FnOnce(&hwsched::park::Parker) -> std::task::Poll<bool>,
         ) -> hwsched::park::Wait<Task> {
             let res = self.rt.mailboxes[self.me].wait_with(
-                &self.local,
                 &self.rt.shutdown,
                 || false,
                 before_sleep,
@@ -622,7 +621,7 @@ mod imp {
             &mut self,
             sleep: impl FnOnce(&hwsched::park::Parker) -> std::task::Poll<bool>,
         ) -> hwsched::park::Wait<Task> {
-            self.rt.mailboxes[self.me].resume(&self.local, &self.rt.shutdown, sleep)
+            self.rt.mailboxes[self.me].resume(&self.rt.shutdown, sleep)
         }
         fn suspended(&mut self) -> &mut Option<hwsched::idle_worker::Suspended> {
             &mut self.suspended

@@ -486,10 +486,9 @@ fn run_worker(
             }
         }
         let res = if suspended {
-            w.mb.resume(&local, &shutdown, |p| sleep.sleep(pollers, own, p))
+            w.mb.resume(&shutdown, |p| sleep.sleep(pollers, own, p))
         } else {
             w.mb.wait_with(
-                &local,
                 &shutdown,
                 || false,
                 || true,

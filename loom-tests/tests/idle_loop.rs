@@ -45,7 +45,7 @@ fn the_owner_pushes_again_after_clearing_its_bit() {
             let _ = handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0));
             local0.pop().expect("the owner's own task").run();
             // Idle with an empty deque: the clear (nothing in the inbox).
-            assert!(handoff::clear_queued(&*rt, 0, &local0, &mut queued_bit).is_none());
+            assert!(handoff::clear_queued(&*rt, 0, &mut queued_bit).is_none());
             let w1 = {
                 let (rt, cases) = (rt.clone(), cases.clone());
                 thread::spawn(move || Worker::new(rt, 1, local1, cases).idle_until_work().run())

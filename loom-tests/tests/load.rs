@@ -54,7 +54,6 @@
 
 use hwsched::load::{Contribution, Load, LoadMap, Publish, Publisher};
 use hwsched::park::{Mailbox, Notified, Wait};
-use hwsched::queue::Local;
 use hwsched::topology::{Topology, TopologySource};
 use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;
@@ -86,10 +85,8 @@ fn worker_a(mb: &Mailbox<Task>, shutdown: &AtomicBool, map: &LoadMap) -> Contrib
     assert_eq!(p.decide(100, c(1, 2), MS, false), Publish::HeldByInterval);
     // enter_idle's publish: still inside the interval, held back.
     assert_eq!(p.decide(200, c(0, 2), MS, false), Publish::HeldByInterval);
-    let local = Local::new();
     loop {
         let res = mb.wait(
-            &local,
             shutdown,
             || false,
             // About to sleep: publish whatever is held back.

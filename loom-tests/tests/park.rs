@@ -40,7 +40,6 @@
 #![cfg(loom)]
 
 use hwsched::park::{Mailbox, Notified, Wait};
-use hwsched::queue::Local;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -73,7 +72,6 @@ fn worker(
     mut spins: usize,
     delivered: Option<&AtomicBool>,
 ) -> Log {
-    let local = Local::new();
     let mut log = Log::default();
     let mut ran = 0;
     while ran < n {
@@ -81,7 +79,6 @@ fn worker(
         let mut armed = false;
         let mut parks_begun = 0;
         let res = mb.wait(
-            &local,
             shutdown,
             || {
                 assert!(
@@ -106,11 +103,6 @@ fn worker(
                 log.sleeps += usize::from(slept);
                 item.run();
                 ran += 1;
-                // The worker loop runs its local deque before idling again.
-                while let Some(t) = local.pop() {
-                    t.run();
-                    ran += 1;
-                }
             }
             Wait::Woken { slept, kicked_by } => {
                 assert_eq!(kicked_by, None, "nobody kicks in this model");
@@ -122,7 +114,6 @@ fn worker(
             Wait::Suspended => unreachable!("a condvar park does not suspend"),
         }
     }
-    assert!(local.is_empty());
     log
 }
 

@@ -46,7 +46,6 @@
 
 use hwsched::idle::WorkerSet;
 use hwsched::park::{Mailbox, Wait};
-use hwsched::queue::Local;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -73,20 +72,15 @@ fn worker(
     // exit_idle: the walk stole `found`.
     idle.remove(0, Ordering::Relaxed);
     found.run();
-    let local = Local::new();
     let mut ran = 0;
     while ran < n {
-        match mb.wait(&local, shutdown, || false, || true) {
+        match mb.wait(shutdown, || false, || true) {
             Wait::Work { item, slept } => {
                 if slept {
                     cases.hit("worker slept until a placement");
                 }
                 item.run();
                 ran += 1;
-                while let Some(t) = local.pop() {
-                    t.run();
-                    ran += 1;
-                }
             }
             Wait::Woken { kicked_by, .. } => assert_eq!(kicked_by, None),
             Wait::Shutdown => panic!("no shutdown in this model"),

@@ -79,8 +79,11 @@ const MAX_LIFO_POLLS: u32 = 3;
 const INBOX_CHECK_INTERVAL: u32 = 61;
 /// worker.rs `PUBLISH_CHECK_EVERY`.
 const PUBLISH_CHECK_EVERY: u32 = 32;
-/// park.rs `INBOX_BATCH`: an inbox take moves up to this many into the deque.
-const INBOX_BATCH: usize = 128;
+/// park.rs `ADMIT_BATCH`: a yield moves up to this many inbox tasks into
+/// the deque ahead of itself.
+const ADMIT_BATCH: usize = 128;
+/// tokio's `next_remote_task_batch`: at most half its local queue (128).
+const TOKIO_REMOTE_BATCH: usize = 128;
 /// crossbeam-deque's `MAX_BATCH`: a steal moves at most this many plus the
 /// one it returns.
 const MAX_BATCH: usize = 32;
@@ -1898,28 +1901,36 @@ impl Sim {
         }
     }
 
-    /// Mirrors park.rs `Mailbox::take`: one inbox task, and up to
-    /// `INBOX_BATCH` more moved into the deque (tokio-like: the global queue,
-    /// its share of it).
+    /// Mirrors park.rs `Mailbox::take`: one inbox task (the worker runs
+    /// what its own work wakes before it admits more).
     fn mailbox_take(&mut self, w: usize) -> Option<TaskId> {
         let Some(first) = self.workers[w].inbox.pop_front() else {
             return self.place_take(w);
         };
         self.queued_total -= 1;
-        let k = self.workers[w].inbox.len().min(INBOX_BATCH);
+        self.acc += 2 * self.cfg.cost.line(Tier::Llc);
+        Some(first)
+    }
+
+    /// Mirrors park.rs `Mailbox::admit`: a yield moves up to `ADMIT_BATCH`
+    /// inbox tasks into the deque, ahead of the yielding task.
+    fn mailbox_admit(&mut self, w: usize) {
+        let k = self.workers[w].inbox.len().min(ADMIT_BATCH);
+        if k == 0 {
+            return;
+        }
         for _ in 0..k {
             let x = self.workers[w].inbox.pop_front().expect("counted");
             self.workers[w].local.push_back(x);
         }
         self.acc += (2 + k.div_ceil(8) as u64) * self.cfg.cost.line(Tier::Llc);
-        Some(first)
     }
 
     fn inject_take(&mut self, w: usize) -> Option<TaskId> {
         let first = self.inject.pop_front()?;
         self.queued_total -= 1;
         // tokio's `next_remote_task_batch`: its share of the queue.
-        let k = (self.inject.len() / self.n).min(INBOX_BATCH);
+        let k = (self.inject.len() / self.n).min(TOKIO_REMOTE_BATCH);
         for _ in 0..k {
             let x = self.inject.pop_front().expect("counted");
             self.workers[w].local.push_back(x);
@@ -2084,13 +2095,19 @@ impl Sim {
             }
         } else if task.notified {
             // Woken while running (a yield): schedule.rs sends it to the
-            // back of the local deque (tokio-like: the same).
+            // back of the local deque, behind the inbox (`Core::push_yield`;
+            // tokio-like: the back of the local queue).
             task.state = TState::Queued;
             task.ready_at = self.now;
             self.k().wakes_by_task += 1;
             match self.placed(t) {
                 Some(node) => self.push_place(Some(w), node, t),
-                None => self.push_local(w, t),
+                None => {
+                    if self.cfg.policy != Policy::TokioLike {
+                        self.mailbox_admit(w);
+                    }
+                    self.push_local(w, t)
+                }
             }
         } else {
             task.state = TState::Blocked;
@@ -2186,7 +2203,8 @@ impl Sim {
     /// Mirrors `Core::found_work`.
     fn found_work(&mut self, w: usize) {
         let last = std::mem::take(&mut self.workers[w].searching) && self.leave_searching();
-        if !self.workers[w].local.is_empty() {
+        // idle_worker.rs `found_work`: its deque, and its inbox.
+        if !self.workers[w].local.is_empty() || !self.workers[w].inbox.is_empty() {
             if !self.workers[w].queued_bit {
                 self.workers[w].queued_bit = true;
                 self.queued[w] = true;

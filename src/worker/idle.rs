@@ -176,7 +176,6 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
             local, publisher, ..
         } = &mut *self.core;
         let res = me.mailbox.wait_with(
-            local,
             &shared.shutdown,
             || {
                 let Some(end) = spin_end else { return false };
@@ -233,8 +232,7 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
         sleep: impl FnOnce(&crate::park::Parker) -> std::task::Poll<bool>,
     ) -> Wait<Runnable> {
         let me = &self.shared.workers[self.core.index];
-        me.mailbox
-            .resume(&self.core.local, &self.shared.shutdown, sleep)
+        me.mailbox.resume(&self.shared.shutdown, sleep)
     }
 
     fn suspended(&mut self) -> &mut Option<SuspendedIdle> {

@@ -10,9 +10,13 @@
 //!    [`MAX_LIFO_POLLS`] in a row, as tokio does), then the local deque,
 //!    then the tasks placed on it (park.rs, "Pinned tasks"), then those placed
 //!    in its domains (their place queues, nearest first: domain.rs), then
-//!    the inbox (a batch); every [`INBOX_CHECK_INTERVAL`] polls these go
-//!    first, so work pushed from outside is never starved by a busy local
-//!    queue. Run it, with the task's `last_worker` updated.
+//!    the inbox (one task: the worker runs what its own work wakes before it
+//!    admits more external work; [`Mailbox::take`](crate::park::Mailbox::take));
+//!    every [`INBOX_CHECK_INTERVAL`] polls these go first, so work pushed
+//!    from outside is never starved by a busy local queue, and a task that
+//!    yields ([`yield_now`](crate::yield_now)) lets up to
+//!    [`ADMIT_BATCH`](crate::park::ADMIT_BATCH) inbox tasks into the deque
+//!    ahead of itself. Run it, with the task's `last_worker` updated.
 //! 3. When all three are empty the worker is idle: it leaves the `queued`
 //!    set, marks itself idle and, if fewer than half the workers search,
 //!    becomes a searcher and walks its levels ([`balance`](crate::balance)).
@@ -508,7 +512,7 @@ impl Core {
             if let Some(r) = self.take_placed(shared) {
                 return Some(r);
             }
-            if let Some(r) = me.mailbox.take(&self.local) {
+            if let Some(r) = me.mailbox.take() {
                 WorkerCounters::bump(&me.stats.inbox_pulls, 1);
                 return Some(r);
             }
@@ -537,7 +541,7 @@ impl Core {
         if let Some(r) = self.take_placed(shared) {
             return Some(r);
         }
-        let r = me.mailbox.take(&self.local)?;
+        let r = me.mailbox.take()?;
         WorkerCounters::bump(&me.stats.inbox_pulls, 1);
         Some(r)
     }
@@ -596,6 +600,15 @@ impl Core {
         if self.ops_since_publish >= PUBLISH_CHECK_EVERY {
             self.publish_load(shared, false);
         }
+    }
+
+    /// A yielding task to the back of the deque, behind the worker's inbox:
+    /// up to [`ADMIT_BATCH`](crate::park::ADMIT_BATCH) inbox tasks move into
+    /// the deque first ([`Mailbox::admit`](crate::park::Mailbox::admit)),
+    /// and the push's check covers them.
+    pub(crate) fn push_yield(&mut self, shared: &Shared, r: Runnable) {
+        shared.workers[self.index].mailbox.admit(&self.local);
+        self.push_local(shared, r);
     }
 
     /// Pushes onto the local deque, where other workers may steal it: marks

@@ -593,10 +593,17 @@ impl<T> Mailbox<T> {
     /// 63 items, per steal). A yielding task calls this before it queues
     /// itself, so that external work runs before it runs again; its own
     /// push then runs the pusher's check for the deque (handoff.rs).
+    #[inline]
     pub fn admit(&self, local: &Local<T>) {
         if self.inbox.is_empty() {
             return;
         }
+        self.admit_batch(local);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn admit_batch(&self, local: &Local<T>) {
         let _ = self.inbox.steal_batch_with_limit(local, ADMIT_BATCH / 2);
         if !self.inbox.is_empty() {
             let _ = self.inbox.steal_batch_with_limit(local, ADMIT_BATCH / 2);

@@ -606,6 +606,7 @@ impl Core {
     /// up to [`ADMIT_BATCH`](crate::park::ADMIT_BATCH) inbox tasks move into
     /// the deque first ([`Mailbox::admit`](crate::park::Mailbox::admit)),
     /// and the push's check covers them.
+    #[inline]
     pub(crate) fn push_yield(&mut self, shared: &Shared, r: Runnable) {
         shared.workers[self.index].mailbox.admit(&self.local);
         self.push_local(shared, r);

@@ -576,7 +576,7 @@ impl<T> Mailbox<T> {
     /// into the deque to be found). A batch moved into the deque would run
     /// ahead of every task woken after it: on hackbench at one worker, a
     /// batch of 128 let the senders it admitted fill the pipes before their
-    /// receivers ran (35,000 messages in flight on average against 2,100,
+    /// receivers ran (35,000 messages in flight on average against 1,100,
     /// 1.35x the time: BENCHMARKS.md, "One inbox task at a time").
     pub fn take(&self) -> Option<T> {
         loop {

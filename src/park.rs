@@ -459,11 +459,12 @@ impl<T> Mailbox<T> {
 
     /// One idle step of the owner, whose own queues are empty.
     ///
-    /// Consumes a stale token, checks the inbox (one item) and `shutdown`; then, while `keep_spinning()` says so, spins watching
-    /// the token and the inbox; then calls `before_sleep` (the worker
-    /// publishes its load and announces its sleep there) and parks, unless
-    /// `before_sleep` returns `false` (the worker found work elsewhere):
-    /// then it returns [`Wait::Woken`] without sleeping.
+    /// Consumes a stale token, checks the inbox (one item) and `shutdown`;
+    /// then, while `keep_spinning()` says so, spins watching the token and
+    /// the inbox; then calls `before_sleep` (the worker publishes its load
+    /// and announces its sleep there) and parks, unless `before_sleep`
+    /// returns `false` (the worker found work elsewhere): then it returns
+    /// [`Wait::Woken`] without sleeping.
     // Used by the loom models (loom-tests/).
     #[cfg_attr(not(loom), allow(dead_code))]
     pub fn wait(

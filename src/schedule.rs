@@ -74,64 +74,82 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
     let Some(r) = handoff::admit(shared, r) else {
         return;
     };
-    worker::with_core(shared, |cur| {
-        let Some((me, core)) = cur else {
-            // Woken from outside the runtime: the target is prev.
-            WorkerCounters::bump_shared(&shared.external.wakes_foreign, 1);
-            let meta = r.metadata();
-            let last = meta.last_worker.load(Ordering::Relaxed);
-            let target = if last == NO_WORKER { 0 } else { last };
-            if !idle_near(shared, &shared.topology.llc_span(target), last) {
-                // Nobody to find: to the previous worker, as the search's
-                // fallback would.
-                WorkerCounters::bump_shared(&shared.external.wake_none_idle, 1);
-                worker::deliver(shared, None, target, r);
-                return;
-            }
-            let t = &shared.tunables;
-            let scan_nr = match t.sis {
-                SisMode::Prop => prop_depth(
-                    shared.topology.llc_span(target).len(),
-                    2 * t.migration_cost.as_nanos() as u64,
-                    0,
-                ),
-                _ => scan_depth(shared, target, 0, 0),
-            };
-            let (c, _) = place(shared, &shared.external, true, meta, last, target, scan_nr);
-            worker::deliver(shared, None, c, r);
-            return;
-        };
-        let stats = &shared.workers[me].stats;
-        let Some(core) = core else {
+    worker::with_core(shared, |cur| match cur {
+        Some((me, Some(core))) => schedule_on_core(shared, me, core, r, info),
+        Some((me, None)) => {
             // The worker's core is borrowed by its own code: use its inbox.
+            let stats = &shared.workers[me].stats;
             WorkerCounters::bump(&stats.wakes_by_task, 1);
             worker::deliver(shared, Some(me), me, r);
-            return;
-        };
-        match core.wake_mode {
-            worker::WakeMode::Place => {
-                WorkerCounters::bump(&stats.wakes_by_task, 1);
-                place_from_worker(shared, me, core, r, info);
-            }
-            worker::WakeMode::Batch => {
-                // A wake made by the poller or a timer on this worker: the
-                // batch stays here, one decision after it (io/mod.rs).
-                WorkerCounters::bump(&stats.wakes_by_driver, 1);
-                core.push_batch(shared, r);
-            }
-            worker::WakeMode::Yield => {
-                // A task whose cooperative budget ran out (io/coop.rs): to
-                // the back of the deque, behind its neighbours.
-                WorkerCounters::bump(&stats.coop_yields, 1);
-                core.push_yield(shared, r);
-            }
         }
-        if core.suspended.is_some() {
-            // Woken by the poller while this worker sleeps in it: if the
-            // task landed on this worker, it wakes itself (io/mod.rs).
-            core.wake_self_in_driver(shared);
-        }
+        None => schedule_foreign(shared, r),
     })
+}
+
+/// A wake on worker `me` whose core is free: the wake with nobody idle is
+/// inlined here, the rest out of line. The rare paths (a foreign thread, a
+/// borrowed core) are separate functions, so that this one, the path of
+/// every message passed between tasks, inlines into [`schedule`].
+#[inline(always)]
+fn schedule_on_core(
+    shared: &Shared,
+    me: usize,
+    core: &mut worker::Core,
+    r: Runnable,
+    info: async_task::ScheduleInfo,
+) {
+    let stats = &shared.workers[me].stats;
+    match core.wake_mode {
+        worker::WakeMode::Place => {
+            WorkerCounters::bump(&stats.wakes_by_task, 1);
+            place_from_worker(shared, me, core, r, info);
+        }
+        worker::WakeMode::Batch => {
+            // A wake made by the poller or a timer on this worker: the
+            // batch stays here, one decision after it (io/mod.rs).
+            WorkerCounters::bump(&stats.wakes_by_driver, 1);
+            core.push_batch(shared, r);
+        }
+        worker::WakeMode::Yield => {
+            // A task whose cooperative budget ran out (io/coop.rs): to
+            // the back of the deque, behind its neighbours.
+            WorkerCounters::bump(&stats.coop_yields, 1);
+            core.push_yield(shared, r);
+        }
+    }
+    if core.suspended.is_some() {
+        // Woken by the poller while this worker sleeps in it: if the
+        // task landed on this worker, it wakes itself (io/mod.rs).
+        core.wake_self_in_driver(shared);
+    }
+}
+
+/// A wake from outside the runtime (another thread, or a worker of
+/// another runtime): the target is the task's previous worker.
+#[inline(never)]
+fn schedule_foreign(shared: &Shared, r: Runnable) {
+    WorkerCounters::bump_shared(&shared.external.wakes_foreign, 1);
+    let meta = r.metadata();
+    let last = meta.last_worker.load(Ordering::Relaxed);
+    let target = if last == NO_WORKER { 0 } else { last };
+    if !idle_near(shared, &shared.topology.llc_span(target), last) {
+        // Nobody to find: to the previous worker, as the search's
+        // fallback would.
+        WorkerCounters::bump_shared(&shared.external.wake_none_idle, 1);
+        worker::deliver(shared, None, target, r);
+        return;
+    }
+    let t = &shared.tunables;
+    let scan_nr = match t.sis {
+        SisMode::Prop => prop_depth(
+            shared.topology.llc_span(target).len(),
+            2 * t.migration_cost.as_nanos() as u64,
+            0,
+        ),
+        _ => scan_depth(shared, target, 0, 0),
+    };
+    let (c, _) = place(shared, &shared.external, true, meta, last, target, scan_nr);
+    worker::deliver(shared, None, c, r);
 }
 
 /// Places a task woken by code on worker `me` (a task's poll or drop):

@@ -257,12 +257,21 @@ pub(crate) fn with_core<R>(
     shared: &Shared,
     f: impl FnOnce(Option<(usize, Option<&mut Core>)>) -> R,
 ) -> R {
-    with_ctx(|c| match c.filter(|c| ptr::eq(&*c.shared, shared)) {
-        None => f(None),
-        Some(c) => match c.core.try_borrow_mut() {
-            Ok(mut core) => f(Some((c.index, Some(&mut core)))),
-            Err(_) => f(Some((c.index, None))),
-        },
+    // One call of `f`, so that it inlines here (the wake path's closure
+    // in `schedule` is not inlined into three call sites).
+    with_ctx(|c| {
+        let mut guard;
+        let cur = match c.filter(|c| ptr::eq(&*c.shared, shared)) {
+            None => None,
+            Some(c) => match c.core.try_borrow_mut() {
+                Ok(core) => {
+                    guard = core;
+                    Some((c.index, Some(&mut *guard)))
+                }
+                Err(_) => Some((c.index, None)),
+            },
+        };
+        f(cur)
     })
 }
 

@@ -50,7 +50,9 @@
 //! re-check relies on the poll that a wake leads to seeing what the waker
 //! wrote before it woke (how a channel's receiver sees the message).
 //! std's `Waker` docs promise only that a poll follows; the ordering is
-//! async-task's (pinned at `=4.7.1`: re-check this on any upgrade), with
+//! async-task's (4.7.1, vendored in `vendor/async-task` with a change to
+//! its poll's epilogue that keeps these edges: re-check this on any
+//! upgrade), with
 //! its state word: a wake of a queued task still writes it (an `AcqRel`
 //! compare-exchange of the state with itself, "publishing our current view
 //! of the memory"), and the run that starts the poll swaps `SCHEDULED` for

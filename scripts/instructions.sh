@@ -5,7 +5,7 @@
 # time on a small shared machine moves 10-30% between runs and hardware
 # counters are not available.
 #
-#   scripts/instructions.sh [--top N] [--scale S] [--out DIR | --from DIR] [WORKERS] [FILTER...]
+#   scripts/instructions.sh [--top N] [--locked N] [--scale S] [--out DIR | --from DIR] [WORKERS] [FILTER...]
 #
 #   WORKERS    workers of hwsched, tokio and async-executor (default: one
 #              per CPU); tokio-ct always has its one thread
@@ -13,6 +13,11 @@
 #   --top N    also print, for each dump, the N functions with the most
 #              instructions: self cost (summed over the inlined source files
 #              of each function) and inclusive cost (callgrind_annotate)
+#   --locked N also print, for each dump, the locked read-modify-writes
+#              (lock-prefixed instructions, xchg with memory) per operation
+#              and their N most executed sites
+#              (scripts/locked-instructions.py; records every instruction's
+#              count, --dump-instr=yes)
 #   --scale S  divide the workloads' operation counts by S (see the
 #              bench's Sizes::new); the full sizes take about 1.5 minutes
 #              under callgrind on the 2-core machine, so 1 is the default
@@ -66,12 +71,14 @@ set -euo pipefail
 usage() { sed -n '/^#   scripts/,/^#   --from/p' "$0" | sed 's/^# \{0,1\}//'; }
 
 top=0
+locked=0
 scale=1
 out=""
 from=""
 while [ $# -gt 0 ]; do
     case $1 in
         --top) top=${2:?--top N}; shift 2 ;;
+        --locked) locked=${2:?--locked N}; shift 2 ;;
         --scale) scale=${2:?--scale S}; shift 2 ;;
         --out) out=${2:?--out DIR}; shift 2 ;;
         --from) from=${2:?--from DIR}; shift 2 ;;
@@ -110,8 +117,10 @@ else
     # worker cannot keep the CPU from the thread it waits for, and the
     # order of turns does not depend on the host's futex wake-ups.
     # --separate-threads=no: one dump per request, all threads summed.
+    dump_instr=no
+    [ "$locked" -gt 0 ] && dump_instr=yes
     valgrind --tool=callgrind --fair-sched=yes --separate-threads=no \
-        --callgrind-out-file="$dir/callgrind.out" \
+        --dump-instr=$dump_instr --callgrind-out-file="$dir/callgrind.out" \
         "$bin" --instructions --workers "$workers" --scale "$scale" ${filters[@]+"${filters[@]}"} \
         >"$dir/bench.out" 2>"$dir/valgrind.err" || {
         tail -20 "$dir/valgrind.err" >&2
@@ -207,6 +216,21 @@ if [ "$top" -gt 0 ]; then
                 }' | sort -t$'\t' -k1,1nr | awk -v n="$top" 'NR <= n' |
             awk -F'\t' -v total="$total" '{printf "%14s %6.2f%%  %s\n", $1, 100 * $1 / total, $2}'
         rm -f "$fixed"
+    done
+fi
+if [ "$locked" -gt 0 ]; then
+    for f in $(ls "$dir"/callgrind.out.* | sort -t. -k3 -n); do
+        label=$(awk '/^desc: Trigger: Client Request: / {sub(/^desc: Trigger: Client Request: /, ""); print; exit}' "$f")
+        [ -n "$label" ] && wanted "$label" || continue
+        grep -q '^positions:.*instr' "$f" || {
+            echo "instructions.sh: $f has no instruction addresses (made without --locked)" >&2
+            continue
+        }
+        n=$(awk -F'\t' -v wl="${label%%/*}" '$1 == "ops" && $2 == wl {print $4}' "$dir/bench.out")
+        echo
+        echo "### $label: locked instructions"
+        echo
+        scripts/locked-instructions.py "$f" "$n" "$locked"
     done
 fi
 echo

@@ -226,6 +226,8 @@ logic-watch-never-claims @@ src/watch.rs @@ @@         if c >= MAX_WATCHERS {\n 
 logic-watch-no-take @@ src/worker/driven.rs @@ @@ let took = core.take_stale(shared); @@ let took = 0; @@ test:io:a_batch_whose @@
 logic-watch-no-tick @@ src/worker/driven.rs @@ @@ timeout = Some(timeout.map_or(tick, |t| t.min(tick))); @@ let _ = tick; @@ test:io:a_batch_whose @@
 logic-watch-stale-ignores-lifo @@ src/worker/mod.rs @@ @@ if let Some(r) = shared.workers[v].lifo.take() { @@ if let Some(r) = None::<Runnable> { @@ test:io:a_batch_whose @@ Not reachable by the suite (argued): a batch's task in the LIFO slot is the next task its owner runs (batches are dispatched between polls, and the next poll takes the slot), so a watcher finds it stale only racing that take. The slot counts as private work for the owner's check all the same: a one-task batch wakes a watcher when nobody watches, which then polls the readiness that came after the owner's turn.
+logic-async-task-fold-no-decrement @@ vendor/async-task/src/raw.rs @@ @@ (state & !RUNNING) - REFERENCE\n @@ state & !RUNNING\n @@ test:task_layer:the_runtime_is_freed @@ The vendored poll epilogue's folded reference drop (vendor/async-task/README.hwsched.md) left out: every task that returned `Pending` leaks, and with it the runtime.
+logic-async-task-fold-then-drop-ref @@ vendor/async-task/src/raw.rs @@ @@ if new & !(REFERENCE - 1) == 0 && new & TASK == 0 {\n                                    Self::destroy(ptr);\n                                } @@ let _ = new;\n                                Self::drop_ref(ptr); @@ test:reliability @@ The reference dropped twice (folded and by `drop_ref` as before the change): a task freed while still referenced.
 EOF
 )
 

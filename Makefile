@@ -8,7 +8,7 @@ PKGS := libhwloc-dev libudev-dev pkg-config
 # Preemption bound for the loom models (see README, "Model checking").
 LOOM_MAX_PREEMPTIONS ?= 3
 
-.PHONY: deps demo test test-unit test-loom bench fmt clippy check-imports ci
+.PHONY: deps dep-versions demo test test-unit test-loom bench fmt clippy check-imports ci
 
 deps:
 	@if pkg-config --exists hwloc 2>/dev/null; then \
@@ -56,6 +56,13 @@ fmt:
 
 clippy: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# The dependency ranges at both ends: every direct dependency at its
+# floor, then everything at its newest with compat-tests (hwsched beside
+# the newest tokio and hyper).
+dep-versions: deps
+	CARGO="$(CARGO)" scripts/dep-versions.sh minimal
+	CARGO="$(CARGO)" scripts/dep-versions.sh newest
 
 # No import cycle between the modules of src/, file by file and folder by
 # folder (README, "Layout").

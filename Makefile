@@ -35,7 +35,7 @@ test-unit:
 	# through the driver (the suites create it first: tests/common,
 	# `drive_reactor`).
 	$(CARGO) test --features hyper --lib
-	$(CARGO) test --features hyper --test io --test io_emfile --test net_udp_unix --test signal \
+	$(CARGO) test --features hyper --test io --test io_emfile --test net_udp_unix --test signal --test long_poll \
 		--test reliability --test conservation --test edges
 	$(CARGO) test --features hyper --doc
 

@@ -132,6 +132,10 @@ counters! {
         /// Tasks a watcher took from other workers' private batch queues
         /// that had waited longer than `migration_cost` (watch.rs).
         batch_rescued,
+        /// Of `batch_rescued`, tasks taken because their owner had been in
+        /// one poll for at least `watch::LONG_POLL_NS` (watch.rs, "Long
+        /// polls").
+        long_poll_rescued,
         /// Parked workers woken to watch over private batch queues (by an
         /// owner whose queue filled while nobody watched, or by the last
         /// watcher leaving with private work about).
@@ -516,7 +520,7 @@ impl fmt::Display for Stats {
                 f,
                 "I/O driver: {} poller(s), {} sockets registered ({} moved), {} readiness events in {} turns \
                  ({} with wakes, {} tasks per such batch, {} searcher wakes after batches, {} tasks \
-                 taken by a watcher, {} watcher wakes, {} watcher sleeps), {} \
+                 taken by a watcher ({} behind a long poll), {} watcher wakes, {} watcher sleeps), {} \
                  waker writes, {} timers fired, {} cooperative yields",
                 self.io_pollers,
                 self.io_registered,
@@ -527,6 +531,7 @@ impl fmt::Display for Stats {
                 ratio(t.wakes_by_driver, t.driver_batches),
                 t.batch_wakes,
                 t.batch_rescued,
+                t.long_poll_rescued,
                 t.watch_wakes,
                 t.watch_sleeps,
                 self.io_waker_writes,

@@ -25,8 +25,9 @@
 //!   owner stamps each batch: [`stamp`]), into its deque, with the
 //!   pusher's check, from where other idle workers steal in turn. A task is
 //!   therefore never left private for more than about `migration_cost`
-//!   plus a tick (at most 16 ms) while a worker sleeps. This is the only way private work
-//!   leaves its owner: an owner that pushed it to its deque itself once it
+//!   plus a tick (at most 16 ms) while a worker sleeps, and not for more
+//!   than about two ticks behind a long poll ("Long polls", below). This is
+//!   the only way private work leaves its owner: an owner that pushed it to its deque itself once it
 //!   aged (a first design) spread every batch its worker was preempted
 //!   during on the 2-core machine (HTTP `-c256`, 2 workers: 0.80 of tokio,
 //!   against 1.09-1.13 without: BENCHMARKS.md).
@@ -61,6 +62,33 @@
 //!   the task it runs first), wakes a parked worker to watch in its
 //!   place. A watcher giving up after [`LINGER_NS`] does the same check and
 //!   watches again itself when it finds a bit.
+//!
+//! # Long polls
+//!
+//! Age alone bounds private work by `migration_cost` plus a tick that backs
+//! off to 16 ms: when the owner's next poll runs long (a request that
+//! renders for milliseconds), the cheap tasks of its batch would wait for
+//! it while another worker sleeps. So a watcher also asks whether the owner
+//! is *stuck*, the way Go's `sysmon` tells a P that has run one goroutine
+//! too long: each worker's poll count (its `polls` counter, which it bumps
+//! before every poll, so no clock read is added to a poll) is compared with
+//! what a previous look saw. A count unchanged since a look at least
+//! [`LONG_POLL_NS`] ago means the owner has been in one poll at least that
+//! long, and its private work is taken however fresh ([`Stale::LongPoll`]).
+//! While a watcher sees private work its tick stays at the first (twice
+//! `migration_cost`, 1 ms by default, which is also the poller's timeout
+//! resolution) instead of backing off, so work queued behind a poll waits
+//! at most about two ticks plus a wake (the poll began just after a look,
+//! is seen unchanged at the next, taken at the one after when the first
+//! look was too recent), whatever the poll's length.
+//!
+//! The cost, in wakes of a parked watcher: at saturation none (no worker
+//! parks, so nobody watches); under load with a worker parked, one wake a
+//! tick (1,000 a second at the default `migration_cost`) while some
+//! worker's private work is seen at the watcher's look, where the tick used
+//! to back off to 62.5 a second; at light load or idle as before (the tick
+//! backs off once no private work is seen, and watching ends
+//! [`LINGER_NS`] after the last).
 //!
 //! # The store buffering
 //!
@@ -117,6 +145,13 @@ use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// At most this many workers watch at once (module docs, "Claiming").
 pub const MAX_WATCHERS: usize = 2;
 
+/// A poll that has run this long holds up the private work behind it: a
+/// watcher that sees the owner's poll count unchanged since a look this long
+/// ago takes that work (module docs, "Long polls"). A quarter of the
+/// kernel's `migration_cost`: a hello-world request costs a few
+/// microseconds, so a poll of this length is a hundred requests' wait.
+pub const LONG_POLL_NS: u64 = 250_000;
+
 /// How long a worker keeps watching after private work was last made or
 /// seen.
 pub const LINGER_NS: u64 = 20_000_000;
@@ -171,7 +206,27 @@ pub struct Watch {
     /// and kept across their sleeps, so that a quiet runtime keeps the long
     /// tick however its watchers come and go ([`next_tick_ns`]).
     tick_ns: AtomicU64,
+    /// Per worker: its poll count when a watcher last saw it change, and
+    /// when (the long-poll look, module docs "Long polls").
+    looked: Box<[CachePadded<Look>]>,
     all: Range<usize>,
+}
+
+/// What watchers last saw of one worker's poll count ([`Watch::for_each_stale`]).
+#[derive(Debug)]
+struct Look {
+    polls: AtomicU64,
+    at: AtomicU64,
+}
+
+/// Why [`Watch::for_each_stale`] found a worker's private work stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale {
+    /// Its oldest private task came more than `migration_cost` ago.
+    Aged,
+    /// The worker has been in one poll since a look at least a tick ago:
+    /// its private work waits behind a long poll.
+    LongPoll,
 }
 
 impl Watch {
@@ -189,6 +244,15 @@ impl Watch {
                 .collect(),
             seen: CachePadded::new(AtomicU64::new(0)),
             tick_ns: AtomicU64::new(0),
+            looked: (0..n)
+                .map(|_| {
+                    CachePadded::new(Look {
+                        // No count yet: the first look records one.
+                        polls: AtomicU64::new(u64::MAX),
+                        at: AtomicU64::new(0),
+                    })
+                })
+                .collect(),
             all: 0..n,
         }
     }
@@ -206,7 +270,10 @@ impl Watch {
 
     /// The watcher's tick ended having taken `took` tasks: the next one
     /// ([`next_tick_ns`]).
-    pub fn ticked(&self, took: usize, migration_cost_ns: u64) {
+    /// `private`: whether it saw a worker's private work, which keeps the
+    /// tick at its first (the long-poll bound, module docs "Long polls").
+    pub fn ticked(&self, took: usize, private: bool, migration_cost_ns: u64) {
+        let took = took + usize::from(private);
         let next = next_tick_ns(self.tick_ns(migration_cost_ns), took, migration_cost_ns);
         self.tick_ns.store(next, Ordering::Relaxed);
     }
@@ -243,27 +310,65 @@ impl Watch {
     }
 
     /// Calls `f` on each worker other than `me` that may hold private work
-    /// older than `stale_before`.
-    pub fn for_each_stale(&self, me: usize, stale_before: u64, mut f: impl FnMut(usize)) {
+    /// that is stale at `now`: older than `migration_cost_ns` ([`Stale::Aged`]),
+    /// or behind a poll that has run since a look at least `long_poll_ns`
+    /// ago ([`Stale::LongPoll`]; `polls(v)` is worker `v`'s poll count).
+    /// Returns whether it saw any worker's private work.
+    pub fn for_each_stale(
+        &self,
+        me: usize,
+        now: u64,
+        migration_cost_ns: u64,
+        long_poll_ns: u64,
+        polls: impl Fn(usize) -> u64,
+        mut f: impl FnMut(usize, Stale),
+    ) -> bool {
+        let stale_before = now.saturating_sub(migration_cost_ns);
+        let mut seen = false;
         self.private
             .scan(self.all.clone(), Ordering::Relaxed, Some(me), |v| {
+                seen = true;
                 if self.since[v].load(Ordering::Relaxed) < stale_before {
-                    f(v);
+                    f(v, Stale::Aged);
+                } else if self.looked[v].same_poll(polls(v), now, long_poll_ns) {
+                    f(v, Stale::LongPoll);
                 }
                 false
             });
+        seen
+    }
+}
+
+impl Look {
+    /// Whether the count `polls` is the one a look saw at least
+    /// `long_poll_ns` before `now`; a changed count is recorded with `now`.
+    /// Relaxed: a heuristic's input, written by whichever watcher looks (two
+    /// watchers racing record one of their looks; a stale record only moves
+    /// the take by a tick).
+    fn same_poll(&self, polls: u64, now: u64, long_poll_ns: u64) -> bool {
+        if self.polls.load(Ordering::Relaxed) == polls {
+            return now.saturating_sub(self.at.load(Ordering::Relaxed)) >= long_poll_ns;
+        }
+        self.polls.store(polls, Ordering::Relaxed);
+        self.at.store(now, Ordering::Relaxed);
+        false
     }
 }
 
 /// The owner `me`'s batch left tasks private (its LIFO slot, its private
 /// queue) at `now`, where it held none: the owner's check. Its stamp and
 /// bit, then, if nobody watches, a parked worker claimed, called and
-/// notified, to watch. Returns that worker and what its notify did.
+/// notified, to watch. If watchers sleep on a tick that backed off (no
+/// private work for a while), the tick goes back to its first and a parked
+/// worker is called all the same, so that a burst after a quiet spell is
+/// looked at within a tick, not a backed-off one ("Long polls"). Returns
+/// that worker and what its notify did.
 pub fn kept_private<T>(
     rt: &impl Workers<T>,
     w: &Watch,
     me: usize,
     now: u64,
+    migration_cost_ns: u64,
 ) -> Option<(usize, Notified)> {
     // Relaxed: a heuristic's input (a stale stamp only makes a watcher
     // take a batch a tick early or late).
@@ -283,7 +388,13 @@ pub fn kept_private<T>(
     w.private.insert_rmw(me, Ordering::SeqCst);
     fence(Ordering::SeqCst);
     if w.watchers.load(Ordering::Relaxed) > 0 {
-        return None;
+        let first = min_tick_ns(migration_cost_ns);
+        if w.tick_ns(migration_cost_ns) <= first {
+            return None;
+        }
+        // Relaxed: a heuristic (as in `ticked`); the call below is what
+        // makes a worker look soon.
+        w.tick_ns.store(first, Ordering::Relaxed);
     }
     wake_watcher(rt, w, me)
 }
@@ -334,8 +445,10 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
     fence(Ordering::SeqCst);
     let private = w.any_private(Some(me));
     if private {
-        // Relaxed: a heuristic (how long watchers linger).
+        // Relaxed: heuristics (how long watchers linger; the tick, which
+        // goes back to its first while private work is seen: "Long polls").
         w.seen.store(now, Ordering::Relaxed);
+        w.tick_ns.store(0, Ordering::Relaxed);
     }
     let recent = private || now.saturating_sub(w.seen.load(Ordering::Relaxed)) < LINGER_NS;
     if *watching {
@@ -435,4 +548,86 @@ pub fn leave<T>(
         return None;
     }
     wake_watcher(rt, w, me)
+}
+
+#[cfg(all(test, not(loom)))]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+
+    const COST: u64 = 500_000;
+
+    /// Worker 0 with private work that came at `since`, seen by worker 1.
+    fn watch_with_private(since: u64) -> Watch {
+        let w = Watch::new(2, &[0..2]);
+        w.private.insert_rmw(0, Ordering::Relaxed);
+        stamp(&w, 0, since);
+        w
+    }
+
+    fn look(w: &Watch, now: u64, polls: u64) -> (Vec<(usize, Stale)>, bool) {
+        let mut found = Vec::new();
+        let seen = w.for_each_stale(
+            1,
+            now,
+            COST,
+            LONG_POLL_NS,
+            |_| polls,
+            |v, why| found.push((v, why)),
+        );
+        (found, seen)
+    }
+
+    #[test]
+    fn a_fresh_batch_behind_a_poll_that_does_not_end_is_taken_after_a_long_poll() {
+        let t0 = 10 * COST;
+        let w = watch_with_private(t0);
+        // The first look records the count: fresh and moving, nothing taken.
+        assert_eq!(look(&w, t0 + 1_000, 7), (vec![], true));
+        // The same count less than LONG_POLL_NS later: not yet.
+        assert_eq!(look(&w, t0 + LONG_POLL_NS, 7), (vec![], true));
+        // The same count LONG_POLL_NS after the first look: taken, though
+        // the batch is younger than migration_cost.
+        let now = t0 + 1_000 + LONG_POLL_NS;
+        assert!(now - t0 < COST);
+        assert_eq!(look(&w, now, 7), (vec![(0, Stale::LongPoll)], true));
+    }
+
+    #[test]
+    fn an_owner_that_keeps_polling_keeps_its_fresh_batch() {
+        let t0 = 10 * COST;
+        let w = watch_with_private(t0);
+        for i in 0..4 {
+            let now = t0 + i * LONG_POLL_NS / 2;
+            assert_eq!(look(&w, now, 100 + i), (vec![], true), "look {i}");
+        }
+    }
+
+    #[test]
+    fn an_aged_batch_is_taken_and_no_private_work_is_reported() {
+        let w = watch_with_private(0);
+        assert_eq!(look(&w, 2 * COST, 1), (vec![(0, Stale::Aged)], true));
+        let empty = Watch::new(2, &[0..2]);
+        assert_eq!(look(&empty, 2 * COST, 1), (vec![], false));
+    }
+
+    #[test]
+    fn the_tick_stays_at_its_first_while_private_work_is_seen() {
+        let w = Watch::new(2, &[0..2]);
+        let first = min_tick_ns(COST);
+        w.ticked(0, false, COST);
+        w.ticked(0, false, COST);
+        assert_eq!(w.tick_ns(COST), 4 * first, "backs off without private work");
+        w.ticked(0, true, COST);
+        assert_eq!(w.tick_ns(COST), first, "private work seen: the first tick");
+        w.ticked(0, false, COST);
+        w.ticked(0, false, COST);
+        // A worker going to sleep that sees private work resets it too.
+        let w2 = watch_with_private(0);
+        w2.ticked(0, false, COST);
+        assert!(w2.tick_ns(COST) > first);
+        let mut watching = false;
+        assert!(before_sleep(&w2, 1, 1, &mut watching));
+        assert_eq!(w2.tick_ns(COST), first);
+    }
 }

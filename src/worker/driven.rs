@@ -90,8 +90,8 @@ impl<'a> Driven<'a> {
         let mut core = ctx.core.borrow_mut();
         core.wake_mode = WakeMode::Place;
         if watching {
-            let took = core.take_stale(shared);
-            shared.watch.ticked(took, cost);
+            let (took, private) = core.take_stale(shared);
+            shared.watch.ticked(took, private, cost);
         }
         core.end_batch(shared);
     }

@@ -615,10 +615,27 @@ impl Core {
     /// up to [`ADMIT_BATCH`](crate::park::ADMIT_BATCH) inbox tasks move into
     /// the deque first ([`Mailbox::admit`](crate::park::Mailbox::admit)),
     /// and the push's check covers them.
+    /// The private batch queue goes ahead of it too ([`Core::release_batch`]):
+    /// a task that yields over and over would otherwise refill the deque,
+    /// which this worker takes before its private batch, and the batch
+    /// would wait for the loop to end.
     #[inline]
     pub(crate) fn push_yield(&mut self, shared: &Shared, r: Runnable) {
         shared.workers[self.index].mailbox.admit(&self.local);
+        if !self.batch_q.is_empty() {
+            self.release_batch(shared);
+        }
         self.push_local(shared, r);
+    }
+
+    /// Moves the private batch queue, oldest first, onto the stealable
+    /// deque (the caller's push runs the pusher's check for them).
+    #[cold]
+    fn release_batch(&mut self, shared: &Shared) {
+        while let Some(t) = self.batch_q.pop() {
+            self.local.push(t);
+        }
+        self.prune_marks(shared);
     }
 
     /// Pushes onto the local deque, where other workers may steal it: marks
@@ -705,18 +722,27 @@ impl Core {
 
     /// The watcher's look when its tick ends (watch.rs): the LIFO slots
     /// and private queues of other workers whose last batch came more than
-    /// `migration_cost` ago move to this worker's deque, with the pusher's
-    /// check, and the worker leaves its sleep to run them. Returns how many
-    /// tasks it took.
+    /// `migration_cost` ago, or whose owner has been in one poll since a
+    /// look [`LONG_POLL_NS`](crate::watch::LONG_POLL_NS) ago, move to this
+    /// worker's deque, with the pusher's check, and the worker leaves its
+    /// sleep to run them. Returns how many tasks it took, and whether it saw
+    /// any worker's private work.
     #[cfg(feature = "io")]
-    pub(crate) fn take_stale(&mut self, shared: &Shared) -> usize {
+    pub(crate) fn take_stale(&mut self, shared: &Shared) -> (usize, bool) {
         let now = shared.now_ns();
         let cost = shared.tunables.migration_cost.as_nanos() as u64;
         let mut n = 0;
+        let mut long = 0;
         let local = &self.local;
-        shared
-            .watch
-            .for_each_stale(self.index, now.saturating_sub(cost), |v| {
+        let polls = |v: usize| shared.workers[v].stats.polls.load(Ordering::Relaxed);
+        let private = shared.watch.for_each_stale(
+            self.index,
+            now,
+            cost,
+            crate::watch::LONG_POLL_NS,
+            polls,
+            |v, why| {
+                let before = n;
                 if let Some(r) = shared.workers[v].lifo.take() {
                     local.push(r);
                     n += 1;
@@ -732,15 +758,20 @@ impl Core {
                         Steal::Empty => break,
                     }
                 }
-            });
+                if why == crate::watch::Stale::LongPoll {
+                    long += n - before;
+                }
+            },
+        );
         if n > 0 {
             let st = &shared.workers[self.index].stats;
             WorkerCounters::bump(&st.batch_rescued, n as u64);
+            WorkerCounters::bump(&st.long_poll_rescued, long as u64);
             self.wake_self_in_driver(shared);
             let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
             count_wake(shared, Some(self.index), woke);
         }
-        n
+        (n, private)
     }
 
     /// The end of a batch: if it left work in the stealable deque (the batch
@@ -775,7 +806,8 @@ impl Core {
                 // Private work where there was none: the owner's check of the
                 // watch (watch.rs).
                 self.private_bit = true;
-                let woke = crate::watch::kept_private(shared, &shared.watch, self.index, now);
+                let cost = shared.tunables.migration_cost.as_nanos() as u64;
+                let woke = crate::watch::kept_private(shared, &shared.watch, self.index, now, cost);
                 if woke.is_some() {
                     WorkerCounters::bump(&st.watch_wakes, 1);
                 }

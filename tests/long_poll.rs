@@ -1,0 +1,235 @@
+//! Nothing waits behind a long poll (DESIGN.md 16; `src/watch.rs`, "Long
+//! polls"): the tasks of a poller batch kept private on the worker that
+//! polled it start on another worker while that worker is in a long poll,
+//! and a task that yields over and over does not starve its worker's
+//! private batch.
+//!
+//! Each round makes nine sockets readable while every worker is busy, so
+//! that one poller turn returns all nine events as one batch: the last one
+//! written, whose task computes for [`LONG_POLL`] without yielding, lands
+//! in the polling worker's LIFO slot and runs first; the eight cheap tasks
+//! wait in its private batch queue. A watcher takes them once it sees the
+//! owner's poll count unchanged since a look [`LONG_POLL_NS`] ago: at most
+//! about two watcher ticks (2 x 2 x `migration_cost` = 2 ms by default)
+//! plus the watcher's wake-up. The rounds are [`PAUSE`] apart, long enough
+//! for the watchers' tick to back off between them (to 16 ms, which bounded
+//! the wait before), short enough that they keep watching.
+//!
+//! [`LONG_POLL_NS`]: hwsched::watch::LONG_POLL_NS
+
+#![cfg(feature = "io")]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{with_timeout_alone, BIG};
+use hwsched::net::{TcpListener, TcpStream};
+use hwsched::topology::TopologySource;
+use hwsched::{Builder, Runtime};
+
+/// How long the slow task's poll computes.
+const LONG_POLL: Duration = Duration::from_millis(50);
+/// Cheap tasks per round.
+const CHEAP: usize = 8;
+/// Rounds per test.
+const ROUNDS: usize = 12;
+/// The quiet time between rounds.
+const PAUSE: Duration = Duration::from_millis(12);
+/// The bound a cheap task's start may lag the slow task's: far below the
+/// 50 ms poll, and below `migration_cost` plus the backed-off 16 ms tick
+/// that bounded it before. Two ticks (2 ms) plus a wake-up, with room for
+/// the CPU hog of `scripts/under-hog.sh` delaying the watcher's thread.
+const BOUND: Duration = Duration::from_millis(12);
+
+fn spin(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// One server task per connection: reads a byte, records when its poll
+/// began, computes for [`LONG_POLL`] if it is the slow one, answers.
+async fn serve(mut s: TcpStream, slow: bool, starts: Arc<Mutex<Vec<(bool, Instant)>>>) {
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    let mut b = [0u8; 1];
+    while let Ok(1) = s.read(&mut b).await {
+        starts.lock().unwrap().push((slow, Instant::now()));
+        if slow {
+            spin(LONG_POLL);
+        }
+        if s.write_all(&b).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn rounds(rt: Runtime) {
+    let workers = rt.workers();
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let mut clients = Vec::new();
+    for i in 0..=CHEAP {
+        let c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_nodelay(true).unwrap();
+        let (s, _) = rt.block_on(listener.accept()).unwrap();
+        rt.spawn(serve(s, i == CHEAP, starts.clone()));
+        clients.push(c);
+    }
+    let mut worst = Duration::ZERO;
+    for round in 0..ROUNDS {
+        std::thread::sleep(PAUSE);
+        starts.lock().unwrap().clear();
+        // Every worker busy while the nine sockets become readable: the
+        // next poller turn returns them together.
+        let busy = Arc::new(AtomicUsize::new(0));
+        let written = Arc::new(AtomicBool::new(false));
+        let spinners: Vec<_> = (0..workers)
+            .map(|_| {
+                let (busy, written) = (busy.clone(), written.clone());
+                rt.spawn(async move {
+                    busy.fetch_add(1, Ordering::SeqCst);
+                    let t = Instant::now();
+                    while !written.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(2) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let t = Instant::now();
+        while busy.load(Ordering::SeqCst) < workers && t.elapsed() < Duration::from_secs(2) {
+            std::thread::yield_now();
+        }
+        for c in clients.iter_mut() {
+            c.write_all(&[round as u8]).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        written.store(true, Ordering::SeqCst);
+        for s in spinners {
+            rt.block_on(s).unwrap();
+        }
+        for c in clients.iter_mut() {
+            let mut b = [0u8; 1];
+            c.read_exact(&mut b).unwrap();
+        }
+        let starts = starts.lock().unwrap().clone();
+        assert_eq!(starts.len(), CHEAP + 1, "every task ran once");
+        let slow = starts.iter().find(|(s, _)| *s).unwrap().1;
+        let mut lag = Vec::new();
+        for &(_, at) in starts.iter().filter(|(s, _)| !*s) {
+            lag.push(at.saturating_duration_since(slow));
+            worst = worst.max(at.saturating_duration_since(slow));
+        }
+        if std::env::var_os("LONG_POLL_DEBUG").is_some() {
+            eprintln!("round {round}: {lag:?}");
+        }
+    }
+    let stats = rt.stats();
+    assert!(
+        worst < BOUND,
+        "a cheap task started {worst:?} after the long poll began (bound {BOUND:?}):\n{stats}"
+    );
+    eprintln!("worst start behind the long poll: {worst:?}");
+}
+
+fn two_workers() -> Runtime {
+    Builder::new().worker_threads(2).build().unwrap()
+}
+
+#[test]
+fn a_private_batch_starts_elsewhere_while_its_worker_is_in_a_long_poll() {
+    with_timeout_alone(60, "long_poll_2w", || rounds(two_workers()));
+}
+
+#[test]
+fn a_private_batch_starts_elsewhere_on_the_32_worker_topology() {
+    with_timeout_alone(60, "long_poll_32w", || {
+        rounds(
+            Builder::new()
+                .topology(TopologySource::Synthetic(BIG.into()))
+                .build()
+                .unwrap(),
+        )
+    });
+}
+
+/// How long the yield-loop test's sockets may wait for their tasks: a
+/// worker running a `yield_now` loop looks at the poller every
+/// `EVENT_INTERVAL` polls (well under a millisecond of yields), and its
+/// next yield puts the private batch ahead of the yielder; the rest is
+/// room for the CPU hog.
+const YIELD_BOUND: Duration = Duration::from_millis(100);
+
+/// Ten sockets made readable at once while every worker runs a task that
+/// loops on `yield_now`: every socket's task runs within [`YIELD_BOUND`]
+/// (a yielder refilled the deque, which its worker takes before the private
+/// batch, and the batch waited for the loops to end).
+#[test]
+fn a_yield_loop_does_not_starve_a_private_batch() {
+    with_timeout_alone(60, "yield_loop_batch", || {
+        let rt = two_workers();
+        let workers = rt.workers();
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let mut clients = Vec::new();
+        for _ in 0..10 {
+            let c = std::net::TcpStream::connect(addr).unwrap();
+            let (mut s, _) = rt.block_on(listener.accept()).unwrap();
+            let started = started.clone();
+            rt.spawn(async move {
+                use futures_lite::AsyncReadExt;
+                let mut b = [0u8; 1];
+                if let Ok(1) = s.read(&mut b).await {
+                    started.lock().unwrap().push(Instant::now());
+                }
+            });
+            clients.push(c);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(AtomicUsize::new(0));
+        let loops: Vec<_> = (0..workers)
+            .map(|_| {
+                let (stop, running) = (stop.clone(), running.clone());
+                rt.spawn(async move {
+                    running.fetch_add(1, Ordering::SeqCst);
+                    let t = Instant::now();
+                    while !stop.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(5) {
+                        hwsched::yield_now().await;
+                    }
+                })
+            })
+            .collect();
+        while running.load(Ordering::SeqCst) < workers {
+            std::thread::yield_now();
+        }
+        let t0 = Instant::now();
+        for c in clients.iter_mut() {
+            c.write_all(b"x").unwrap();
+        }
+        while started.lock().unwrap().len() < 10 && t0.elapsed() < Duration::from_secs(3) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::SeqCst);
+        for l in loops {
+            rt.block_on(l).unwrap();
+        }
+        let started = started.lock().unwrap().clone();
+        let late = started
+            .iter()
+            .map(|t| t.saturating_duration_since(t0))
+            .max()
+            .unwrap_or(Duration::MAX);
+        assert!(
+            started.len() == 10 && late < YIELD_BOUND,
+            "{} of 10 socket tasks ran, the last {late:?} after the writes (bound {YIELD_BOUND:?}):\n{}",
+            started.len(),
+            rt.stats()
+        );
+    });
+}

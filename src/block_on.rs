@@ -300,6 +300,7 @@ impl<F> Drop for LocalFuture<F> {
 /// Spawns the `!Send` `future` as a local task of this thread, run by its
 /// `block_on` loop (module docs, "Local tasks"); `None` when no `block_on`
 /// runs on this thread (nothing is spawned then).
+#[track_caller]
 pub(crate) fn spawn_local<F>(future: F) -> Option<JoinHandle<F::Output>>
 where
     F: Future + 'static,

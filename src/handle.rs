@@ -78,6 +78,7 @@ impl Handle {
     /// Spawns a task onto this runtime; it starts running on some worker at
     /// once. After the runtime is dropped, the task is dropped at once and
     /// its handle resolves to `Cancelled`.
+    #[track_caller]
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -89,6 +90,7 @@ impl Handle {
     /// Spawns a task that runs only at `place`; see
     /// [`Runtime::spawn_on`](crate::Runtime::spawn_on). `Place::Here` is
     /// the calling worker, if it is one of this runtime's.
+    #[track_caller]
     pub fn spawn_on<F>(
         &self,
         place: crate::Place,

@@ -282,6 +282,7 @@ impl<T: Send + 'static> JoinSet<T> {
     /// # Panics
     ///
     /// Outside any hwsched context; use [`spawn_on`](JoinSet::spawn_on).
+    #[track_caller]
     pub fn spawn<F>(&mut self, future: F) -> crate::AbortHandle
     where
         F: Future<Output = T> + Send + 'static,
@@ -290,6 +291,7 @@ impl<T: Send + 'static> JoinSet<T> {
     }
 
     /// Spawns `future` onto the runtime of `handle` and adds it to the set.
+    #[track_caller]
     pub fn spawn_on<F>(&mut self, future: F, handle: &Handle) -> crate::AbortHandle
     where
         F: Future<Output = T> + Send + 'static,

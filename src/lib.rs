@@ -119,6 +119,7 @@ mod stats;
 mod sync;
 #[cfg(feature = "io")]
 pub mod time;
+pub mod timing;
 pub mod topology;
 mod tunables;
 mod wake;

@@ -69,6 +69,9 @@ fn queue_loaded(shared: &Shared, w: usize) -> bool {
 
 /// The schedule function of every task: runs when a task is woken.
 pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleInfo) {
+    if shared.poll_timing {
+        stamp_runnable(shared, &r);
+    }
     // After shutdown: buried, not dropped here (we are inside a waker
     // call, see Shared::bury).
     let Some(r) = handoff::admit(shared, r) else {
@@ -84,6 +87,16 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
         }
         None => schedule_foreign(shared, r),
     })
+}
+
+/// With poll timing on, when `r` became runnable (timing.rs, run-queue
+/// delay).
+#[cold]
+pub(crate) fn stamp_runnable(shared: &Shared, r: &Runnable) {
+    // Relaxed: statistics; the push that follows orders it before the poll.
+    r.metadata()
+        .runnable_at
+        .store(shared.now_ns().max(1), std::sync::atomic::Ordering::Relaxed);
 }
 
 /// A wake on worker `me` whose core is free: the wake with nobody idle is
@@ -379,6 +392,7 @@ thread_local! {
 
 /// Spawns `future` on this runtime; placement depends on the caller (a
 /// worker pushes to its own deque, anyone else uses find_idlest_group).
+#[track_caller]
 pub(crate) fn spawn<F>(shared: &Arc<Shared>, future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
@@ -408,6 +422,9 @@ where
         drop_task(runnable);
         return handle;
     }
+    if this.poll_timing {
+        stamp_runnable(this, &runnable);
+    }
     place_spawn(this, here, runnable);
     handle
 }
@@ -415,6 +432,7 @@ where
 /// Spawns `future` at `place` ([`Place`](crate::Place)): near a worker, an
 /// ordinary task ([`spawn_near`]); pinned or in a domain, a placed task
 /// (worker/placed.rs).
+#[track_caller]
 pub(crate) fn spawn_on<F>(
     shared: &Arc<Shared>,
     place: crate::Place,
@@ -440,6 +458,7 @@ where
 /// when `w` spawns it, else into `w`'s inbox (stealable, with the pusher's
 /// check), its previous worker recorded as `w` so that its first wake is
 /// placed near `w` too. Nothing confines it afterwards.
+#[track_caller]
 pub(crate) fn spawn_near<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,

@@ -31,6 +31,8 @@ pub(crate) struct WorkerShared {
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) batch: Stealer<Runnable>,
     pub(crate) stats: CachePadded<WorkerCounters>,
+    /// Poll timing, when on (timing.rs).
+    pub(crate) timing: CachePadded<crate::timing::WorkerTiming>,
     /// Index into `Shared::llc_idle_cores` of this worker's LLC.
     pub(crate) llc_hint: usize,
     pub(crate) pinned: AtomicBool,
@@ -89,6 +91,11 @@ pub(crate) struct Shared {
     /// Thread hooks (`Builder::on_thread_start` / `on_thread_stop`).
     pub(crate) on_start: Option<crate::config::Hook>,
     pub(crate) on_stop: Option<crate::config::Hook>,
+    /// Whether polls and wakes are timed (timing.rs;
+    /// `Builder::poll_timing`).
+    pub(crate) poll_timing: bool,
+    /// Polls longer than this many ns are long polls (timing.rs).
+    pub(crate) long_poll_ns: u64,
 }
 
 /// A count-down latch (start-up only: not a scheduling protocol, so plain
@@ -153,6 +160,17 @@ impl Shared {
         self.shutdown.load(Ordering::Relaxed)
     }
 
+    /// Every worker's logged long polls, oldest first (timing.rs).
+    pub(crate) fn long_polls(&self) -> Vec<crate::timing::LongPoll> {
+        let mut all: Vec<_> = self
+            .workers
+            .iter()
+            .flat_map(|w| w.timing.log.lock().iter().cloned().collect::<Vec<_>>())
+            .collect();
+        all.sort_by_key(|p| p.at);
+        all
+    }
+
     pub(crate) fn stats(&self) -> Stats {
         let workers: Vec<_> = self.workers.iter().map(|w| w.stats.snapshot()).collect();
         let external = self.external.snapshot();
@@ -198,6 +216,11 @@ impl Shared {
             io_waker_writes: 0,
             io_registered: 0,
             io_rehomed: 0,
+            timing: if self.poll_timing {
+                self.workers.iter().map(|w| w.timing.snapshot()).collect()
+            } else {
+                Vec::new()
+            },
         };
         #[cfg(feature = "io")]
         if let Some(d) = self.driver.io.get() {

@@ -265,6 +265,11 @@ impl WorkerCounters {
 pub struct Stats {
     /// Per worker, in worker order.
     pub workers: Vec<WorkerStats>,
+    /// Per worker, in worker order, the poll timing (poll durations,
+    /// run-queue delays, long polls), with
+    /// [`Builder::poll_timing`](crate::Builder::poll_timing) on; empty
+    /// otherwise.
+    pub timing: Vec<crate::timing::PollTiming>,
     /// Work done by threads outside the runtime (external wakes, spawns).
     pub external: WorkerStats,
     /// Level names of worker 0, smallest first (for the per-level columns).
@@ -363,6 +368,7 @@ impl Stats {
             io_waker_writes: 0,
             io_registered: 0,
             io_rehomed: 0,
+            timing: Vec::new(),
         }
     }
 
@@ -424,6 +430,48 @@ fn pct(a: u64, b: u64) -> String {
     } else {
         format!("{:.1}%", 100.0 * a as f64 / b as f64)
     }
+}
+
+/// The poll-timing table: per worker and in all, poll time and run-queue
+/// delay (p50, p99, max) and long polls.
+fn write_timing(f: &mut fmt::Formatter<'_>, timing: &[crate::timing::PollTiming]) -> fmt::Result {
+    fn us(d: Duration) -> String {
+        format!("{:.1}us", d.as_secs_f64() * 1e6)
+    }
+    writeln!(
+        f,
+        "{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6}",
+        "timing",
+        "polls",
+        "poll p50",
+        "poll p99",
+        "poll max",
+        "delay p50",
+        "delay p99",
+        "delay max",
+        "long"
+    )?;
+    let mut all = crate::timing::PollTiming::default();
+    let row = |f: &mut fmt::Formatter<'_>, name: &str, t: &crate::timing::PollTiming| {
+        writeln!(
+            f,
+            "{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6}",
+            name,
+            t.poll_time.count(),
+            us(t.poll_time.percentile(0.5)),
+            us(t.poll_time.percentile(0.99)),
+            us(t.poll_time.max),
+            us(t.run_delay.percentile(0.5)),
+            us(t.run_delay.percentile(0.99)),
+            us(t.run_delay.max),
+            t.long_polls,
+        )
+    };
+    for (i, t) in timing.iter().enumerate() {
+        row(f, &i.to_string(), t)?;
+        all.merge(t);
+    }
+    row(f, "all", &all)
 }
 
 impl fmt::Display for Stats {
@@ -558,6 +606,9 @@ impl fmt::Display for Stats {
                 t.placed_polls_off,
                 t.placed_pulls,
             )?;
+        }
+        if !self.timing.is_empty() {
+            write_timing(f, &self.timing)?;
         }
         writeln!(
             f,

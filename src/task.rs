@@ -121,6 +121,13 @@ pub struct TaskMeta {
     /// The task's registry slot, packed ([`SlotKey::pack`]); `NO_SLOT` until
     /// its first `Pending`.
     pub(crate) slot: AtomicU64,
+    /// Where the task was spawned (`#[track_caller]` on every spawn
+    /// function): named by the long-poll report (timing.rs).
+    pub(crate) spawned_at: &'static std::panic::Location<'static>,
+    /// When the task last became runnable (ns on the runtime's clock; 0:
+    /// not stamped), with poll timing on (timing.rs). A `std` atomic,
+    /// outside the loom shim: statistics, `Relaxed`, part of no protocol.
+    pub(crate) runnable_at: std::sync::atomic::AtomicU64,
     /// loom only: async-task's state word as loom sees it. Its
     /// read-modify-writes are `std` atomics, invisible to loom, so the
     /// order they give an abort's wake and the next poll (module docs,
@@ -136,12 +143,16 @@ pub struct TaskMeta {
 const NO_SLOT: u64 = u64::MAX;
 
 impl TaskMeta {
+    /// The metadata of a task spawned at the caller's location.
+    #[track_caller]
     pub(crate) fn new() -> Self {
         TaskMeta {
             last_worker: std::sync::atomic::AtomicUsize::new(NO_WORKER),
             recent_used: std::sync::atomic::AtomicUsize::new(NO_WORKER),
             aborted: AtomicBool::new(false),
             slot: AtomicU64::new(NO_SLOT),
+            spawned_at: std::panic::Location::caller(),
+            runnable_at: std::sync::atomic::AtomicU64::new(0),
             #[cfg(loom)]
             state_order: crate::sync::AtomicUsize::new(0),
         }
@@ -238,6 +249,7 @@ impl TaskMeta {
 /// `Arc<Shared>` that holds it (module docs).
 // Called by schedule.rs's `spawn` and by the loom models (blocking.rs builds
 // its tasks with the same calls and its own schedule function).
+#[track_caller]
 pub unsafe fn build<F, S>(
     future: F,
     registry: *const Registry,

@@ -857,6 +857,16 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
     }
     let st = &shared.workers[ctx.index].stats;
     WorkerCounters::bump(&st.polls, 1);
+    if shared.poll_timing {
+        run_timed(ctx, r);
+    } else {
+        poll(st, r);
+    }
+}
+
+/// Polls `r` once.
+#[inline(always)]
+fn poll(st: &WorkerCounters, r: Runnable) {
     // The task wrapper catches panics in poll and drop; this catches what
     // async-task itself might raise, so nothing unwinds into the loop.
     #[cfg(feature = "io")]
@@ -868,6 +878,27 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
         // The payload may panic when dropped, too.
         crate::task::discard(p);
     }
+}
+
+/// Polls `r` once, timed (timing.rs): its run-queue delay from the stamp
+/// its wake left, its poll's length, and a long poll's spawn location.
+#[inline(never)]
+fn run_timed(ctx: &WorkerCtx, r: Runnable) {
+    let shared = &*ctx.shared;
+    let timing = &shared.workers[ctx.index].timing;
+    let meta = r.metadata();
+    let at = meta.spawned_at;
+    // Relaxed: statistics (the stamp's wake ordered it before this run).
+    let queued = meta.runnable_at.load(std::sync::atomic::Ordering::Relaxed);
+    let start = shared.now_ns();
+    if queued != 0 {
+        meta.runnable_at
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        timing.run_delay.record(start.saturating_sub(queued));
+    }
+    poll(&shared.workers[ctx.index].stats, r);
+    let end = shared.now_ns();
+    timing.poll(ctx.index, end - start, end, shared.long_poll_ns, at);
 }
 
 /// What one [`step`] of a worker's loop did.

@@ -9,6 +9,7 @@ use super::*;
 
 /// Spawns `future` at `place` (see [`Place`](crate::Place)): checked
 /// first, so a refused place spawns nothing.
+#[track_caller]
 pub(crate) fn spawn_on<F>(
     shared: &Arc<Shared>,
     place: crate::Place,
@@ -89,6 +90,7 @@ impl<F: Future> Future for OnPlace<F> {
 /// sends it back to that queue at every wake, which only the domain's
 /// workers take from (domain.rs). A task without a place never runs this
 /// code.
+#[track_caller]
 pub(crate) fn spawn_domain<F>(
     shared: &Arc<Shared>,
     queue: usize,
@@ -144,6 +146,7 @@ pub(super) fn push_domain(shared: &Shared, queue: usize, r: Runnable) {
 /// its schedule function, [`schedule_pinned`], sends it to `w`'s pinned
 /// queue at every wake, which only `w` takes from (park.rs, "Pinned
 /// tasks"). A task without a place never runs this code.
+#[track_caller]
 pub(crate) fn spawn_pinned<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
@@ -254,6 +257,7 @@ impl<F> Drop for LocalFuture<F> {
 /// any thread), which only `w` takes from and drops from, also at
 /// shutdown ([`drop_local_tasks`]). Async-task checks the thread at every
 /// poll and drop of the future.
+#[track_caller]
 pub(crate) fn spawn_local<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
 where
     F: Future + 'static,

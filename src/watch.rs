@@ -355,6 +355,34 @@ impl Look {
     }
 }
 
+/// A watcher's take from a worker whose private work is stale: its LIFO
+/// slot's task, then everything its private batch queue holds, pushed onto
+/// the watcher's deque `into` (whose pusher's check the caller runs).
+/// Every take is a swap or a steal, so the owner, leaving its poll
+/// meanwhile, and the watcher never both get a task (loom:
+/// `loom-tests/tests/long_poll.rs`). Returns how many tasks it moved.
+pub fn take_private<T: crate::queue::Handle>(
+    lifo: &crate::queue::Slot<T>,
+    batch: &crate::queue::Stealer<T>,
+    into: &crate::queue::Local<T>,
+) -> usize {
+    let mut n = 0;
+    if let Some(t) = lifo.take() {
+        into.push(t);
+        n += 1;
+    }
+    loop {
+        match batch.steal() {
+            crate::queue::Steal::Success(t) => {
+                into.push(t);
+                n += 1;
+            }
+            crate::queue::Steal::Retry => continue,
+            crate::queue::Steal::Empty => return n,
+        }
+    }
+}
+
 /// The owner `me`'s batch left tasks private (its LIFO slot, its private
 /// queue) at `now`, where it held none: the owner's check. Its stamp and
 /// bit, then, if nobody watches, a parked worker claimed, called and

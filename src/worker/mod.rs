@@ -742,24 +742,11 @@ impl Core {
             crate::watch::LONG_POLL_NS,
             polls,
             |v, why| {
-                let before = n;
-                if let Some(r) = shared.workers[v].lifo.take() {
-                    local.push(r);
-                    n += 1;
-                }
-                let stealer = &shared.workers[v].batch;
-                loop {
-                    match stealer.steal() {
-                        Steal::Success(r) => {
-                            local.push(r);
-                            n += 1;
-                        }
-                        Steal::Retry => continue,
-                        Steal::Empty => break,
-                    }
-                }
+                let took =
+                    crate::watch::take_private(&shared.workers[v].lifo, &shared.workers[v].batch, local);
+                n += took;
                 if why == crate::watch::Stale::LongPoll {
-                    long += n - before;
+                    long += took;
                 }
             },
         );

@@ -380,7 +380,7 @@ run_check() {
                 sel=(--test "$name")
                 # The I/O driver's test files need its feature.
                 case $name in
-                    io | io_emfile | signal | net_udp_unix) sel+=(--features io) ;;
+                    io | io_emfile | signal | net_udp_unix | long_poll) sel+=(--features io) ;;
                 esac
             fi
             if ! (cd "$SCRATCH" && $CARGO test -p hwsched --target-dir "$TEST_TARGET_DIR" "${sel[@]}" --no-run) >"$out" 2>&1; then

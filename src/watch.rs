@@ -90,9 +90,19 @@
 //! backs off once no private work is seen, and watching ends
 //! [`LINGER_NS`] after the last).
 //!
+//! The poller is part of what must not wait behind a long poll: a worker
+//! that leaves the poller it slept in to run work releases it, and a worker
+//! that went to sleep meanwhile sleeps on its thread; if the leaver's poll
+//! then runs long, nobody polls. So the leaver makes sure a watcher on its
+//! first tick exists ([`left_poller`]), which takes the free poller at its
+//! next sleep. This costs a wake only when no watcher is counted (no
+//! private work within [`LINGER_NS`]) and a worker sleeps: at light I/O
+//! load the worker is a watcher already, and it is the one the owner's
+//! check calls.
+//!
 //! # The store buffering
 //!
-//! Three pairs, each a store, a `fence(SeqCst)`, then a load of the other's
+//! Four pairs, each a store, a `fence(SeqCst)`, then a load of the other's
 //! location, so that at least one side sees the other:
 //!
 //! 1. The owner's bit (`private`) against a worker going to sleep: the
@@ -117,6 +127,14 @@
 //!    decrement (and found room, or another watcher), or the leaver sees
 //!    its `parked` bit and calls it (or another parked worker) when
 //!    private work is about.
+//!
+//! 4. A worker leaving a poller for work ([`left_poller`]) against a worker
+//!    going to sleep that finds the poller taken: the sleeper set its
+//!    `parked` bit, fenced ([`before_poller`]) and try-locked the poller;
+//!    the leaver released the poller's lock, fences, and reads the count and
+//!    the `parked` set (in [`Sleepers::wake_in`]). Either the sleeper takes
+//!    the free poller, or the leaver sees its `parked` bit and calls it (or
+//!    another parked worker) to watch: it takes the poller at its tick.
 //!
 //! A claim itself needs no fence before the sleep: an owner that reads the
 //! count before the claim lands sees zero and wakes a parked worker (at
@@ -415,6 +433,18 @@ pub fn kept_private<T>(
     // sleeper (`before_sleep`'s) and of `leave`/`give_up`.
     w.private.insert_rmw(me, Ordering::SeqCst);
     fence(Ordering::SeqCst);
+    look_soon(rt, w, me, migration_cost_ns)
+}
+
+/// After the caller's fence: unless a watcher on its first tick is
+/// counted, the tick goes back to its first and a parked worker is claimed,
+/// called and notified, to watch.
+fn look_soon<T>(
+    rt: &impl Workers<T>,
+    w: &Watch,
+    me: usize,
+    migration_cost_ns: u64,
+) -> Option<(usize, Notified)> {
     if w.watchers.load(Ordering::Relaxed) > 0 {
         let first = min_tick_ns(migration_cost_ns);
         if w.tick_ns(migration_cost_ns) <= first {
@@ -425,6 +455,43 @@ pub fn kept_private<T>(
         w.tick_ns.store(first, Ordering::Relaxed);
     }
     wake_watcher(rt, w, me)
+}
+
+/// Worker `me` left the poller it slept in, to run work (the poller is
+/// released): if a worker sleeps on its thread meanwhile, nobody may be
+/// in the poller while `me` is in a long poll, and readiness, the outside
+/// threads' timers and the other workers' I/O would wait for it ("Long
+/// polls"). So, unless a watcher on its first tick is counted (it takes the
+/// free poller at its next sleep), a parked worker is called to watch: it
+/// sleeps in the poller if it is still free. Returns that worker and what
+/// its notify did.
+pub fn left_poller<T>(
+    rt: &impl Workers<T>,
+    w: &Watch,
+    me: usize,
+    migration_cost_ns: u64,
+) -> Option<(usize, Notified)> {
+    if w.all.len() == 1 {
+        return None;
+    }
+    // ORDERING: the poller's release (the unlock of its lock, before this
+    // call), the fence, then the count and the `parked` set: store
+    // buffering 4 (module docs), against a worker going to sleep (its
+    // `parked` bit, the fence of `before_poller`, its try-lock of the
+    // poller).
+    fence(Ordering::SeqCst);
+    look_soon(rt, w, me, migration_cost_ns)
+}
+
+/// A worker whose `parked` bit is set is about to try the pollers' locks
+/// (`PollerSleep::sleep`): the fence of store buffering 4 (module docs).
+#[inline]
+pub fn before_poller() {
+    // ORDERING: pairs with `left_poller`'s fence (store buffering 4): the
+    // `parked` bit, this fence, then the try-lock; either this worker takes
+    // the poller its holder released, or the holder sees the bit and calls
+    // a parked worker.
+    fence(Ordering::SeqCst);
 }
 
 /// The owner `me`'s oldest private task is now one of the batch that came

@@ -233,3 +233,39 @@ fn a_yield_loop_does_not_starve_a_private_batch() {
         );
     });
 }
+
+/// How late a timer may fire while a worker is in a long poll: its wheel's
+/// timers are fired by the watcher or another worker's look, so the bound
+/// is the poller's millisecond resolution, a watcher tick or two, and a
+/// wake, with room for the CPU hog.
+const TIMER_BOUND: Duration = Duration::from_millis(25);
+
+/// A 20 ms sleep of `block_on`'s thread while one of two workers computes
+/// for 300 ms without yielding: it ends within [`TIMER_BOUND`] of its
+/// deadline, whichever worker holds the poller.
+#[test]
+fn a_block_on_timer_fires_while_a_worker_is_in_a_long_poll() {
+    with_timeout_alone(60, "block_on_timer_long_poll", || {
+        let rt = common::drive_reactor(two_workers());
+        for round in 0..6 {
+            let started = Arc::new(AtomicBool::new(false));
+            let s = started.clone();
+            let busy = rt.spawn(async move {
+                s.store(true, Ordering::SeqCst);
+                spin(Duration::from_millis(300));
+            });
+            while !started.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let t = Instant::now();
+            rt.block_on(hwsched::time::sleep(Duration::from_millis(20)));
+            let late = t.elapsed().saturating_sub(Duration::from_millis(20));
+            rt.block_on(busy).unwrap();
+            assert!(
+                late < TIMER_BOUND,
+                "round {round}: the sleep ended {late:?} late:\n{}",
+                rt.stats()
+            );
+        }
+    });
+}

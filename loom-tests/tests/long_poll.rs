@@ -61,7 +61,11 @@ fn owner_and_watcher(leaves: bool, cases: &std::sync::Arc<Cases>) {
             for now in [T0, T0 + watch::LONG_POLL_NS] {
                 let count = |_: usize| polls.load(Ordering::Relaxed);
                 w.for_each_stale(1, now, COST, watch::LONG_POLL_NS, count, |v, why| {
-                    assert_eq!((v, why), (0, Stale::LongPoll), "a fresh batch: only a long poll");
+                    assert_eq!(
+                        (v, why),
+                        (0, Stale::LongPoll),
+                        "a fresh batch: only a long poll"
+                    );
                     took += watch::take_private(&rt.lifos[0], &batch, &watcher_deque);
                 });
             }
@@ -84,7 +88,10 @@ fn owner_and_watcher(leaves: bool, cases: &std::sync::Arc<Cases>) {
     }
     let took = watcher.join().unwrap();
     if !leaves {
-        assert_eq!(took, 2, "an owner that never leaves its poll: all its work is taken");
+        assert_eq!(
+            took, 2,
+            "an owner that never leaves its poll: all its work is taken"
+        );
     }
     // Nothing left in either queue; each task ran once.
     assert!(rt.lifos[0].take().is_none());
@@ -115,6 +122,52 @@ fn an_owner_leaving_its_poll_and_a_watcher_never_both_run_a_task() {
     model({
         let cases = cases.clone();
         move || owner_and_watcher(true, &cases)
+    });
+    cases.assert_all_reached();
+}
+
+/// Store buffering 4 of `src/watch.rs`: worker 0 leaves the poller it
+/// slept in for work (the poller's lock released, then `left_poller`)
+/// while worker 1 goes to sleep (its `parked` bit, `before_poller`'s
+/// fence, a try-lock of the poller). Either worker 1 takes the poller, or
+/// worker 0 sees its `parked` bit and calls it; a worker 1 that parks on
+/// its thread with nobody calling it is a loom deadlock.
+#[test]
+fn a_worker_leaving_the_poller_and_a_sleeper_that_found_it_taken() {
+    let cases = Cases::new(&[
+        "the sleeper took the free poller",
+        "the leaver called the sleeper",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let (rt, _locals) = Rt::with_locals(2);
+            let w = loom::sync::Arc::new(Watch::new(2, &[0..2]));
+            // The poller's lock (a parking_lot mutex in the runtime: a
+            // try-lock is an acquire CAS, the unlock a release store), held
+            // by worker 0, which slept in the poller.
+            let poller = loom::sync::Arc::new(loom::sync::atomic::AtomicBool::new(true));
+            let sleeper = {
+                let (rt, w, poller, cases) = (rt.clone(), w.clone(), poller.clone(), cases.clone());
+                thread::spawn(move || {
+                    rt.s.to_parked(1, false);
+                    watch::before_poller();
+                    let try_lock =
+                        poller.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed);
+                    if try_lock.is_ok() {
+                        cases.hit("the sleeper took the free poller");
+                        return;
+                    }
+                    // Asleep on its thread until called.
+                    rt.mailboxes[1].parker.park();
+                    assert!(w.called(1), "woken only by the leaver's call");
+                    cases.hit("the leaver called the sleeper");
+                })
+            };
+            poller.store(false, Ordering::Release);
+            let _ = watch::left_poller(&*rt, &w, 0, COST);
+            sleeper.join().unwrap();
+        }
     });
     cases.assert_all_reached();
 }

@@ -45,7 +45,23 @@ impl<'a> Driven<'a> {
         // Steps 1 and 2 of the hand-off, and 6 when called again: a free
         // poller (its own first) or the thread, `poll_park` with its waker;
         // the poller is released when the park ends.
-        self.sleep.sleep(&d.pollers, d.poller_of(self.index), p)
+        let held = self.sleep.held().is_some();
+        if !held {
+            crate::watch::before_poller();
+        }
+        let r = self.sleep.sleep(&d.pollers, d.poller_of(self.index), p);
+        if held && r.is_ready() {
+            // Left the poller for work: somebody must be able to take it
+            // if this worker's next poll runs long (watch.rs, "Long polls").
+            let shared = self.shared;
+            let cost = shared.tunables.migration_cost.as_nanos() as u64;
+            let woke = crate::watch::left_poller(shared, &shared.watch, self.index, cost);
+            if woke.is_some() {
+                WorkerCounters::bump(&shared.workers[self.index].stats.watch_wakes, 1);
+            }
+            count_wake(shared, Some(self.index), woke);
+        }
+        r
     }
 
     /// Sleeps after the idle period suspended: in the poller held (until an

@@ -742,8 +742,11 @@ impl Core {
             crate::watch::LONG_POLL_NS,
             polls,
             |v, why| {
-                let took =
-                    crate::watch::take_private(&shared.workers[v].lifo, &shared.workers[v].batch, local);
+                let took = crate::watch::take_private(
+                    &shared.workers[v].lifo,
+                    &shared.workers[v].batch,
+                    local,
+                );
                 n += took;
                 if why == crate::watch::Stale::LongPoll {
                     long += took;

@@ -7,6 +7,8 @@
 //!
 //! ```text
 //! cargo bench --features hyper --bench io -- [--runs 5] [--secs 3] [--workers 2] [--only echo|http] [--conns 64]
+//! cargo bench --features hyper --bench io -- --only mixed [--runs 5] [--secs 3] [--workers 2] \
+//!     [--conns 64] [--slow-conns 1] [--slow-us 1000] [--kinds hwsched,tokio]
 //! ```
 //!
 //! `HWSCHED_TUNE` sets hwsched's tunables for both hwsched rows (as in the
@@ -26,10 +28,37 @@
 //! causes is charged. hwsched rows add the wakes by origin. The summary
 //! gives medians and the median of the per-round ratios of hwsched to the
 //! best peer.
+//!
+//! Without `--only`, both of those run. `--only mixed` runs instead the
+//! **mixed** bench: does cheap work wait behind expensive work? The HTTP
+//! server has two routes: `/`, the hello above, and `/slow`, which holds its
+//! worker for `--slow-us` microseconds (default 1000; spinning on
+//! `Instant::now()` without an await) and then answers the same hello. A
+//! client process (this binary, one thread, async-io sockets on a local
+//! executor) opens `--conns` keep-alive connections (default 64) that each
+//! send `GET /` as soon as the previous answer arrived, and `--slow-conns`
+//! (default 1) that do the same with `GET /slow`, all connected before the
+//! clock starts, for `--secs` seconds; it records every request's latency
+//! (the request's write to the end of its response's read), and the
+//! percentiles are exact, from the sorted samples (nearest rank). By
+//! default the servers are hwsched on its own driver and tokio on its own
+//! (`--kinds` adds `async-executor` or `hwsched-asyncio`). Each line: the
+//! cheap requests per second; their latency p50, p99, p99.9 and maximum in
+//! microseconds; the slow requests per second (at most `slow-conns * 1e6 /
+//! slow-us`); the server's CPU time per cheap request, the `/slow`
+//! handlers' spinning excluded (each spin measures its own thread's CPU
+//! time, `CLOCK_THREAD_CPUTIME_ID`; the rest of a slow request's work is
+//! charged); its voluntary context switches per cheap request. The
+//! summary gives each server's medians and the medians of the per-round
+//! ratios hwsched / tokio: throughput (cheap and slow; above 1: hwsched
+//! serves more), the cheap requests' p50, p99 and p99.9 and the CPU per
+//! cheap request (below 1: hwsched's is lower).
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -42,7 +71,8 @@ mod rt;
 
 const CLIENTS: usize = 64;
 
-/// wrk's connection count (`--conns`, default 64).
+/// wrk's connection count, and the mixed bench's cheap connections
+/// (`--conns`, default 64).
 static WRK_CONNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(64);
 const ROUNDS: usize = 500;
 const MSG: usize = 64;
@@ -70,6 +100,8 @@ impl Kind {
 enum Bench {
     Echo,
     Http,
+    /// HTTP with a cheap route `/` and an expensive `/slow`.
+    Mixed,
 }
 
 /// A server running on one runtime; dropping it stops the runtime.
@@ -108,6 +140,46 @@ async fn hello(
     )))
 }
 
+/// How long `/slow` spins in the mixed bench (`--slow-us`, default 1000).
+static SLOW_US: AtomicU64 = AtomicU64::new(1000);
+/// The CPU time `/slow` handlers have spent spinning (each thread's own
+/// clock, `CLOCK_THREAD_CPUTIME_ID`), in nanoseconds.
+static SPIN_NS: AtomicU64 = AtomicU64::new(0);
+/// `/slow` handlers spinning now.
+static SPINNING: AtomicUsize = AtomicUsize::new(0);
+
+/// CPU time of the calling thread.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the `timespec` we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime: {}", std::io::Error::last_os_error());
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The mixed bench's service: `/slow` holds its worker for `SLOW_US`
+/// microseconds (spinning on the clock, no await), then answers as `/`
+/// does; every other path is [`hello`].
+async fn mixed(
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<http_body_util::Full<hyper::body::Bytes>>, Infallible> {
+    if req.uri().path() == "/slow" {
+        SPINNING.fetch_add(1, Relaxed);
+        let cost = Duration::from_micros(SLOW_US.load(Relaxed));
+        let cpu0 = thread_cpu_ns();
+        let t0 = Instant::now();
+        while t0.elapsed() < cost {
+            std::hint::spin_loop();
+        }
+        SPIN_NS.fetch_add(thread_cpu_ns() - cpu0, Relaxed);
+        SPINNING.fetch_sub(1, Relaxed);
+    }
+    hello(req).await
+}
+
 /// The accept loop on async-io sockets (hwsched and async-executor);
 /// `spawn` detaches a connection task on the runtime.
 async fn serve_async_io(
@@ -132,6 +204,14 @@ async fn serve_async_io(
                     )
                     .await;
             })),
+            Bench::Mixed => spawn(Box::pin(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(
+                        smol_hyper::rt::FuturesIo::new(s),
+                        hyper::service::service_fn(mixed),
+                    )
+                    .await;
+            })),
         }
     }
 }
@@ -151,6 +231,11 @@ async fn serve_hwsched(listener: hwsched::net::TcpListener, bench: Bench) {
             Bench::Http => drop(hwsched::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(s, hyper::service::service_fn(hello))
+                    .await;
+            })),
+            Bench::Mixed => drop(hwsched::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(s, hyper::service::service_fn(mixed))
                     .await;
             })),
         }
@@ -216,6 +301,14 @@ fn start(kind: Kind, bench: Bench, workers: usize) -> Server {
                                 .serve_connection(
                                     hyper_util::rt::TokioIo::new(s),
                                     hyper::service::service_fn(hello),
+                                )
+                                .await;
+                        }),
+                        Bench::Mixed => tokio::spawn(async move {
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(
+                                    hyper_util::rt::TokioIo::new(s),
+                                    hyper::service::service_fn(mixed),
                                 )
                                 .await;
                         }),
@@ -401,6 +494,7 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
             P99.with(|c| c.set(p99));
             (total, total / rps)
         }
+        Bench::Mixed => unreachable!("the mixed bench is measured by measure_mixed"),
     };
     let (cpu1, csw1) = usage();
     let wakes = match (&server.rt, stats0) {
@@ -426,6 +520,285 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
     }
 }
 
+/// One keep-alive HTTP/1.1 connection of the mixed client.
+struct HttpConn {
+    s: Async<TcpStream>,
+    /// The response read so far.
+    buf: Vec<u8>,
+}
+
+impl HttpConn {
+    async fn connect(addr: SocketAddr) -> HttpConn {
+        let s = Async::<TcpStream>::connect(addr).await.expect("connect");
+        s.get_ref().set_nodelay(true).unwrap();
+        HttpConn {
+            s,
+            buf: Vec::with_capacity(512),
+        }
+    }
+
+    /// Sends `req` and reads its whole response: status 200, a body of
+    /// `content-length` bytes, nothing after it (one request in flight).
+    async fn get(&mut self, req: &[u8]) {
+        self.s.write_all(req).await.expect("send a request");
+        self.buf.clear();
+        let mut chunk = [0u8; 4096];
+        let mut need = None;
+        loop {
+            let n = self.s.read(&mut chunk).await.expect("read a response");
+            assert!(n > 0, "the server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+            if need.is_none() {
+                let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = std::str::from_utf8(&self.buf[..end]).expect("an ASCII head");
+                assert!(head.starts_with("HTTP/1.1 200 "), "response: {head}");
+                let len: usize = head
+                    .lines()
+                    .filter_map(|l| l.split_once(':'))
+                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, v)| v.trim().parse().ok())
+                    .unwrap_or_else(|| panic!("no content-length: {head}"));
+                need = Some(end + 4 + len);
+            }
+            if let Some(need) = need {
+                if self.buf.len() >= need {
+                    assert_eq!(self.buf.len(), need, "bytes after the response");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The `q` quantile of sorted samples, exactly (nearest rank); 0 when
+/// there are none.
+fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// The mixed bench's client (run as a child process, one thread, async-io
+/// sockets on a local executor): `conns` keep-alive connections each
+/// sending `GET /` as soon as the previous answer arrived, and `slow_conns`
+/// doing the same with `GET /slow`, all connected before the clock starts,
+/// for `secs` seconds (a request in flight at the end is finished and
+/// counted). Prints, as `key=value` pairs: the cheap requests' count, the
+/// time from the start to the last cheap connection's end, their latencies'
+/// exact p50, p99, p99.9 and maximum (write to the end of the read), and the
+/// same count and time for the slow requests, in nanoseconds.
+fn mixed_client(addr: SocketAddr, conns: usize, slow_conns: usize, secs: u64) {
+    const CHEAP: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
+    const SLOW: &[u8] = b"GET /slow HTTP/1.1\r\nHost: bench\r\n\r\n";
+    let ex = async_executor::LocalExecutor::new();
+    let (mut cheap, cheap_end, slow, slow_end, t0) = async_io::block_on(ex.run(async {
+        let mut cs = Vec::with_capacity(conns + slow_conns);
+        for _ in 0..conns + slow_conns {
+            cs.push(HttpConn::connect(addr).await);
+        }
+        let t0 = Instant::now();
+        let deadline = t0 + Duration::from_secs(secs);
+        let tasks: Vec<_> = cs
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut c)| {
+                let req = if i < conns { CHEAP } else { SLOW };
+                ex.spawn(async move {
+                    let mut lat = Vec::with_capacity(1 << 16);
+                    let mut now = Instant::now();
+                    while now < deadline {
+                        c.get(req).await;
+                        let t = Instant::now();
+                        lat.push((t - now).as_nanos() as u64);
+                        now = t;
+                    }
+                    (lat, now)
+                })
+            })
+            .collect();
+        let (mut cheap, mut slow) = (Vec::new(), 0usize);
+        let (mut cheap_end, mut slow_end) = (t0, t0);
+        for (i, t) in tasks.into_iter().enumerate() {
+            let (lat, end) = t.await;
+            if i < conns {
+                cheap.extend(lat);
+                cheap_end = cheap_end.max(end);
+            } else {
+                slow += lat.len();
+                slow_end = slow_end.max(end);
+            }
+        }
+        (cheap, cheap_end, slow, slow_end, t0)
+    }));
+    cheap.sort_unstable();
+    println!(
+        "cheap={} cheap_ns={} p50_ns={} p99_ns={} p999_ns={} max_ns={} slow={} slow_ns={}",
+        cheap.len(),
+        (cheap_end - t0).as_nanos(),
+        quantile(&cheap, 0.5),
+        quantile(&cheap, 0.99),
+        quantile(&cheap, 0.999),
+        cheap.last().copied().unwrap_or(0),
+        slow,
+        (slow_end - t0).as_nanos(),
+    );
+}
+
+/// The mixed bench's settings.
+#[derive(Clone, Copy)]
+struct MixedCfg {
+    workers: usize,
+    secs: u64,
+    /// Connections sending `/`.
+    conns: usize,
+    /// Connections sending `/slow`.
+    slow_conns: usize,
+}
+
+/// One round of the mixed bench on one server.
+struct MixedSample {
+    /// Cheap requests per second.
+    cheap_per_s: f64,
+    /// The cheap requests' latency percentiles and maximum, in microseconds.
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+    max_us: f64,
+    /// Slow requests per second.
+    slow_per_s: f64,
+    /// The server's CPU time per cheap request, the `/slow` handlers'
+    /// spinning excluded (the rest of their requests' work included).
+    cpu_us_per_cheap: f64,
+    /// The server's voluntary context switches per cheap request.
+    csw_per_cheap: f64,
+}
+
+fn measure_mixed(kind: Kind, m: MixedCfg) -> MixedSample {
+    let server = start(kind, Bench::Mixed, m.workers);
+    thread::sleep(Duration::from_millis(100));
+    let spin0 = SPIN_NS.load(Relaxed);
+    let (cpu0, csw0) = usage();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--mixed-client",
+            &server.addr.to_string(),
+            &m.conns.to_string(),
+            &m.slow_conns.to_string(),
+            &m.secs.to_string(),
+        ])
+        .output()
+        .expect("run the mixed client");
+    // A `/slow` handler may still be spinning for the client's last
+    // request: its spin is then counted in both figures.
+    while SPINNING.load(Relaxed) > 0 {
+        thread::sleep(Duration::from_micros(50));
+    }
+    let (cpu1, csw1) = usage();
+    let spin = Duration::from_nanos(SPIN_NS.load(Relaxed) - spin0);
+    drop(server);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let get = |key: &str| -> f64 {
+        text.split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or_else(|| panic!("mixed client failed ({key}): {text} {out:?}"))
+    };
+    let cheap = get("cheap");
+    MixedSample {
+        cheap_per_s: cheap / (get("cheap_ns") / 1e9),
+        p50_us: get("p50_ns") / 1e3,
+        p99_us: get("p99_ns") / 1e3,
+        p999_us: get("p999_ns") / 1e3,
+        max_us: get("max_ns") / 1e3,
+        slow_per_s: get("slow") / (get("slow_ns") / 1e9),
+        cpu_us_per_cheap: (cpu1 - cpu0).saturating_sub(spin).as_secs_f64() * 1e6 / cheap,
+        csw_per_cheap: (csw1 - csw0) as f64 / cheap,
+    }
+}
+
+/// The mixed bench: `runs` rounds, each running every server once in a
+/// rotating order; per-round lines, medians, and hwsched / tokio.
+fn run_mixed(kinds: &[Kind], runs: usize, m: MixedCfg) {
+    let slow_us = SLOW_US.load(Relaxed);
+    println!(
+        "\n## Mixed: {} connections GET / beside {} GET /slow ({slow_us} us of CPU each), \
+         {} s per round",
+        m.conns, m.slow_conns, m.secs
+    );
+    println!(
+        "cheap requests/s, their latency p50 / p99 / p99.9 / max (us), slow requests/s, \
+         server CPU us per cheap request (the /slow spinning excluded), voluntary context \
+         switches per cheap request"
+    );
+    let line = |name: &str, s: &MixedSample| {
+        format!(
+            "{name:>15} {:>9.0} req/s  p50 {:>8.1}  p99 {:>8.1}  p99.9 {:>8.1}  max {:>8.1} us  \
+             slow {:>7.1} req/s  {:>6.2} us/cheap {:>6.3} csw/cheap",
+            s.cheap_per_s,
+            s.p50_us,
+            s.p99_us,
+            s.p999_us,
+            s.max_us,
+            s.slow_per_s,
+            s.cpu_us_per_cheap,
+            s.csw_per_cheap,
+        )
+    };
+    let mut all: Vec<Vec<MixedSample>> = kinds.iter().map(|_| Vec::new()).collect();
+    for round in 0..runs {
+        for j in 0..kinds.len() {
+            let k = (round + j) % kinds.len();
+            let s = measure_mixed(kinds[k], m);
+            println!("round {round} {}", line(kinds[k].name(), &s));
+            all[k].push(s);
+        }
+    }
+    println!("\nmedians over {runs} rounds (Mixed):");
+    for (k, samples) in kinds.iter().zip(&all) {
+        let med = |f: fn(&MixedSample) -> f64| median(samples.iter().map(f).collect());
+        let s = MixedSample {
+            cheap_per_s: med(|s| s.cheap_per_s),
+            p50_us: med(|s| s.p50_us),
+            p99_us: med(|s| s.p99_us),
+            p999_us: med(|s| s.p999_us),
+            max_us: med(|s| s.max_us),
+            slow_per_s: med(|s| s.slow_per_s),
+            cpu_us_per_cheap: med(|s| s.cpu_us_per_cheap),
+            csw_per_cheap: med(|s| s.csw_per_cheap),
+        };
+        println!("{}", line(k.name(), &s));
+    }
+    let pos = |k: Kind| kinds.iter().position(|x| *x == k);
+    let (Some(h), Some(t)) = (pos(Kind::HwIo), pos(Kind::Tokio)) else {
+        return;
+    };
+    // Medians of the per-round ratios hwsched / tokio.
+    let ratio = |f: fn(&MixedSample) -> f64| -> (f64, String) {
+        let r: Vec<f64> = (0..runs).map(|i| f(&all[h][i]) / f(&all[t][i])).collect();
+        let rounds = r.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>();
+        (median(r), rounds.join(" "))
+    };
+    let (cheap, cheap_rounds) = ratio(|s| s.cheap_per_s);
+    let (slow, slow_rounds) = ratio(|s| s.slow_per_s);
+    let (p50, _) = ratio(|s| s.p50_us);
+    let (p99, p99_rounds) = ratio(|s| s.p99_us);
+    let (p999, p999_rounds) = ratio(|s| s.p999_us);
+    let (cpu, _) = ratio(|s| s.cpu_us_per_cheap);
+    println!(
+        "hwsched / tokio, medians of the per-round ratios:\n  \
+         throughput (above 1: hwsched serves more): cheap {cheap:.2} (rounds {cheap_rounds}), \
+         slow {slow:.2} (rounds {slow_rounds})\n  \
+         cheap latency hwsched/tokio (below 1: hwsched's is lower): p50 {p50:.2}, \
+         p99 {p99:.2} (rounds {p99_rounds}), p99.9 {p999:.2} (rounds {p999_rounds})\n  \
+         server CPU per cheap request hwsched/tokio (below 1: hwsched uses less): {cpu:.2}"
+    );
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
@@ -442,6 +815,16 @@ fn main() {
         echo_client(args[i + 1].parse().expect("--echo-client ADDR"));
         return;
     }
+    if let Some(i) = args.iter().position(|a| a == "--mixed-client") {
+        let n = |j: usize| -> usize { args[i + j].parse().expect("--mixed-client ADDR N K SECS") };
+        mixed_client(
+            args[i + 1].parse().expect("--mixed-client ADDR"),
+            n(2),
+            n(3),
+            n(4) as u64,
+        );
+        return;
+    }
     let val = |name: &str| {
         args.iter()
             .position(|a| a == name)
@@ -454,6 +837,10 @@ fn main() {
         let c: usize = c.parse().expect("--conns N");
         WRK_CONNS.store(c, std::sync::atomic::Ordering::Relaxed);
     }
+    if let Some(us) = val("--slow-us") {
+        SLOW_US.store(us.parse().expect("--slow-us N"), Relaxed);
+    }
+    let slow_conns: usize = val("--slow-conns").map_or(1, |v| v.parse().expect("--slow-conns K"));
     // `--serve KIND` runs one server until killed and prints its address
     // (for `perf stat -p`: scripts/io-syscalls.sh).
     if let Some(name) = val("--serve") {
@@ -463,6 +850,7 @@ fn main() {
             .unwrap_or_else(|| panic!("--serve: unknown server {name}"));
         let bench = match val("--only").as_deref() {
             Some("echo") => Bench::Echo,
+            Some("mixed") => Bench::Mixed,
             _ => Bench::Http,
         };
         let server = start(kind, bench, workers);
@@ -476,12 +864,15 @@ fn main() {
     let benches: Vec<Bench> = match val("--only").as_deref() {
         Some("echo") => vec![Bench::Echo],
         Some("http") => vec![Bench::Http],
+        Some("mixed") => vec![Bench::Mixed],
         None => vec![Bench::Echo, Bench::Http],
-        Some(o) => panic!("--only echo|http, not {o}"),
+        Some(o) => panic!("--only echo|http|mixed, not {o}"),
     };
     let all_kinds = [Kind::HwIo, Kind::HwNoIo, Kind::Tokio, Kind::Ae];
     // `--kinds a,b` runs only those servers (for profiling one of them).
     let kinds: Vec<Kind> = match val("--kinds") {
+        // The mixed bench compares the two runtimes with their own drivers.
+        None if benches == [Bench::Mixed] => vec![Kind::HwIo, Kind::Tokio],
         None => all_kinds.to_vec(),
         Some(list) => list
             .split(',')
@@ -502,6 +893,16 @@ fn main() {
         let unit = match bench {
             Bench::Echo => "round trips/s",
             Bench::Http => "requests/s",
+            Bench::Mixed => {
+                let m = MixedCfg {
+                    workers,
+                    secs,
+                    conns: WRK_CONNS.load(Relaxed),
+                    slow_conns,
+                };
+                run_mixed(&kinds, runs, m);
+                continue;
+            }
         };
         println!("\n## {bench:?}: {unit}, server CPU us per op, voluntary context switches per op");
         let mut all: Vec<Vec<Sample>> = kinds.iter().map(|_| Vec::new()).collect();

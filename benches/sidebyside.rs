@@ -25,6 +25,28 @@
 //! - `chained_spawn`: a chain of 1,000 spawns, each from the previous task
 //!   (op: a spawn).
 //!
+//! `mixed`, run only when named (`sidebyside mixed`), asks whether cheap
+//! work waits behind expensive work: `--mixed-pairs` ping_pong pairs
+//! (default 64, as above, but each pair doing round trips until the round
+//! ends) beside `--mixed-spinners` tasks (default 1) that each loop
+//! `{ spin for --mixed-cost-us (default 1000; 100 to 5000 is the range of
+//! interest), the runtime's yield_now }`, for `--mixed-ms` per round
+//! (default 1000). Every round builds its runtimes afresh, in a rotating
+//! order, with `--workers` workers: `hwsched`, `hwsched-timed` (the same
+//! with `Builder::poll_timing(true)`, the only runtime of this harness
+//! with poll timing on), tokio and async-executor. Each row: round trips
+//! per second (the pairs' round trips, divided by the time from the first
+//! spawn to the end of the round), the spinners' spins per second, the
+//! process's voluntary context switches per round and, for
+//! `hwsched-timed` only (the others cannot report it), the run-queue
+//! delay (a task's wake or spawn to the start of its poll; every task's,
+//! merged over the workers) p50, p99 and max in microseconds: p50 and p99
+//! are the ends of the power-of-two buckets that hold them
+//! (`hwsched::timing::Histogram::percentile`). Medians over the rounds;
+//! then hwsched / tokio message rate, from the untimed `hwsched` row (the
+//! timed one pays two clock reads per poll and one per wake; above 1:
+//! hwsched passes more messages).
+//!
 //! Besides time, each row shows the process's voluntary context switches
 //! per round (`getrusage`): every futex wait a runtime causes, whichever
 //! thread pays it, the spawner's included.
@@ -34,6 +56,7 @@
 //! cargo bench --bench sidebyside -- --runs 9 ping_pong # one workload
 //! HWSCHED_STATS=1 cargo bench --bench sidebyside        # and hwsched's counters per round
 //! scripts/instructions.sh 2                            # instructions per op (callgrind)
+//! cargo bench --bench sidebyside -- mixed --mixed-cost-us 1000 --mixed-spinners 1
 //! ```
 //!
 //! With `HWSCHED_STATS` set, each workload's row is followed by hwsched's
@@ -65,7 +88,7 @@ mod hackbench;
 mod rt;
 
 use std::process::exit;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -278,6 +301,188 @@ const WORKLOADS: [Workload; 6] = [
     },
 ];
 
+/// The `mixed` workload's settings (`--mixed-*`).
+#[derive(Debug, Clone, Copy)]
+struct MixedCfg {
+    /// ping_pong pairs.
+    pairs: usize,
+    /// Tasks that spin between yields.
+    spinners: usize,
+    /// How long a spinner spins before each yield.
+    cost: Duration,
+    /// How long a round lasts.
+    round: Duration,
+}
+
+/// Holds the thread for `d`, without yielding.
+fn spin(d: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// One round of `mixed` on one runtime.
+struct MixedRound {
+    round_trips_per_s: f64,
+    spins_per_s: f64,
+    nvcsw: f64,
+    /// hwsched's run-queue delays of the round, merged over the workers
+    /// (a runtime with poll timing on).
+    run_delay: Option<hwsched::timing::Histogram>,
+}
+
+/// One round of `mixed`: the pairs and the spinners spawned from one task,
+/// stopped after `m.round`; a pinger counts the round trips it finished (at
+/// most one each after the stop), a spinner its spins.
+fn mixed_round(rt: &Rt, m: &MixedCfg) -> MixedRound {
+    let MixedCfg {
+        pairs,
+        spinners,
+        cost,
+        round,
+    } = *m;
+    let stop = Arc::new(AtomicBool::new(false));
+    // (a spinner's, its count)
+    let (done_tx, done_rx) = mpsc::channel::<(bool, u64)>();
+    let sp = rt.spawner();
+    let kind = rt.kind();
+    let stop2 = stop.clone();
+    let c0 = nvcsw();
+    let t0 = Instant::now();
+    drop(rt.spawn(async move {
+        for _ in 0..spinners {
+            let (stop, done) = (stop2.clone(), done_tx.clone());
+            drop(sp.spawn(async move {
+                let mut n = 0;
+                while !stop.load(Relaxed) {
+                    spin(cost);
+                    n += 1;
+                    rt::yield_now(kind).await;
+                }
+                done.send((true, n)).unwrap();
+            }));
+        }
+        for _ in 0..pairs {
+            let (stop, done) = (stop2.clone(), done_tx.clone());
+            let sp2 = sp.clone();
+            drop(sp.spawn(async move {
+                let (tx1, rx1) = async_channel::bounded::<()>(1);
+                let (tx2, rx2) = async_channel::bounded::<()>(1);
+                drop(sp2.spawn(async move {
+                    while rx1.recv().await.is_ok() {
+                        if tx2.send(()).await.is_err() {
+                            break;
+                        }
+                    }
+                }));
+                let mut n = 0;
+                while !stop.load(Relaxed) {
+                    tx1.send(()).await.unwrap();
+                    rx2.recv().await.unwrap();
+                    n += 1;
+                }
+                done.send((false, n)).unwrap();
+            }));
+        }
+    }));
+    std::thread::sleep(round);
+    stop.store(true, Relaxed);
+    let elapsed = t0.elapsed().as_secs_f64();
+    let (mut trips, mut spins) = (0, 0);
+    for _ in 0..pairs + spinners {
+        match done_rx.recv().unwrap() {
+            (true, n) => spins += n,
+            (false, n) => trips += n,
+        }
+    }
+    let switches = (nvcsw() - c0) as f64;
+    let run_delay = rt.stats().filter(|s| !s.timing.is_empty()).map(|s| {
+        let mut all = hwsched::timing::PollTiming::default();
+        for t in &s.timing {
+            all.merge(t);
+        }
+        all.run_delay
+    });
+    MixedRound {
+        round_trips_per_s: trips as f64 / elapsed,
+        spins_per_s: spins as f64 / elapsed,
+        nvcsw: switches,
+        run_delay,
+    }
+}
+
+/// The `mixed` workload: `runs` rounds, each on freshly built runtimes in a
+/// rotating order; a table of medians and hwsched / tokio message rate.
+fn run_mixed(workers: usize, runs: usize, m: &MixedCfg) {
+    let names = ["hwsched", "hwsched-timed", "tokio", "async-executor"];
+    let build = |i: usize| -> Rt {
+        let tunables = rt::env_tunables(Default::default());
+        match i {
+            0 => rt::hwsched(names[0], Some(workers), None, tunables),
+            1 => rt::hwsched_with(names[1], Some(workers), None, tunables, |b| {
+                b.poll_timing(true)
+            }),
+            2 => return rt::tokio(workers),
+            _ => return rt::async_executor(workers),
+        }
+        .unwrap_or_else(|e| panic!("hwsched: {e}"))
+    };
+    println!(
+        "\nmixed: {} ping_pong pairs beside {} task(s) spinning {} us between yields; {workers} \
+         workers each, {} ms per round, {runs} rounds (a fresh runtime each, interleaved), \
+         medians; run delay (hwsched-timed only: poll timing on): p50 and p99 are power-of-two \
+         bucket ends, merged over the workers\n",
+        m.pairs,
+        m.spinners,
+        m.cost.as_micros(),
+        m.round.as_millis()
+    );
+    let mut rounds: Vec<Vec<MixedRound>> = names.iter().map(|_| Vec::new()).collect();
+    for r in 0..runs {
+        for j in 0..names.len() {
+            let i = (r + j) % names.len();
+            let rt = build(i);
+            rounds[i].push(mixed_round(&rt, m));
+        }
+    }
+    println!(
+        "| runtime | round trips/s | spins/s | nvcsw per round | run delay p50 us | \
+         run delay p99 us | run delay max us |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let med = |i: usize, f: &dyn Fn(&MixedRound) -> f64| median(rounds[i].iter().map(f).collect());
+    for (i, name) in names.iter().enumerate() {
+        let delay = if rounds[i].iter().all(|x| x.run_delay.is_some()) {
+            let us = |d: Duration| d.as_secs_f64() * 1e6;
+            let q = |q: f64| med(i, &|x| us(x.run_delay.as_ref().unwrap().percentile(q)));
+            let max = med(i, &|x| us(x.run_delay.as_ref().unwrap().max));
+            format!("{:.0} | {:.0} | {max:.0}", q(0.5), q(0.99))
+        } else {
+            "- | - | -".to_owned()
+        };
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.0} | {delay} |",
+            med(i, &|x| x.round_trips_per_s),
+            med(i, &|x| x.spins_per_s),
+            med(i, &|x| x.nvcsw),
+        );
+    }
+    let ratios: Vec<f64> = (0..runs)
+        .map(|r| rounds[0][r].round_trips_per_s / rounds[2][r].round_trips_per_s)
+        .collect();
+    println!(
+        "\nhwsched / tokio message rate: {:.2} (rounds {}) (above 1: hwsched passes more \
+         messages)",
+        median(ratios.clone()),
+        ratios
+            .iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -297,7 +502,12 @@ usage: sidebyside [--runs N] [--workers N] [--scale S] [FILTER...]
   --instructions  one measured round per workload and runtime, between
                   callgrind client requests (run under valgrind
                   --tool=callgrind; scripts/instructions.sh does)
-  FILTER          only workloads whose name contains one of these";
+  FILTER          only workloads whose name contains one of these;
+                  `mixed` runs the mixed workload (only when named)
+  --mixed-pairs N      mixed: ping_pong pairs (64)
+  --mixed-spinners N   mixed: tasks spinning between yields (1; 0 allowed)
+  --mixed-cost-us N    mixed: microseconds each spin lasts (1000)
+  --mixed-ms N         mixed: milliseconds per round (1000)";
 
 fn main() {
     let mut runs = 5usize;
@@ -305,6 +515,12 @@ fn main() {
     let mut scale = 1usize;
     let mut instructions = false;
     let mut filters: Vec<String> = Vec::new();
+    let mut mixed = MixedCfg {
+        pairs: 64,
+        spinners: 1,
+        cost: Duration::from_millis(1),
+        round: Duration::from_secs(1),
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -324,6 +540,21 @@ fn main() {
                     }
                 }
             }
+            "--mixed-pairs" | "--mixed-spinners" | "--mixed-cost-us" | "--mixed-ms" => {
+                let v = args.next().unwrap_or_default();
+                match v.parse::<u64>() {
+                    Ok(n) if n > 0 || a == "--mixed-spinners" => match a.as_str() {
+                        "--mixed-pairs" => mixed.pairs = n as usize,
+                        "--mixed-spinners" => mixed.spinners = n as usize,
+                        "--mixed-cost-us" => mixed.cost = Duration::from_micros(n),
+                        _ => mixed.round = Duration::from_millis(n),
+                    },
+                    _ => {
+                        eprintln!("sidebyside: invalid value {v:?} for {a}\n{USAGE}");
+                        exit(2);
+                    }
+                }
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
@@ -336,10 +567,21 @@ fn main() {
         }
     }
     let sizes = Sizes::new(scale);
+    // `mixed` is not in the table: it runs after it, only when named.
+    let want_mixed = filters.iter().any(|f| f == "mixed");
+    filters.retain(|f| f != "mixed");
     let workloads: Vec<&Workload> = WORKLOADS
         .iter()
         .filter(|w| filters.is_empty() || filters.iter().any(|x| w.name.contains(x.as_str())))
+        .filter(|_| !(want_mixed && filters.is_empty()))
         .collect();
+    if want_mixed && instructions {
+        eprintln!("sidebyside: the mixed workload has no instruction mode; not run");
+    }
+    if want_mixed && !instructions && workloads.is_empty() {
+        run_mixed(workers, runs, &mixed);
+        return;
+    }
     let rts = [
         rt::hwsched(
             "hwsched",
@@ -431,6 +673,10 @@ fn main() {
                  {st:.0} steals | | | | | | | | | | |"
             );
         }
+    }
+    if want_mixed {
+        drop(rts);
+        run_mixed(workers, runs, &mixed);
     }
 }
 

@@ -127,6 +127,18 @@ pub fn hwsched(
     topology: Option<&str>,
     tunables: hwsched::Tunables,
 ) -> Result<Rt, hwsched::BuildError> {
+    hwsched_with(name, workers, topology, tunables, |b| b)
+}
+
+/// [`hwsched`], with `configure` applied to the builder last (for options
+/// one workload needs, such as `poll_timing`).
+pub fn hwsched_with(
+    name: &str,
+    workers: Option<usize>,
+    topology: Option<&str>,
+    tunables: hwsched::Tunables,
+    configure: impl FnOnce(hwsched::Builder) -> hwsched::Builder,
+) -> Result<Rt, hwsched::BuildError> {
     let mut b = hwsched::Runtime::builder().tunables(tunables);
     if let Some(t) = topology {
         b = b.topology(if t.ends_with(".xml") {
@@ -138,7 +150,7 @@ pub fn hwsched(
     if let Some(n) = workers {
         b = b.worker_threads(n);
     }
-    let rt = b.build()?;
+    let rt = configure(b).build()?;
     Ok(Rt {
         name: name.into(),
         workers: rt.workers(),

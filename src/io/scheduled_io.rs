@@ -508,6 +508,108 @@ mod tests {
         assert!(!io.readiness().intersects(Ready::READABLE));
     }
 
+    /// A waker that counts its wakes.
+    struct Count(std::sync::atomic::AtomicUsize);
+    impl std::task::Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    fn counting() -> (std::sync::Arc<Count>, Waker) {
+        let c = std::sync::Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+    fn wakes(c: &Count) -> usize {
+        c.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn every_waiter_in_a_direction_is_woken_and_one_allocates_nothing() {
+        let io = ScheduledIo::new();
+        let (ca, a) = counting();
+        // One task, polled again and again: its slot only, no list.
+        for _ in 0..3 {
+            assert!(io
+                .poll_ready(&mut Context::from_waker(&a), Direction::Read)
+                .is_pending());
+        }
+        assert_eq!(io.waiters.lock().more_readers.capacity(), 0);
+        let (cb, b) = counting();
+        let (cc, c) = counting();
+        for w in [&b, &c, &b, &a] {
+            assert!(io
+                .poll_ready(&mut Context::from_waker(w), Direction::Read)
+                .is_pending());
+        }
+        assert_eq!(
+            io.waiters.lock().more_readers.len(),
+            2,
+            "b and c, once each"
+        );
+        // A writer is not woken by readability, nor the readers by
+        // writability.
+        let (cw, w) = counting();
+        assert!(io
+            .poll_ready(&mut Context::from_waker(&w), Direction::Write)
+            .is_pending());
+        io.set_readiness(Ready::READABLE);
+        io.wake(Ready::READABLE);
+        assert_eq!(
+            (wakes(&ca), wakes(&cb), wakes(&cc), wakes(&cw)),
+            (1, 1, 1, 0)
+        );
+        assert!(io.waiters.lock().more_readers.is_empty());
+    }
+
+    #[test]
+    fn the_overflow_list_is_bounded_and_wakes_the_oldest_past_it() {
+        let io = ScheduledIo::new();
+        let (_, first) = counting();
+        assert!(io
+            .poll_ready(&mut Context::from_waker(&first), Direction::Read)
+            .is_pending());
+        let ws: Vec<_> = (0..MAX_MORE + 1).map(|_| counting()).collect();
+        for (_, w) in &ws {
+            assert!(io
+                .poll_ready(&mut Context::from_waker(w), Direction::Read)
+                .is_pending());
+        }
+        assert_eq!(io.waiters.lock().more_readers.len(), MAX_MORE);
+        assert_eq!(wakes(&ws[0].0), 1, "the oldest woken to poll again");
+        assert_eq!(wakes(&ws[1].0), 0);
+    }
+
+    #[test]
+    fn shutdown_wakes_every_waiter_and_every_poll_after_sees_it() {
+        let io = ScheduledIo::new();
+        let (ca, a) = counting();
+        let (cb, b) = counting();
+        let (cw, w) = counting();
+        let mut key = None;
+        assert!(io
+            .poll_ready(&mut Context::from_waker(&a), Direction::Read)
+            .is_pending());
+        assert!(io
+            .poll_ready(&mut Context::from_waker(&b), Direction::Read)
+            .is_pending());
+        assert!(io
+            .poll_interest(&mut Context::from_waker(&w), Ready::WRITABLE, &mut key)
+            .is_pending());
+        io.shutdown();
+        assert_eq!((wakes(&ca), wakes(&cb), wakes(&cw)), (1, 1, 1));
+        for dir in [Direction::Read, Direction::Write] {
+            match io.poll_ready(&mut Context::from_waker(Waker::noop()), dir) {
+                Poll::Ready(ev) => assert!(ev.is_shutdown() && ev.ready.is_empty()),
+                Poll::Pending => panic!("shut down: ready at once"),
+            }
+        }
+        // Final: an edge or a clear does not take it away.
+        io.set_readiness(Ready::READABLE);
+        let ev = io.poll_interest_now(Ready::READABLE).unwrap();
+        io.clear_readiness(ev);
+        assert!(io.poll_interest_now(Ready::READABLE).unwrap().is_shutdown());
+    }
+
     #[test]
     fn directions_are_independent() {
         let io = ScheduledIo::new();

@@ -36,7 +36,7 @@ test-unit:
 	# `drive_reactor`).
 	$(CARGO) test --features hyper --lib
 	$(CARGO) test --features hyper --test io --test io_emfile --test net_udp_unix --test signal \
-		--test reliability --test conservation --test edges
+		--test time_socket_edges --test reliability --test conservation --test edges
 	$(CARGO) test --features hyper --doc
 
 # Each model in its own process (scripts/loom.sh), so that one failing model

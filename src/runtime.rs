@@ -211,10 +211,14 @@ impl Builder {
 
     /// Whether this runtime has an I/O driver (default: on when the `io`
     /// cargo feature is, which it needs): `hwsched::net` sockets,
-    /// `hwsched::time` timers and `hwsched::signal`. The driver is created
-    /// when the program first registers a socket or a timer; until then
-    /// (and in a program that never does I/O) the workers park on their
-    /// condvars and no descriptor is opened
+    /// `hwsched::time` timers and `hwsched::signal`. `build` opens the
+    /// driver's descriptors (per poller: an epoll instance, its registry's
+    /// duplicate and an eventfd) or returns
+    /// [`BuildError::IoDriver`](crate::BuildError::IoDriver), so the first socket or timer never fails
+    /// for want of one; the driver is put to use when the program first
+    /// registers a socket or a timer: until then (and in a program that
+    /// never does I/O) the workers park on their condvars, and those
+    /// descriptors are all the feature costs
     /// ([`Stats::io_driven`](crate::Stats::io_driven)). Then an idle worker
     /// sleeps in the poller (one at a time per poller) with its next timer
     /// deadline as the timeout, so readiness and timer expiry wake tasks on

@@ -84,9 +84,11 @@ fn farthest_instant() -> Instant {
 
 /// The timers of every huge-duration case, each raced against `wait`:
 /// `true` if the huge one fired first (early).
-fn huge_cases(wait: Duration) -> Vec<Pin<Box<dyn Future<Output = (&'static str, bool)> + Send>>> {
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+fn huge_cases(wait: Duration) -> Vec<BoxFuture<(&'static str, bool)>> {
     let far = Instant::now() + Duration::from_secs(86_400 * 365 * 1000);
-    let cases: Vec<(&'static str, Pin<Box<dyn Future<Output = ()> + Send>>)> = vec![
+    let cases: Vec<(&'static str, BoxFuture<()>)> = vec![
         (
             "sleep(from_millis(u64::MAX))",
             Box::pin(sleep(Duration::from_millis(u64::MAX))),
@@ -186,6 +188,9 @@ fn huge_durations_and_far_instants_never_fire_early_nor_panic() {
 /// then `a` dropped: awaiting it in another runtime or on a plain thread
 /// panics at once, and so do new timers through a `Handle` of `a`.
 #[test]
+// The runtime's task and `block_on` return a `Sleep` on purpose: polled
+// once there, it is awaited elsewhere after that runtime is gone.
+#[allow(clippy::async_yields_async)]
 fn a_dropped_runtimes_timers_panic_at_once_never_hang() {
     with_timeout(60, "dropped_runtime_timers", || {
         let a = rt(2);
@@ -514,10 +519,8 @@ fn thread_cpu() -> Duration {
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid timespec to fill.
-    assert_eq!(
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) },
-        0
-    );
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0);
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 

@@ -225,6 +225,12 @@ impl ExternalTimers {
     }
 }
 
+/// Where a registered timer lives.
+pub(crate) enum Home {
+    Worker(usize),
+    Outside,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,10 +278,4 @@ mod tests {
         f.shut();
         assert!(f.fired(), "a fired entry stays fired");
     }
-}
-
-/// Where a registered timer lives.
-pub(crate) enum Home {
-    Worker(usize),
-    Outside,
 }

@@ -35,8 +35,8 @@ test-unit:
 	# through the driver (the suites create it first: tests/common,
 	# `drive_reactor`).
 	$(CARGO) test --features hyper --lib
-	$(CARGO) test --features hyper --test io --test io_emfile --test net_udp_unix --test signal --test long_poll \
-		--test reliability --test conservation --test edges
+	$(CARGO) test --features hyper --test io --test io_emfile --test net_udp_unix --test signal \
+		--test long_poll --test time_socket_edges --test reliability --test conservation --test edges
 	$(CARGO) test --features hyper --doc
 
 # Each model in its own process (scripts/loom.sh), so that one failing model

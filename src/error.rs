@@ -85,6 +85,13 @@ pub enum BuildError {
     Hwloc(String),
     /// A worker thread could not be spawned.
     ThreadSpawn(std::io::Error),
+    /// The I/O driver's descriptors (per poller: an epoll instance, its
+    /// duplicate and an eventfd) could not be opened, e.g. `EMFILE` with
+    /// the process out of descriptors. `build` opens them, so that no
+    /// socket or timer fails (or panics) for want of them later; a runtime
+    /// built with [`enable_io(false)`](crate::Builder::enable_io) opens
+    /// none.
+    IoDriver(std::io::Error),
 }
 
 impl fmt::Display for BuildError {
@@ -137,6 +144,10 @@ impl fmt::Display for BuildError {
             }
             BuildError::Hwloc(msg) => write!(f, "hwloc error: {msg}"),
             BuildError::ThreadSpawn(e) => write!(f, "failed to spawn a worker thread: {e}"),
+            BuildError::IoDriver(e) => write!(
+                f,
+                "cannot open the I/O driver's descriptors (epoll instance and eventfd): {e}"
+            ),
         }
     }
 }
@@ -144,7 +155,7 @@ impl fmt::Display for BuildError {
 impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            BuildError::ThreadSpawn(e) => Some(e),
+            BuildError::ThreadSpawn(e) | BuildError::IoDriver(e) => Some(e),
             _ => None,
         }
     }

@@ -215,10 +215,14 @@ impl Builder {
 
     /// Whether this runtime has an I/O driver (default: on when the `io`
     /// cargo feature is, which it needs): `hwsched::net` sockets,
-    /// `hwsched::time` timers and `hwsched::signal`. The driver is created
-    /// when the program first registers a socket or a timer; until then
-    /// (and in a program that never does I/O) the workers park on their
-    /// condvars and no descriptor is opened
+    /// `hwsched::time` timers and `hwsched::signal`. `build` opens the
+    /// driver's descriptors (per poller: an epoll instance, its registry's
+    /// duplicate and an eventfd) or returns
+    /// [`BuildError::IoDriver`](crate::BuildError::IoDriver), so the first socket or timer never fails
+    /// for want of one; the driver is put to use when the program first
+    /// registers a socket or a timer: until then (and in a program that
+    /// never does I/O) the workers park on their condvars, and those
+    /// descriptors are all the feature costs
     /// ([`Stats::io_driven`](crate::Stats::io_driven)). Then an idle worker
     /// sleeps in the poller (one at a time per poller) with its next timer
     /// deadline as the timeout, so readiness and timer expiry wake tasks on
@@ -402,6 +406,14 @@ impl Builder {
         // accepted socket's `SO_INCOMING_CPU` to a poller with it).
         #[cfg(feature = "io")]
         let cpus: Box<[usize]> = (0..n).map(|w| topology.place(w).os_index).collect();
+        // The driver's descriptors, now: the first socket or timer must not
+        // fail for want of one (io/mod.rs, "Opened by `build`").
+        #[cfg(feature = "io")]
+        let io_driver = if self.io {
+            Some(crate::io::open_driver(&poller_domain).map_err(BuildError::IoDriver)?)
+        } else {
+            None
+        };
         let start = Instant::now();
         let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| Shared {
             // Each blocking thread runs with this runtime as its context. A
@@ -451,7 +463,7 @@ impl Builder {
                         }
                     }
                 });
-                let io = crate::io::Handle::new(self.io, poller_domain, cpus, owner, on_create);
+                let io = crate::io::Handle::new(io_driver, cpus, owner, on_create);
                 Arc::new(crate::time::Handle::new(Arc::new(io), start, n))
             },
             on_start: self.on_start.clone(),
@@ -800,6 +812,13 @@ impl crate::shutdown::Stopping<Runnable> for Stop<'_> {
     }
 
     fn wake_waiting(&self) {
+        // The driver first (the workers are joined, so nobody turns its
+        // pollers or fires its timers again): its sockets' waiters see an
+        // error and its timers are shut, each waiter woken, so a blocking
+        // closure (or another runtime, or a thread) waiting on one returns
+        // before `wait_running` waits for it (io/mod.rs, "Shutdown").
+        #[cfg(feature = "io")]
+        self.shared.driver.shutdown();
         self.shared.registry.close_and_wake_all();
     }
 

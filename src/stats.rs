@@ -300,10 +300,11 @@ pub struct Stats {
     pub blocking_idle: usize,
     /// Whether the workers drive hwsched's I/O driver: I/O is on
     /// ([`Builder::enable_io`](crate::Builder::enable_io)) and the program
-    /// has registered a socket or a timer with this runtime, which creates
-    /// the driver. Until then workers park on their condvars.
+    /// has registered a socket or a timer with this runtime, which puts
+    /// the driver (its descriptors opened by `build`) to use. Until then
+    /// workers park on their condvars.
     pub io_driven: bool,
-    /// The driver's pollers (0 before it is created).
+    /// The driver's pollers (0 before it is in use).
     pub io_pollers: usize,
     /// Readiness events the pollers dispatched.
     pub io_events: u64,

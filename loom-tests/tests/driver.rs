@@ -41,6 +41,7 @@
 //! | `an_empty_timeout_races_a_delivery` | the same, with a deadline at which nothing fires: the worker polls its park again, puts its waker back and sleeps again, and the delivery must find that waker; a delivery after `take_waker` returns `Unparked` with no eventfd write (also in the timer model) |
 //! | `two_workers_one_poller` | two workers going to sleep with one poller (one holds it, the other parks on its thread waker) against a delivery to each |
 //! | `readiness_set_races_a_task_clearing_it` | a driver thread setting readiness and waking (two edges, each after data arrived) against a task that polls readiness, reads until `WouldBlock`, clears with the tick it saw, and waits (`ScheduledIo::{poll_ready, clear_readiness, set_readiness, wake}`) |
+//! | `two_readers_of_one_registration_are_both_woken` | the same driver against two tasks reading one unit each through one registration in one direction (two readers of one `&TcpStream`, two acceptors of one listener): the second waiter's waker goes to the overflow list, and each edge must reach whichever reader still waits (the single slot of old lost the displaced reader: a loom deadlock) |
 //!
 //! Timings (2-core VM under a load average of 10, `nice -n 5`): at bound 3
 //! the six models take 23 s in all (the longest, `deliveries_race_...`,
@@ -924,6 +925,60 @@ fn readiness_set_races_a_task_clearing_it() {
             }
             if kept {
                 cases.hit("a newer edge outlived a clear");
+            }
+        }
+    });
+    cases.assert_all_reached();
+}
+
+/// Two tasks wait to read through one registration (the readers of one
+/// `&TcpStream`, the acceptors of one listener) while the driver delivers
+/// two edges, each after one unit of data: each task reads one unit, and
+/// neither waits forever, whichever order they wait in (the second
+/// waiter's waker goes to the direction's overflow list, and readiness
+/// wakes the slot and the list).
+#[test]
+fn two_readers_of_one_registration_are_both_woken() {
+    let cases = Cases::new(&["both readers waited", "a reader read without waiting"]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let io = Arc::new(ScheduledIo::new());
+            let socket = Arc::new(Mutex::new(0usize));
+            let driver = {
+                let (io, socket) = (io.clone(), socket.clone());
+                thread::spawn(move || {
+                    for _ in 0..2 {
+                        *socket.lock().unwrap() += 1;
+                        io.set_readiness(Ready::READABLE);
+                        io.wake(Ready::READABLE);
+                    }
+                })
+            };
+            let other = {
+                let (io, socket) = (io.clone(), socket.clone());
+                thread::spawn(move || {
+                    let token = Arc::new(Token::new());
+                    let (mut got, mut kept) = (0, false);
+                    block_on(&token, |cx| {
+                        poll_read(&io, &socket, cx, &mut got, 1, &mut kept)
+                    })
+                })
+            };
+            let token = Arc::new(Token::new());
+            let (mut got, mut kept) = (0, false);
+            let parks = block_on(&token, |cx| {
+                poll_read(&io, &socket, cx, &mut got, 1, &mut kept)
+            });
+            let other_parks = other.join().unwrap();
+            driver.join().unwrap();
+            assert_eq!(got, 1);
+            assert_eq!(*socket.lock().unwrap(), 0, "both units read");
+            if parks > 0 && other_parks > 0 {
+                cases.hit("both readers waited");
+            }
+            if parks == 0 || other_parks == 0 {
+                cases.hit("a reader read without waiting");
             }
         }
     });

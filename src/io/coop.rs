@@ -1,5 +1,5 @@
-//! The cooperative budget: a task that keeps finding its sockets ready
-//! yields after [`BUDGET`] operations, so the other tasks of its worker and
+//! The cooperative budget: a task that keeps finding its sockets (or
+//! timers: `time/mod.rs`) ready yields after [`BUDGET`] operations, so the other tasks of its worker and
 //! the poller get their turn (tokio's `coop`).
 //!
 //! The worker sets the budget before each poll ([`budget`]); every
@@ -39,6 +39,26 @@ pub(crate) fn budget<R>(f: impl FnOnce() -> R) -> R {
 #[inline]
 pub(crate) fn has_budget() -> bool {
     LEFT.with(|l| l.get() != Some(0))
+}
+
+/// What is left of the running task's budget (`None`: unconstrained).
+#[inline]
+pub(crate) fn left() -> Option<u8> {
+    LEFT.with(|l| l.get())
+}
+
+/// Runs `f` without a budget (restoring the running task's after): for a
+/// look that must happen even when the task ran out (a timeout's deadline
+/// after its future spent the budget).
+pub(crate) fn unconstrained<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<u8>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LEFT.with(|l| l.set(self.0));
+        }
+    }
+    let _reset = Reset(LEFT.with(|l| l.replace(None)));
+    f()
 }
 
 /// Spends one unit.

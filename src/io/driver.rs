@@ -79,7 +79,20 @@ pub(crate) struct Poller {
     /// dispatched never points at freed memory (tokio's `pending_release`).
     release: Mutex<Vec<Arc<ScheduledIo>>>,
     has_release: AtomicBool,
+    /// The live registrations of this poller, so that the runtime's
+    /// shutdown can end their waits ([`Poller::shut_registrations`]).
+    live: Mutex<Live>,
     pub(crate) counters: Arc<PollerCounters>,
+}
+
+/// A poller's live registrations: a slab (a cell per registration, freed
+/// by its drop), and whether the shutdown has been through it. Locked once
+/// when a socket registers and once when it is dropped, never on a wait.
+#[derive(Default)]
+struct Live {
+    cells: Vec<Option<Arc<ScheduledIo>>>,
+    free: Vec<usize>,
+    shut: bool,
 }
 
 impl Poller {
@@ -100,6 +113,7 @@ impl Poller {
             waker,
             release: Mutex::new(Vec::new()),
             has_release: AtomicBool::new(false),
+            live: Mutex::new(Live::default()),
             counters,
         })
     }
@@ -117,6 +131,50 @@ impl Poller {
     /// The registry sockets register with.
     pub(crate) fn registry(&self) -> &mio::Registry {
         &self.registry
+    }
+
+    /// Adds `io` to the live registrations; its key, or `None` once the
+    /// shutdown has been through them (the registration is refused).
+    pub(crate) fn track(&self, io: &Arc<ScheduledIo>) -> Option<usize> {
+        let mut l = self.live.lock();
+        if l.shut {
+            return None;
+        }
+        let k = match l.free.pop() {
+            Some(k) => k,
+            None => {
+                l.cells.push(None);
+                l.cells.len() - 1
+            }
+        };
+        l.cells[k] = Some(io.clone());
+        Some(k)
+    }
+
+    /// Removes the live registration `key` (its registration is dropped).
+    pub(crate) fn untrack(&self, key: usize) {
+        let mut l = self.live.lock();
+        if let Some(c) = l.cells.get_mut(key) {
+            if c.take().is_some() {
+                l.free.push(key);
+            }
+        }
+    }
+
+    /// The runtime shuts down: every live registration's waits end
+    /// (`ScheduledIo::shutdown`), and later ones are refused.
+    pub(crate) fn shut_registrations(&self) {
+        let cells = {
+            let mut l = self.live.lock();
+            l.shut = true;
+            l.free.clear();
+            std::mem::take(&mut l.cells)
+        };
+        // Woken outside the lock: a wake may drop a task whose socket's
+        // drop takes it.
+        for io in cells.into_iter().flatten() {
+            io.shutdown();
+        }
     }
 
     /// Keeps `io` alive until the next turn (see `release`).

@@ -12,46 +12,61 @@
 //! [`Registration`]: super::Registration
 
 use std::io;
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use super::driver::Driver;
 
-/// The I/O driver of one runtime, created on first use.
+/// The I/O driver of one runtime: its descriptors opened by `build`, put
+/// to use on first use.
 pub(crate) struct Handle {
-    /// Whether the driver may be created (`Builder::enable_io`).
-    enabled: bool,
-    /// The driver, once created ([`Handle::driver`]).
-    driver: OnceLock<Driver>,
-    /// Per worker, its poller's index (`Builder::io_pollers`).
-    poller_domain: Box<[usize]>,
+    /// The driver, `None` when I/O is off (`Builder::enable_io(false)`).
+    /// Its descriptors (per poller: the epoll instance, its registry's
+    /// duplicate, the eventfd) are opened by `Builder::build`, which
+    /// returns `BuildError::IoDriver` when it cannot: no later call fails
+    /// (nor panics) because they could not be opened.
+    driver: Option<Driver>,
+    /// Whether the driver is in use ([`Handle::driver`] was called): until
+    /// then the workers park on their condvars, as in a program without
+    /// I/O ([`Handle::get`] is `None`).
+    used: AtomicBool,
+    /// The runtime is shutting down ([`Handle::shutdown`]): no new socket
+    /// or timer, and the sockets' waits end with an error.
+    shut: AtomicBool,
     /// Per worker, the OS index of its CPU (for `SO_INCOMING_CPU`).
     cpus: Box<[usize]>,
-    /// Serializes the driver's creation.
+    /// Serializes the driver's first use.
     init: Mutex<()>,
     /// The runtime this handle belongs to, as an identity (the address
     /// `context::Here::rt` holds on its workers); never dereferenced.
     owner: usize,
-    /// Run once, after the driver is created.
+    /// Run once, when the driver is first used.
     on_create: Box<dyn Fn() + Send + Sync>,
 }
 
+/// Opens the descriptors of a driver with one poller per distinct value of
+/// `poller_domain` (per worker, its poller's index): `Builder::build`
+/// calls it, so that the error is the build's.
+pub(crate) fn open_driver(poller_domain: &[usize]) -> io::Result<Driver> {
+    Driver::new(poller_domain)
+}
+
 impl Handle {
-    /// A handle whose driver is not yet created. `poller_domain` and `cpus`
-    /// are per worker; `owner` is the runtime's identity (its
-    /// `context::Here::rt`); `on_create` runs once the driver exists (the
-    /// runtime wakes its workers there, so that they sleep in the pollers
-    /// from their next park on).
+    /// A handle over `driver` (`None`: I/O is off), not yet in use.
+    /// `cpus` is per worker; `owner` is the runtime's
+    /// identity (its `context::Here::rt`); `on_create` runs at the driver's
+    /// first use (the runtime wakes its workers there, so that they sleep
+    /// in the pollers from their next park on).
     pub(crate) fn new(
-        enabled: bool,
-        poller_domain: Box<[usize]>,
+        driver: Option<Driver>,
         cpus: Box<[usize]>,
         owner: *const (),
         on_create: Box<dyn Fn() + Send + Sync>,
     ) -> Handle {
         Handle {
-            enabled,
-            driver: OnceLock::new(),
-            poller_domain,
+            driver,
+            used: AtomicBool::new(false),
+            shut: AtomicBool::new(false),
             cpus,
             init: Mutex::new(()),
             owner: owner as usize,
@@ -59,38 +74,70 @@ impl Handle {
         }
     }
 
-    /// The driver, if it has been created.
+    /// The driver, if it is in use.
     #[inline]
     pub(crate) fn get(&self) -> Option<&Driver> {
-        self.driver.get()
+        // Acquire: pairs with `use_driver`'s release store (the workers
+        // that see it sleep in the pollers).
+        if self.used.load(Ordering::Acquire) {
+            self.driver.as_ref()
+        } else {
+            None
+        }
     }
 
-    /// The driver, created on first use: `Err` when I/O is off for this
-    /// runtime or the poller cannot be created (the OS's error).
+    /// The driver, put to use on first use: `Err` only when I/O is off for
+    /// this runtime (its descriptors were opened by `build`).
     #[inline]
     pub(crate) fn driver(&self) -> io::Result<&Driver> {
-        match self.driver.get() {
+        match self.get() {
             Some(d) => Ok(d),
-            None => self.init_driver(),
+            None => self.use_driver(),
         }
     }
 
     #[cold]
-    fn init_driver(&self) -> io::Result<&Driver> {
-        if !self.enabled {
+    fn use_driver(&self) -> io::Result<&Driver> {
+        let Some(d) = self.driver.as_ref() else {
             return Err(io::Error::other(
                 "I/O is off for this runtime (Builder::enable_io(false)): sockets and timers \
                  need it on",
             ));
-        }
+        };
         let _g = self.init.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(d) = self.driver.get() {
-            return Ok(d);
+        if !self.used.load(Ordering::Relaxed) {
+            // Release: pairs with `get`'s acquire load.
+            self.used.store(true, Ordering::Release);
+            (self.on_create)();
         }
-        let d = Driver::new(&self.poller_domain)?;
-        let _ = self.driver.set(d);
-        (self.on_create)();
-        Ok(self.driver.get().expect("set above"))
+        Ok(d)
+    }
+
+    /// Whether the runtime is shutting down: its sockets' waits end with
+    /// `registration::shut_down`'s error and its timers never fire.
+    #[inline]
+    pub(crate) fn is_shut(&self) -> bool {
+        // Acquire: pairs with `shutdown`'s release store. (The lists that
+        // must not miss it, the live registrations and the outside timer
+        // wheel, read it under their locks.)
+        self.shut.load(Ordering::Acquire)
+    }
+
+    /// The runtime shuts down: sets the flag, then ends the wait of every
+    /// task on every registration of this driver (each sees
+    /// `registration::shut_down`'s error), so that nothing, a blocking closure in
+    /// `Handle::block_on` included, waits forever on a poller nobody turns
+    /// any more. A registration made after it is refused.
+    pub(crate) fn shutdown(&self) {
+        // Release: pairs with `is_shut`'s acquire load; the flag is set
+        // before each poller's live-list lock is taken below, so a
+        // registration that takes that lock after sees it.
+        self.shut.store(true, Ordering::Release);
+        if let Some(d) = self.driver.as_ref() {
+            for p in d.pollers.iter() {
+                p.shut_registrations();
+            }
+        }
     }
 
     /// The index of this thread's worker, if it is one of this runtime's

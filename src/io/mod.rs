@@ -74,12 +74,29 @@
 //! timers, and wakes the tasks whose cooperative budget ran out
 //! (`coop.rs`). So readiness is seen while every worker is busy.
 //!
-//! # Started on first use
+//! # Opened by `build`, used from first use
 //!
-//! No poller exists until the program first registers a socket or a timer
-//! with this runtime: until then the workers park on their condvars and no
-//! descriptor is opened. The first use creates the driver and notifies the
-//! workers, which sleep in it from their next park on.
+//! `Builder::build` opens the driver's descriptors (per poller: the epoll
+//! instance, its registry's duplicate and the eventfd, 3 in all; one poller
+//! by default) or returns `BuildError::IoDriver`: so the first socket or
+//! timer of a runtime never fails, nor panics, for want of a descriptor
+//! (the process may be out of them by then; tokio opens its driver with
+//! the runtime too). That is the whole cost of the feature for a program
+//! that does no I/O: until the program first registers a socket or a timer
+//! with this runtime, nobody sleeps in the poller: the workers park on
+//! their condvars, as without the feature. The first use notifies the
+//! workers, which sleep in the poller from their next park on.
+//!
+//! # Shutdown
+//!
+//! The runtime's shutdown, once its workers are joined (before it waits
+//! for the running blocking closures), shuts the driver
+//! (`time::Handle::shutdown`): new sockets and timers of the runtime are
+//! refused, every registration's waiters are woken and see an error
+//! (`ScheduledIo::shutdown`), and every timer left is shut and its task
+//! woken, whose poll panics. So a blocking closure, another runtime or a
+//! plain thread waiting on this runtime's sockets or timers returns; none
+//! waits on a poller that nobody will turn again.
 //!
 //! # Below the scheduler
 //!
@@ -115,7 +132,7 @@ mod scheduled_io;
 
 pub use driver::IoPollers;
 pub(crate) use driver::{on_signal_token, PollState, Poller, TOKEN_SIGNAL};
-pub(crate) use handle::Handle;
+pub(crate) use handle::{open_driver, Handle};
 pub(crate) use registration::{no_runtime, PollEvented, Registration};
 pub(crate) use scheduled_io::Direction;
 pub use scheduled_io::Ready;

@@ -12,8 +12,18 @@ use super::scheduled_io::{Direction, Ready, ReadyEvent, ScheduledIo};
 /// The error of an I/O type created outside any runtime.
 pub(crate) fn no_runtime() -> io::Error {
     io::Error::other(
-        "no hwsched runtime here: create hwsched::net types inside Runtime::block_on or a task \
-         (or enter one with Handle::enter)",
+        "no hwsched runtime here: create hwsched::net types inside Runtime::block_on, \
+         Handle::block_on, a task or a spawn_blocking closure",
+    )
+}
+
+/// The error of a socket whose runtime is shutting down or gone (a wait,
+/// a read or a write on it, or a new socket in its context): no poller
+/// reports its readiness any more (tokio returns an error the same way).
+pub(crate) fn shut_down() -> io::Error {
+    io::Error::other(
+        "hwsched::net: this socket's runtime is shutting down or has shut down: its readiness \
+         is no longer reported (a socket cannot outlive its runtime)",
     )
 }
 
@@ -22,6 +32,9 @@ pub(crate) struct Registration {
     handle: Arc<Handle>,
     poller: usize,
     io: Arc<ScheduledIo>,
+    /// Its key in the poller's list of live registrations (which the
+    /// shutdown walks).
+    live: usize,
 }
 
 impl Registration {
@@ -43,6 +56,9 @@ impl Registration {
         poller: usize,
         src: &mut S,
     ) -> io::Result<Registration> {
+        if handle.is_shut() {
+            return Err(shut_down());
+        }
         let driver = handle.driver()?;
         let p = &driver.pollers[poller];
         let io = Arc::new(ScheduledIo::new());
@@ -52,10 +68,21 @@ impl Registration {
             token,
             mio::Interest::READABLE | mio::Interest::WRITABLE,
         )?;
+        // Into the live list, unless the shutdown went through it already
+        // (it sets its flag under the list's lock): then out of epoll again.
+        let Some(live) = p.track(&io) else {
+            let _ = p.registry().deregister(src);
+            return Err(shut_down());
+        };
         p.counters
             .registered
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(Registration { handle, poller, io })
+        Ok(Registration {
+            handle,
+            poller,
+            io,
+            live,
+        })
     }
 
     /// The driver this registration belongs to.
@@ -98,6 +125,7 @@ impl Registration {
             return Poll::Pending;
         }
         match self.io.poll_ready(cx, dir) {
+            Poll::Ready(ev) if ev.is_shutdown() => Poll::Ready(Err(shut_down())),
             Poll::Ready(ev) => {
                 coop::consume();
                 Poll::Ready(Ok(ev))
@@ -119,6 +147,7 @@ impl Registration {
             return Poll::Pending;
         }
         match self.io.poll_interest(cx, interest, key) {
+            Poll::Ready(ev) if ev.is_shutdown() => Poll::Ready(Err(shut_down())),
             Poll::Ready(ev) => {
                 coop::consume();
                 Poll::Ready(Ok(ev))
@@ -166,6 +195,7 @@ impl Registration {
         f: impl FnOnce() -> io::Result<R>,
     ) -> io::Result<R> {
         let ev = match self.io.poll_interest_now(interest) {
+            Some(ev) if ev.is_shutdown() => return Err(shut_down()),
             Some(ev) => ev,
             None => return Err(io::ErrorKind::WouldBlock.into()),
         };
@@ -186,7 +216,9 @@ impl Drop for Registration {
         // next turn (driver.rs, `release`).
         self.io.clear_wakers();
         if let Some(d) = self.handle.get() {
-            d.pollers[self.poller].release(self.io.clone());
+            let p = &d.pollers[self.poller];
+            p.untrack(self.live);
+            p.release(self.io.clone());
         }
     }
 }

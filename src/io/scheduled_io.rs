@@ -19,6 +19,34 @@
 //!   syscall and the clear is never lost. The closed states are final (epoll
 //!   keeps reporting them) and are never cleared.
 //!
+//! # Several waiters in one direction
+//!
+//! Any number of tasks may wait on one registration in one direction (4
+//! tasks in `accept()` on one listener, readers of one `&TcpStream`), and
+//! every one is woken by readiness in that direction (tokio wakes its
+//! waiter list the same). The common case, one task per direction, keeps
+//! one slot and costs what it did: no allocation, no list. A second task
+//! waiting in a direction whose slot holds another task's waker goes to
+//! that direction's overflow list (a waker already there, by
+//! `Waker::will_wake`, is not added twice); readiness wakes the slot and
+//! the whole list. A `poll_*` caller has no per-wait state to take its
+//! waker back by, so a waker stays until the next readiness in its
+//! direction (a spurious wake, harmless) or the registration's drop; the
+//! list holds at most [`MAX_MORE`] wakers, past which each new one wakes
+//! (and drops) the oldest, which polls again and, still waiting, comes
+//! back: memory stays bounded whatever the churn of tasks. The futures of
+//! `readable()` / `ready()` keep their own keyed slots instead (freed on
+//! drop).
+//!
+//! # Shutdown
+//!
+//! When the runtime shuts down, the driver sets the registration's
+//! `SHUTDOWN` bit and wakes every waiter ([`ScheduledIo::shutdown`]); a
+//! poll then returns at once with the event's `shutdown` set, which the
+//! registration turns into an error, since no poller will report readiness
+//! any more. The bit lives in the same word as the readiness, so the fast
+//! path's one load sees it too.
+//!
 //! # Why no wakeup is lost
 //!
 //! A waiter stores its waker under the waiters lock and then re-reads the
@@ -27,6 +55,7 @@
 //! waiter's (it finds the waker), or before (the waiter's re-read, after
 //! the lock that the driver released, sees the bits).
 
+use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 
 // The sync shim: loom's atomics and mutex under `cfg(loom)`, so the model
@@ -141,16 +170,41 @@ impl Direction {
 }
 
 /// What a task saw when it found readiness: the bits (of its direction) and
-/// the tick they were read at, for [`ScheduledIo::clear_readiness`].
+/// the tick they were read at, for [`ScheduledIo::clear_readiness`]; or
+/// that the runtime shut down (`shutdown`, with whatever bits were set).
 #[derive(Clone, Copy, Debug)]
 pub struct ReadyEvent {
     pub(crate) tick: u16,
     pub(crate) ready: Ready,
+    pub(crate) shutdown: bool,
+}
+
+impl ReadyEvent {
+    /// Whether the registration's runtime shut down (module docs).
+    pub fn is_shutdown(&self) -> bool {
+        self.shutdown
+    }
 }
 
 const READY_MASK: usize = 0xffff;
 const TICK_SHIFT: u32 = 16;
 const TICK_MASK: usize = 0x7fff << TICK_SHIFT;
+/// The runtime shut down (module docs, "Shutdown"): final.
+const SHUTDOWN: usize = 1 << 31;
+
+/// Most wakers an overflow list holds (module docs, "Several waiters in one
+/// direction").
+pub const MAX_MORE: usize = 1024;
+
+/// The event `s` makes for `mask`, if it is ready there or shut down.
+#[inline]
+fn event(s: usize, mask: Ready) -> Option<ReadyEvent> {
+    (s & (mask.0 as usize | SHUTDOWN) != 0).then(|| ReadyEvent {
+        tick: tick_of(s),
+        ready: ready_of(s) & mask,
+        shutdown: s & SHUTDOWN != 0,
+    })
+}
 
 fn ready_of(s: usize) -> Ready {
     Ready((s & READY_MASK) as u16)
@@ -163,10 +217,17 @@ fn tick_of(s: usize) -> u16 {
 /// Wakers waiting on one registration.
 #[derive(Default)]
 struct Waiters {
-    /// The task in `poll_read`-style calls (one reader at a time, as tokio).
+    /// The task in `poll_read`-style calls (the first one; others go to
+    /// `more_readers`).
     reader: Option<Waker>,
-    /// The task in `poll_write`-style calls.
+    /// The task in `poll_write`-style calls (the first one).
     writer: Option<Waker>,
+    /// Other tasks waiting to read while `reader` holds another's waker
+    /// (module docs, "Several waiters in one direction"); empty, and
+    /// unallocated, in the common case.
+    more_readers: VecDeque<Waker>,
+    /// Other tasks waiting to write.
+    more_writers: VecDeque<Waker>,
     /// Tasks in `readable()` / `writable()` / `ready()` futures, any number:
     /// a slot per waiting future, freed when it completes or is dropped.
     others: Vec<(Ready, Option<Waker>)>,
@@ -236,17 +297,24 @@ impl ScheduledIo {
         let mut n = 0;
         let mut rest = Vec::new();
         {
-            let mut w = self.waiters.lock();
+            let mut guard = self.waiters.lock();
+            let w = &mut *guard;
             if ready.intersects(Direction::Read.mask()) {
                 if let Some(x) = w.reader.take() {
                     list[n] = Some(x);
                     n += 1;
+                }
+                if !w.more_readers.is_empty() {
+                    rest.extend(w.more_readers.drain(..));
                 }
             }
             if ready.intersects(Direction::Write.mask()) {
                 if let Some(x) = w.writer.take() {
                     list[n] = Some(x);
                     n += 1;
+                }
+                if !w.more_writers.is_empty() {
+                    rest.extend(w.more_writers.drain(..));
                 }
             }
             // The slots stay allocated (their futures free them); only the
@@ -276,36 +344,65 @@ impl ScheduledIo {
         }
     }
 
-    /// The direction's readiness, or `Pending` with `cx`'s waker stored in
-    /// the direction's slot.
+    /// The direction's readiness (or the shutdown), or `Pending` with
+    /// `cx`'s waker stored: in the direction's slot, or in its overflow
+    /// list when the slot holds another task's waker (module docs).
     pub fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<ReadyEvent> {
         let mask = dir.mask();
         // Acquire: pairs with set_readiness's release (module docs).
         let s = self.readiness.load(Ordering::Acquire);
-        if ready_of(s).intersects(mask) {
-            return Poll::Ready(ReadyEvent {
-                tick: tick_of(s),
-                ready: ready_of(s) & mask,
-            });
+        if let Some(ev) = event(s, mask) {
+            return Poll::Ready(ev);
         }
-        let mut w = self.waiters.lock();
-        let slot = match dir {
-            Direction::Read => &mut w.reader,
-            Direction::Write => &mut w.writer,
+        let evicted = {
+            let mut guard = self.waiters.lock();
+            let w = &mut *guard;
+            let (slot, more) = match dir {
+                Direction::Read => (&mut w.reader, &mut w.more_readers),
+                Direction::Write => (&mut w.writer, &mut w.more_writers),
+            };
+            let waker = cx.waker();
+            let mut evicted = None;
+            match slot {
+                None => *slot = Some(waker.clone()),
+                Some(old) if old.will_wake(waker) => {}
+                Some(_) => {
+                    // Another task waits in this direction too: both are
+                    // woken by its readiness.
+                    if !more.iter().any(|m| m.will_wake(waker)) {
+                        if more.len() >= MAX_MORE {
+                            evicted = more.pop_front();
+                        }
+                        more.push_back(waker.clone());
+                    }
+                }
+            }
+            // Re-read under the lock (module docs, "Why no wakeup is lost").
+            let s = self.readiness.load(Ordering::Acquire);
+            if let Some(ev) = event(s, mask) {
+                drop(guard);
+                if let Some(e) = evicted {
+                    e.wake();
+                }
+                return Poll::Ready(ev);
+            }
+            evicted
         };
-        match slot {
-            Some(old) if old.will_wake(cx.waker()) => {}
-            _ => *slot = Some(cx.waker().clone()),
-        }
-        // Re-read under the lock (module docs, "Why no wakeup is lost").
-        let s = self.readiness.load(Ordering::Acquire);
-        if ready_of(s).intersects(mask) {
-            return Poll::Ready(ReadyEvent {
-                tick: tick_of(s),
-                ready: ready_of(s) & mask,
-            });
+        // The oldest overflow waker, woken outside the lock: it polls again.
+        if let Some(e) = evicted {
+            e.wake();
         }
         Poll::Pending
+    }
+
+    /// Ends every wait on this registration: its runtime shut down (module
+    /// docs, "Shutdown"). Final: every later poll returns at once.
+    pub fn shutdown(&self) {
+        // AcqRel: release publishes the bit to the pollers' acquire loads;
+        // the lock `wake` takes after it orders it before the waker take,
+        // as for `set_readiness`.
+        self.readiness.fetch_or(SHUTDOWN, Ordering::AcqRel);
+        self.wake(Ready::ALL);
     }
 
     /// [`poll_ready`](Self::poll_ready) for a future that may share the
@@ -319,11 +416,8 @@ impl ScheduledIo {
         key: &mut Option<usize>,
     ) -> Poll<ReadyEvent> {
         let s = self.readiness.load(Ordering::Acquire);
-        if ready_of(s).intersects(interest) {
-            return Poll::Ready(ReadyEvent {
-                tick: tick_of(s),
-                ready: ready_of(s) & interest,
-            });
+        if let Some(ev) = event(s, interest) {
+            return Poll::Ready(ev);
         }
         let mut guard = self.waiters.lock();
         let w = &mut *guard;
@@ -343,22 +437,16 @@ impl ScheduledIo {
         };
         w.others[k] = (interest, Some(cx.waker().clone()));
         let s = self.readiness.load(Ordering::Acquire);
-        if ready_of(s).intersects(interest) {
-            return Poll::Ready(ReadyEvent {
-                tick: tick_of(s),
-                ready: ready_of(s) & interest,
-            });
+        if let Some(ev) = event(s, interest) {
+            return Poll::Ready(ev);
         }
         Poll::Pending
     }
 
-    /// The readiness of `interest` now, with its tick, without waiting.
+    /// The readiness of `interest` now (or the shutdown), with its tick,
+    /// without waiting.
     pub(crate) fn poll_interest_now(&self, interest: Ready) -> Option<ReadyEvent> {
-        let s = self.readiness.load(Ordering::Acquire);
-        ready_of(s).intersects(interest).then(|| ReadyEvent {
-            tick: tick_of(s),
-            ready: ready_of(s) & interest,
-        })
+        event(self.readiness.load(Ordering::Acquire), interest)
     }
 
     /// Frees the waiter slot of a `readable()`-style future.
@@ -418,6 +506,108 @@ mod tests {
         io.clear_readiness(ev);
         assert!(io.readiness().is_read_closed());
         assert!(!io.readiness().intersects(Ready::READABLE));
+    }
+
+    /// A waker that counts its wakes.
+    struct Count(std::sync::atomic::AtomicUsize);
+    impl std::task::Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    fn counting() -> (std::sync::Arc<Count>, Waker) {
+        let c = std::sync::Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+    fn wakes(c: &Count) -> usize {
+        c.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn every_waiter_in_a_direction_is_woken_and_one_allocates_nothing() {
+        let io = ScheduledIo::new();
+        let (ca, a) = counting();
+        // One task, polled again and again: its slot only, no list.
+        for _ in 0..3 {
+            assert!(io
+                .poll_ready(&mut Context::from_waker(&a), Direction::Read)
+                .is_pending());
+        }
+        assert_eq!(io.waiters.lock().more_readers.capacity(), 0);
+        let (cb, b) = counting();
+        let (cc, c) = counting();
+        for w in [&b, &c, &b, &a] {
+            assert!(io
+                .poll_ready(&mut Context::from_waker(w), Direction::Read)
+                .is_pending());
+        }
+        assert_eq!(
+            io.waiters.lock().more_readers.len(),
+            2,
+            "b and c, once each"
+        );
+        // A writer is not woken by readability, nor the readers by
+        // writability.
+        let (cw, w) = counting();
+        assert!(io
+            .poll_ready(&mut Context::from_waker(&w), Direction::Write)
+            .is_pending());
+        io.set_readiness(Ready::READABLE);
+        io.wake(Ready::READABLE);
+        assert_eq!(
+            (wakes(&ca), wakes(&cb), wakes(&cc), wakes(&cw)),
+            (1, 1, 1, 0)
+        );
+        assert!(io.waiters.lock().more_readers.is_empty());
+    }
+
+    #[test]
+    fn the_overflow_list_is_bounded_and_wakes_the_oldest_past_it() {
+        let io = ScheduledIo::new();
+        let (_, first) = counting();
+        assert!(io
+            .poll_ready(&mut Context::from_waker(&first), Direction::Read)
+            .is_pending());
+        let ws: Vec<_> = (0..MAX_MORE + 1).map(|_| counting()).collect();
+        for (_, w) in &ws {
+            assert!(io
+                .poll_ready(&mut Context::from_waker(w), Direction::Read)
+                .is_pending());
+        }
+        assert_eq!(io.waiters.lock().more_readers.len(), MAX_MORE);
+        assert_eq!(wakes(&ws[0].0), 1, "the oldest woken to poll again");
+        assert_eq!(wakes(&ws[1].0), 0);
+    }
+
+    #[test]
+    fn shutdown_wakes_every_waiter_and_every_poll_after_sees_it() {
+        let io = ScheduledIo::new();
+        let (ca, a) = counting();
+        let (cb, b) = counting();
+        let (cw, w) = counting();
+        let mut key = None;
+        assert!(io
+            .poll_ready(&mut Context::from_waker(&a), Direction::Read)
+            .is_pending());
+        assert!(io
+            .poll_ready(&mut Context::from_waker(&b), Direction::Read)
+            .is_pending());
+        assert!(io
+            .poll_interest(&mut Context::from_waker(&w), Ready::WRITABLE, &mut key)
+            .is_pending());
+        io.shutdown();
+        assert_eq!((wakes(&ca), wakes(&cb), wakes(&cw)), (1, 1, 1));
+        for dir in [Direction::Read, Direction::Write] {
+            match io.poll_ready(&mut Context::from_waker(Waker::noop()), dir) {
+                Poll::Ready(ev) => assert!(ev.is_shutdown() && ev.ready.is_empty()),
+                Poll::Pending => panic!("shut down: ready at once"),
+            }
+        }
+        // Final: an edge or a clear does not take it away.
+        io.set_readiness(Ready::READABLE);
+        let ev = io.poll_interest_now(Ready::READABLE).unwrap();
+        io.clear_readiness(ev);
+        assert!(io.poll_interest_now(Ready::READABLE).unwrap().is_shutdown());
     }
 
     #[test]

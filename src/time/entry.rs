@@ -34,7 +34,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -44,6 +44,13 @@ use super::wheel::{Key, Wheel};
 const FIRED: u64 = u64::MAX;
 /// The entry was dropped before it fired.
 const CANCELLED: u64 = u64::MAX - 1;
+/// The entry's runtime shut down before it fired: it never fires, and its
+/// `Sleep` panics when polled (time/mod.rs).
+const SHUT: u64 = u64::MAX - 2;
+/// The largest deadline tick (about 584 million years after the runtime's
+/// start): a later deadline is this one, which the runtime never reaches,
+/// so it waits forever; every value above it is a state.
+pub(crate) const NEVER: u64 = u64::MAX - 3;
 /// No key (the entry is not in a wheel).
 const NO_KEY: u64 = u64::MAX;
 
@@ -82,6 +89,17 @@ impl Entry {
         self.state.load(Ordering::Acquire) == FIRED
     }
 
+    /// Whether the entry's runtime shut down before it fired.
+    pub(crate) fn is_shut(&self) -> bool {
+        // Acquire: pairs with `shut`'s CAS.
+        self.state.load(Ordering::Acquire) == SHUT
+    }
+
+    /// Whether the entry is out of the race: fired, cancelled or shut.
+    pub(super) fn done(&self) -> bool {
+        self.state.load(Ordering::Acquire) > NEVER
+    }
+
     /// Stores `waker` (unless it would wake the same task), then says
     /// whether the entry fired meanwhile.
     pub(crate) fn register(&self, waker: &Waker) -> bool {
@@ -101,7 +119,7 @@ impl Entry {
         // AcqRel: orders against the owner's fire CAS on the same word.
         self.state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                (s < CANCELLED && tick >= s).then_some(tick)
+                (s <= NEVER && tick >= s).then_some(tick)
             })
             .is_ok()
     }
@@ -110,7 +128,7 @@ impl Entry {
     pub(super) fn fire(&self, now: u64) -> Fire {
         let mut s = self.state.load(Ordering::Acquire);
         loop {
-            if s >= CANCELLED {
+            if s > NEVER {
                 return Fire::Gone;
             }
             if s > now {
@@ -133,6 +151,26 @@ impl Entry {
         Fire::Fired
     }
 
+    /// Marks the entry as its runtime's shutdown left it, unless it fired
+    /// (or was cancelled) first, and wakes its task, whose poll then panics
+    /// (time/mod.rs): its timer can never fire.
+    pub(super) fn shut(&self) {
+        // AcqRel: release publishes SHUT to `is_shut`'s acquire; acquire
+        // pairs with `extend`'s and the fire's CAS on the same word.
+        let shut = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s <= NEVER).then_some(SHUT)
+            })
+            .is_ok();
+        if shut {
+            let w = self.waker.lock().take();
+            if let Some(w) = w {
+                w.wake();
+            }
+        }
+    }
+
     /// Marks the entry dropped: it never wakes; the waker goes now.
     pub(super) fn cancel(&self) {
         self.state.store(CANCELLED, Ordering::Release);
@@ -149,15 +187,15 @@ pub(super) enum Fire {
     Later(u64),
 }
 
-/// The milliseconds since `start` at `t`, rounded up (a deadline).
+/// The milliseconds since `start` at `t`, rounded up (a deadline), at
+/// most [`NEVER`]: a deadline past what a tick holds saturates there and
+/// waits forever, never wraps to an earlier one.
 pub(crate) fn tick_up(start: Instant, t: Instant) -> u64 {
     let d = t.saturating_duration_since(start);
-    let ms = d.as_millis() as u64;
-    if d > Duration::from_millis(ms) {
-        ms + 1
-    } else {
-        ms
-    }
+    // In u128 nanoseconds: no overflow for any `Duration` (at most about
+    // 1.8e28 ns).
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    ms.min(NEVER as u128) as u64
 }
 
 /// The outside threads' wheel, and the queues of cancellations for the
@@ -191,4 +229,53 @@ impl ExternalTimers {
 pub(crate) enum Home {
     Worker(usize),
     Outside,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn tick_up_rounds_up_and_saturates_for_any_duration() {
+        let start = Instant::now();
+        assert_eq!(tick_up(start, start), 0);
+        assert_eq!(tick_up(start, start + Duration::from_nanos(1)), 1);
+        assert_eq!(tick_up(start, start + Duration::from_millis(7)), 7);
+        assert_eq!(tick_up(start, start + Duration::from_micros(7001)), 8);
+        assert_eq!(tick_up(start + Duration::from_secs(1), start), 0);
+        // Past what a tick holds: saturated, never wrapped (the count of
+        // `u64::MAX` ms and more once truncated to a small tick).
+        for d in [
+            Duration::from_millis(u64::MAX),
+            Duration::from_millis(u64::MAX) + Duration::from_nanos(1),
+            Duration::from_millis(u64::MAX) + Duration::from_secs(2),
+            Duration::from_secs(u64::MAX / 1000),
+            Duration::from_millis(NEVER),
+        ] {
+            let Some(t) = start.checked_add(d) else {
+                continue;
+            };
+            let tick = tick_up(start, t);
+            let want = d.as_nanos().div_ceil(1_000_000).min(NEVER as u128) as u64;
+            assert_eq!(tick, want, "{d:?}");
+            assert!(tick <= NEVER, "{d:?}: {tick} is a state, not a tick");
+        }
+    }
+
+    #[test]
+    fn an_entry_at_the_last_tick_is_pending_and_may_be_shut_once() {
+        let e = Entry::new(NEVER);
+        assert!(!e.done());
+        assert!(matches!(e.fire(NEVER - 1), Fire::Later(NEVER)));
+        assert!(e.extend(NEVER));
+        e.shut();
+        assert!(e.is_shut() && e.done() && !e.fired());
+        assert!(!e.extend(NEVER));
+        assert!(matches!(e.fire(NEVER), Fire::Gone));
+        let f = Entry::new(3);
+        assert!(matches!(f.fire(3), Fire::Fired));
+        f.shut();
+        assert!(f.fired(), "a fired entry stays fired");
+    }
 }

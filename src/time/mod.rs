@@ -17,6 +17,27 @@
 //! [`enable_io(false)`](crate::Builder::enable_io), panics with a message
 //! that says so (as tokio's do).
 //!
+//! # At the edges
+//!
+//! - **Any deadline**: every deadline computation saturates. A `Duration`
+//!   or `Instant` past what the wheel's millisecond ticks hold (about 584
+//!   million years from the runtime's start) waits forever; none wraps to
+//!   an earlier tick, none panics (`Duration::MAX`, `u64::MAX`
+//!   milliseconds, `Sleep::reset` to the farthest `Instant`).
+//! - **The runtime gone**: when a runtime shuts down, its timers that have
+//!   not fired are *shut* and their tasks woken: polling one then panics
+//!   ("this timer's runtime is shutting down or has shut down"), and so
+//!   does a new timer polled in its context (`Handle::block_on` of a
+//!   dropped runtime), on any thread, as tokio's do. A timer whose
+//!   deadline already passed needs no runtime and is ready. So a
+//!   `spawn_blocking` closure waiting on a timer (`Handle::block_on`)
+//!   returns (its panic reaches its `JoinHandle`) and the runtime's drop
+//!   does not wait on it forever.
+//! - **The budget**: a timer that is ready (`sleep`, `sleep_until`,
+//!   `timeout`, `timeout_at` whose deadline passed, or a `timeout` whose
+//!   future is ready) spends one unit of the task's cooperative budget
+//!   (`io/coop.rs`, 128 per poll), so a loop on them yields.
+//!
 //! ```
 //! use std::time::Duration;
 //! let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
@@ -43,6 +64,8 @@ use std::time::Duration;
 
 pub use std::time::Instant;
 
+use crate::io::coop;
+
 pub(crate) use ops::{
     enter_worker, exit_worker, fire_worker, sleep_deadline, wake_sleeper_done, Handle,
 };
@@ -56,13 +79,14 @@ pub(crate) fn current() -> Option<Arc<Handle>> {
     crate::context::driver::<Handle>()
 }
 
-/// Waits until `duration` has passed.
+/// Waits until `duration` has passed. Never early, for any `Duration`: a
+/// deadline past what the wheel's millisecond ticks hold (about 584
+/// million years) waits forever, and one past what an `Instant` holds
+/// (`Duration::MAX`) is the farthest `Instant` there is, which waits
+/// forever too.
 pub fn sleep(duration: Duration) -> Sleep {
-    sleep_until(
-        Instant::now()
-            .checked_add(duration)
-            .unwrap_or_else(far_future),
-    )
+    let now = Instant::now();
+    sleep_until(now.checked_add(duration).unwrap_or_else(|| far_future(now)))
 }
 
 /// Waits until `deadline`.
@@ -73,9 +97,19 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     }
 }
 
-/// About 30 years from now: the deadline of a sleep too long to represent.
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+/// The farthest `Instant` after `now` found by halving `Duration::MAX`
+/// until the addition fits (at most 64 tries, on this rare path only): the
+/// deadline of a sleep too long to represent. Its tick saturates at the
+/// wheel's last one (`entry::NEVER`), so it never fires; tokio's 30 years
+/// would be early for a duration past them.
+fn far_future(now: Instant) -> Instant {
+    let mut d = Duration::MAX;
+    loop {
+        d /= 2;
+        if let Some(t) = now.checked_add(d) {
+            return t;
+        }
+    }
 }
 
 /// A registered timer.
@@ -135,7 +169,7 @@ impl Sleep {
         }
     }
 
-    fn register(&mut self) -> Option<&Reg> {
+    fn register(&mut self) -> &Reg {
         if self.reg.is_none() {
             let rt = current().unwrap_or_else(|| {
                 panic!(
@@ -143,6 +177,11 @@ impl Sleep {
                      Runtime::block_on or a task)"
                 )
             });
+            if rt.io.is_shut() {
+                shut_down();
+            }
+            // The driver's descriptors exist from `build` (io/handle.rs):
+            // this fails only when I/O is off for the runtime.
             if let Err(e) = rt.io.driver() {
                 panic!("hwsched::time: this runtime cannot keep timers: {e}");
             }
@@ -150,20 +189,60 @@ impl Sleep {
             let (entry, home) = ops::insert(&rt, tick);
             self.reg = Some(Reg { rt, entry, home });
         }
-        self.reg.as_ref()
+        self.reg.as_ref().expect("registered above")
     }
+}
+
+/// The panic of a timer whose runtime is shutting down or gone (tokio
+/// panics the same way): its timers can never fire, so the poll that
+/// would wait forever panics instead. In a task, the task layer catches
+/// it (its `JoinHandle` resolves to a panic).
+#[cold]
+#[track_caller]
+fn shut_down() -> ! {
+    panic!(
+        "hwsched::time: this timer's runtime is shutting down or has shut down: its timers \
+         never fire (a timer cannot outlive its runtime)"
+    )
 }
 
 impl Future for Sleep {
     type Output = ();
 
+    /// Ready once the deadline has passed. A poll that finds it passed
+    /// spends one unit of the task's cooperative budget (io/coop.rs), and
+    /// a poll with the budget spent returns `Pending` (the task yields), as
+    /// tokio's does: a loop on timers that are always due still yields.
+    ///
+    /// # Panics
+    ///
+    /// Outside any hwsched runtime, in one built with
+    /// [`enable_io(false)`](crate::Builder::enable_io), and when the
+    /// timer's runtime is shutting down or has shut down before the
+    /// deadline came (a `Sleep` moved to another runtime or thread, a
+    /// `Handle::block_on` of a dropped runtime): never a wait that cannot
+    /// end.
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !coop::has_budget() {
+            coop::defer(cx.waker());
+            return Poll::Pending;
+        }
         if self.reg.is_none() && Instant::now() >= self.deadline {
+            coop::consume();
             return Poll::Ready(());
         }
-        let r = self.register().expect("registered above");
+        let r = self.register();
         if r.entry.fired() || r.entry.register(cx.waker()) {
+            coop::consume();
             return Poll::Ready(());
+        }
+        if r.entry.is_shut() {
+            if Instant::now() >= self.deadline {
+                // Due anyway: nothing to wait for.
+                coop::consume();
+                return Poll::Ready(());
+            }
+            shut_down();
         }
         Poll::Pending
     }
@@ -215,17 +294,42 @@ pub struct Timeout<F> {
 impl<F: Future> Future for Timeout<F> {
     type Output = Result<F::Output, Elapsed>;
 
+    /// The future's output if it is ready, else `Err(Elapsed)` once the
+    /// deadline has passed. Each completion spends one unit of the task's
+    /// cooperative budget (unless the future spent it already), and a poll
+    /// with the budget spent returns `Pending`: a loop on timeouts that
+    /// complete at once still yields. When the future itself ran out of
+    /// budget, the deadline is still looked at (unbudgeted), so a starved
+    /// future cannot hold its timeout off (tokio's rule).
+    ///
+    /// # Panics
+    ///
+    /// As [`Sleep`]'s poll does, when the deadline must be waited for.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if !coop::has_budget() {
+            coop::defer(cx.waker());
+            return Poll::Pending;
+        }
         // SAFETY: `future` is structurally pinned: it is never moved out of
         // `self` and `Timeout` has no `Drop` impl nor `Unpin` impl that
         // would let it move; `sleep` is `Unpin` and not pinned.
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: see above.
         let fut = unsafe { Pin::new_unchecked(&mut this.future) };
+        let before = coop::left();
         if let Poll::Ready(v) = fut.poll(cx) {
+            if coop::left() == before {
+                coop::consume();
+            }
             return Poll::Ready(Ok(v));
         }
-        match Pin::new(&mut this.sleep).poll(cx) {
+        let sleep = Pin::new(&mut this.sleep);
+        let r = if coop::has_budget() {
+            sleep.poll(cx)
+        } else {
+            coop::unconstrained(|| sleep.poll(cx))
+        };
+        match r {
             Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
             Poll::Pending => Poll::Pending,
         }

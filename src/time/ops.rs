@@ -34,6 +34,27 @@ pub(crate) struct Handle {
 }
 
 impl Handle {
+    /// The runtime shuts down: no timer of it fires any more. Sets the
+    /// driver's flag (new timers and sockets are refused from now on) and
+    /// ends its sockets' waits (`io::Handle::shutdown`), then shuts every
+    /// timer of the outside wheel and wakes its task: a blocking closure
+    /// or another runtime waiting on one sees its `Sleep` panic instead of
+    /// waiting forever. The workers' wheels are shut as each worker exits
+    /// ([`exit_worker`]).
+    pub(crate) fn shutdown(&self) {
+        // The flag first, then the lock: an insert that takes the lock
+        // after this drain sees the flag (`insert`).
+        self.io.shutdown();
+        let mut left = Vec::new();
+        if let Some(w) = self.ext.wheel.lock().as_mut() {
+            w.drain(|e| left.push(e));
+        }
+        self.ext.next.store(u64::MAX, Ordering::Relaxed);
+        for e in left {
+            e.shut();
+        }
+    }
+
     /// The timers of a runtime of `workers` workers started at `start`,
     /// over the I/O handle `io`.
     pub(crate) fn new(io: Arc<crate::io::Handle>, start: Instant, workers: usize) -> Handle {
@@ -83,6 +104,13 @@ pub(crate) fn insert(rt: &Arc<Handle>, tick: u64) -> (Arc<Entry>, Home) {
     let ext = &rt.ext;
     let wake = {
         let mut g = ext.wheel.lock();
+        // Under the lock: the shutdown sets the flag before it takes this
+        // lock to drain the wheel ([`Handle::shutdown`]), so an insert
+        // either sees the flag here or is drained.
+        if rt.io.is_shut() {
+            e.shut();
+            return (e, Home::Outside);
+        }
         let wheel = g.get_or_insert_with(|| Wheel::new(tick_now(rt.start)));
         let k = wheel.insert(tick, e.clone());
         e.key.store(pack(k), Ordering::Relaxed);
@@ -108,7 +136,7 @@ pub(crate) fn insert(rt: &Arc<Handle>, tick: u64) -> (Arc<Entry>, Home) {
 
 /// Cancels a timer that has not fired (its `Sleep` is dropped or reset).
 pub(crate) fn cancel(rt: &Handle, e: &Arc<Entry>, home: &Home) {
-    if e.fired() {
+    if e.done() {
         return;
     }
     let key = e.key.load(Ordering::Relaxed);
@@ -151,11 +179,20 @@ pub(crate) fn enter_worker(rt: &Handle, index: usize) {
     });
 }
 
-/// Drops this worker's wheel (its entries are never fired: the runtime
-/// shuts down, and their tasks are dropped with it).
+/// Drops this worker's wheel (the runtime shuts down): its entries can
+/// never fire now, so each is shut and its task woken. A task of this
+/// runtime is dropped by the shutdown anyway; a `Sleep` that moved
+/// elsewhere (another runtime, a plain thread, a blocking closure) panics
+/// at its next poll instead of waiting forever.
 pub(crate) fn exit_worker() {
     let local = LOCAL.with(|l| l.borrow_mut().take());
-    drop(local);
+    if let Some(mut local) = local {
+        let mut left = Vec::new();
+        local.wheel.drain(|e| left.push(e));
+        for e in left {
+            e.shut();
+        }
+    }
 }
 
 /// The deadline of this worker's next timer, and with `ext` (the worker
@@ -178,7 +215,9 @@ pub(crate) fn sleep_deadline(rt: &Handle, ext: bool) -> Option<Instant> {
         t.sleeping_until
             .store(next.unwrap_or(u64::MAX), Ordering::Relaxed);
     }
-    next.map(|t| rt.start + Duration::from_millis(t))
+    // At most ~2.2 years past the wheel's clock (wheel.rs clamps its
+    // placement), but checked: a deadline no `Instant` holds is none.
+    next.and_then(|t| rt.start.checked_add(Duration::from_millis(t)))
 }
 
 /// The worker in poller 0 woke: outside inserts need not wake it now.

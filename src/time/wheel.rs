@@ -313,8 +313,6 @@ impl<T> Wheel<T> {
         self.elapsed
     }
 
-    // Used by the tests (and kept for callers that inspect a wheel).
-    #[cfg_attr(not(test), allow(dead_code))]
     /// Takes every entry out (for shutdown), in any order, calling `f` with
     /// each item. The clock is left as it is; keys of drained entries become
     /// stale.

@@ -79,6 +79,8 @@ fn timing_is_off_unless_asked_for() {
     assert!(rt.long_polls().is_empty());
 }
 
+const W1: hwsched::Place = hwsched::Place::Worker(1);
+
 #[test]
 fn spawn_locations_follow_every_spawn_function() {
     with_timeout(60, "spawn_locations", || {
@@ -94,9 +96,7 @@ fn spawn_locations_follow_every_spawn_function() {
         lines.push(line!() + 1);
         let b = rt.handle().spawn(async move { long() });
         lines.push(line!() + 1);
-        let c = rt
-            .spawn_on(hwsched::Place::Worker(1), async move { long() })
-            .unwrap();
+        let c = rt.spawn_on(W1, async move { long() }).unwrap();
         let d = rt.spawn(async move {
             let mut set = hwsched::JoinSet::new();
             let l = line!() + 1;

@@ -102,6 +102,8 @@ mod context;
 mod error;
 mod governor;
 mod handle;
+#[cfg(feature = "hyper")]
+pub mod hyper;
 #[cfg(feature = "io")]
 pub mod io;
 mod join_set;

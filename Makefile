@@ -36,7 +36,11 @@ test-unit:
 	# `drive_reactor`).
 	$(CARGO) test --features hyper --lib
 	$(CARGO) test --features hyper --test io --test io_emfile --test net_udp_unix --test signal \
-		--test reliability --test conservation --test edges
+		--test reliability --test conservation --test edges --test interval
+	# hwsched::hyper::serve (the `server` feature) and tokio's I/O traits on
+	# hwsched::net (the `tokio` feature).
+	$(CARGO) test --features server --test hyper_serve
+	$(CARGO) test --features hyper,tokio --test tokio_io
 	$(CARGO) test --features hyper --doc
 
 # Each model in its own process (scripts/loom.sh), so that one failing model

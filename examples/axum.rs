@@ -3,14 +3,15 @@
 //! tokio runtime, no adapter, HTTP/1 and HTTP/2, a header read timeout.
 //!
 //! ```text
-//! cargo run --release --features server --example axum -- [--addr 127.0.0.1:8080] [--workers N] [--secs S] [--tokio]
+//! cargo run --release --features server --example axum -- [--addr 127.0.0.1:8080] [--workers N] [--secs S] [--header-timeout-ms MS] [--tokio]
 //! curl http://127.0.0.1:8080/            # Hello, world!
 //! curl http://127.0.0.1:8080/stats       # {"runtime":"hwsched","uptime_ms":...}
 //! curl -d '{"a":1}' -H 'content-type: application/json' http://127.0.0.1:8080/echo
 //! wrk -t1 -c64 -d5s http://127.0.0.1:8080/
 //! ```
 //!
-//! `--tokio` serves the same Router with `axum::serve` on a tokio
+//! `--header-timeout-ms` sets `serve`'s header read timeout (0: none;
+//! default 30 s, as `serve`'s). `--tokio` serves the same Router with `axum::serve` on a tokio
 //! multi-thread runtime of `--workers` threads instead: the comparison.
 //! Stops after `--secs` (gracefully: the requests in flight finish), or on
 //! Ctrl-C on hwsched.
@@ -66,6 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut secs: Option<u64> = None;
     let mut workers: Option<usize> = None;
     let mut on_tokio = false;
+    let mut header_timeout = Some(Duration::from_secs(30));
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -73,6 +75,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--addr" => addr = val()?.parse()?,
             "--secs" => secs = Some(val()?.parse()?),
             "--workers" => workers = Some(val()?.parse()?),
+            "--header-timeout-ms" => {
+                header_timeout =
+                    Some(Duration::from_millis(val()?.parse()?)).filter(|d| !d.is_zero())
+            }
             "--tokio" => on_tokio = true,
             other => return Err(format!("unknown argument {other:?}").into()),
         }
@@ -104,6 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         );
         hwsched::hyper::serve(listener, app("hwsched"))
+            .header_read_timeout(header_timeout)
             .with_graceful_shutdown(stop)
             .await?;
         Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())

@@ -99,7 +99,7 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 ///     drop(send);
 ///
 ///     stop.send(()).unwrap();
-///     server.await??;
+///     server.await.expect("the serve task")?;
 ///     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
 /// })?;
 /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())

@@ -85,6 +85,10 @@ pub enum BuildError {
     Hwloc(String),
     /// A worker thread could not be spawned.
     ThreadSpawn(std::io::Error),
+    /// The tokio bridge ([`Builder::tokio_compat`](crate::Builder::tokio_compat))
+    /// could not be built: tokio's runtime or its thread.
+    #[cfg(feature = "tokio-compat")]
+    TokioCompat(std::io::Error),
 }
 
 impl fmt::Display for BuildError {
@@ -137,6 +141,8 @@ impl fmt::Display for BuildError {
             }
             BuildError::Hwloc(msg) => write!(f, "hwloc error: {msg}"),
             BuildError::ThreadSpawn(e) => write!(f, "failed to spawn a worker thread: {e}"),
+            #[cfg(feature = "tokio-compat")]
+            BuildError::TokioCompat(e) => write!(f, "failed to start the tokio bridge: {e}"),
         }
     }
 }
@@ -145,6 +151,8 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::ThreadSpawn(e) => Some(e),
+            #[cfg(feature = "tokio-compat")]
+            BuildError::TokioCompat(e) => Some(e),
             _ => None,
         }
     }

@@ -121,6 +121,8 @@ mod stats;
 mod sync;
 #[cfg(feature = "io")]
 pub mod time;
+#[cfg(feature = "tokio-compat")]
+mod tokio_compat;
 pub mod topology;
 mod tunables;
 mod wake;

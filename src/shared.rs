@@ -89,6 +89,10 @@ pub(crate) struct Shared {
     /// Thread hooks (`Builder::on_thread_start` / `on_thread_stop`).
     pub(crate) on_start: Option<crate::config::Hook>,
     pub(crate) on_stop: Option<crate::config::Hook>,
+    /// The tokio bridge's handle (`Builder::tokio_compat`), which
+    /// `block_on` and the shutdown enter.
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) tokio: Option<tokio::runtime::Handle>,
 }
 
 /// A count-down latch (start-up only: not a scheduling protocol, so plain

@@ -209,3 +209,48 @@ fn shutdown_with_tokio_resources_pending_does_not_hang() {
         }
     });
 }
+
+#[test]
+fn axum_serve_and_hyper_utils_pooled_client_run_unchanged() {
+    // The stack reqwest is built on (hyper-util's legacy client: tokio's
+    // sockets, tokio::spawn for its connections, tokio's timer) against
+    // axum::serve (a tokio listener, tokio::spawn per connection), both
+    // started from hwsched tasks.
+    use http_body_util::{BodyExt, Empty};
+    use hyper::body::Bytes;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+
+    common::with_timeout(60, "axum_client", || {
+        let rt = rt();
+        rt.block_on(async {
+            let app = axum::Router::new().route("/", axum::routing::get(|| async { "hi" }));
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let (stop, stopped) = async_channel::bounded::<()>(1);
+            let server = hwsched::spawn(async move {
+                axum::serve(l, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = stopped.recv().await;
+                    })
+                    .await
+            });
+            let got = hwsched::spawn(async move {
+                let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+                let mut bodies = Vec::new();
+                for _ in 0..3 {
+                    let uri = format!("http://{addr}/").parse().unwrap();
+                    let resp = client.get(uri).await.unwrap();
+                    assert_eq!(resp.status(), 200);
+                    bodies.push(resp.into_body().collect().await.unwrap().to_bytes());
+                }
+                bodies
+            })
+            .await
+            .unwrap();
+            assert!(got.iter().all(|b| &b[..] == b"hi"));
+            stop.send(()).await.unwrap();
+            server.await.unwrap().unwrap();
+        });
+    });
+}

@@ -36,7 +36,14 @@ test-unit:
 	# `drive_reactor`).
 	$(CARGO) test --features hyper --lib
 	$(CARGO) test --features hyper --test io --test io_emfile --test net_udp_unix --test signal \
-		--test long_poll --test time_socket_edges --test reliability --test conservation --test edges
+		--test long_poll --test time_socket_edges --test reliability --test conservation --test edges \
+		--test interval
+	# hwsched::hyper::serve (the `server` feature), tokio's I/O traits on
+	# hwsched::net (the `tokio` feature) and the tokio bridge
+	# (`tokio-compat`).
+	$(CARGO) test --features server --test hyper_serve
+	$(CARGO) test --features hyper,tokio --test tokio_io
+	$(CARGO) test --features hyper,tokio-compat --test tokio_compat
 	$(CARGO) test --features hyper --doc
 
 # Each model in its own process (scripts/loom.sh), so that one failing model

@@ -6,7 +6,8 @@
 #                                     below), in a copy of the workspace
 #                                     without compat-tests (which asks for the
 #                                     newest tokio); runs the library's tests
-#                                     with the I/O driver and hyper's traits
+#                                     with the I/O driver, hyper's traits,
+#                                     serve and the tokio bridge
 #   scripts/dep-versions.sh newest    `cargo update` in a copy of the
 #                                     workspace, then builds every target and
 #                                     runs compat-tests (hwsched beside the
@@ -14,7 +15,9 @@
 #
 # cargo's -Z minimal-versions needs a nightly toolchain; the floors are
 # therefore listed here, one `cargo update --precise` each (tokio, a
-# dev-dependency, first: the newest tokio needs a newer mio; rustix, a
+# dev-dependency, first: the newest tokio needs a newer mio; tokio-util,
+# a dev-dependency and h2's (the `server` feature), before tokio: its
+# newest needs a newer tokio; rustix, a
 # dev-dependency's dependency, before libc: its newest needs a newer libc). Keep them equal
 # to the lowest version of each range in Cargo.toml.
 set -euo pipefail
@@ -23,11 +26,13 @@ CARGO=${CARGO:-cargo}
 mode=${1:-minimal}
 
 FLOORS=(
+  "tokio-util 0.7.16"
   "tokio 1.48.0"
   "mio 1.1.0"
   "futures-io 0.3.31"
   "signal-hook-registry 1.4.0"
   "hyper 1.12.0"
+  "tower-service 0.3.3"
   "crossbeam-deque 0.8.6"
   "crossbeam-utils 0.8.21"
   "hwlocality 1.0.0-alpha.13"
@@ -54,15 +59,15 @@ minimal)
   done
   for f in "${FLOORS[@]}"; do
     set -- $f
-    got=$($CARGO tree -q --features hyper -e normal,dev -i "$1" --depth 0 2>/dev/null | head -n 1 | awk '{print $2}')
+    got=$($CARGO tree -q --features server,tokio-compat -e normal,dev -i "$1" --depth 0 2>/dev/null | head -n 1 | awk '{print $2}')
     [ "$got" = "v$2" ] || { echo "$1 resolved to $got, not the floor v$2" >&2; exit 1; }
   done
-  $CARGO test -q --features hyper --lib
+  $CARGO test -q --features server,tokio-compat --lib
   ;;
 newest)
   cd "$copy"
   $CARGO update -q
-  $CARGO build -q --workspace --all-targets --features hyper
+  $CARGO build -q --workspace --all-targets --features server,tokio-compat
   $CARGO test -q -p hwsched-compat-tests
   ;;
 *)

@@ -92,6 +92,10 @@ pub enum BuildError {
     /// built with [`enable_io(false)`](crate::Builder::enable_io) opens
     /// none.
     IoDriver(std::io::Error),
+    /// The tokio bridge ([`Builder::tokio_compat`](crate::Builder::tokio_compat))
+    /// could not be built: tokio's runtime or its thread.
+    #[cfg(feature = "tokio-compat")]
+    TokioCompat(std::io::Error),
 }
 
 impl fmt::Display for BuildError {
@@ -148,6 +152,8 @@ impl fmt::Display for BuildError {
                 f,
                 "cannot open the I/O driver's descriptors (epoll instance and eventfd): {e}"
             ),
+            #[cfg(feature = "tokio-compat")]
+            BuildError::TokioCompat(e) => write!(f, "failed to start the tokio bridge: {e}"),
         }
     }
 }
@@ -156,6 +162,8 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::ThreadSpawn(e) | BuildError::IoDriver(e) => Some(e),
+            #[cfg(feature = "tokio-compat")]
+            BuildError::TokioCompat(e) => Some(e),
             _ => None,
         }
     }

@@ -135,6 +135,8 @@ impl Handle {
     ///
     /// If called from a worker thread of any hwsched runtime.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        #[cfg(feature = "tokio-compat")]
+        let _tokio = self.shared.tokio.as_ref().map(|h| h.enter());
         crate::block_on::block_on(&self.shared, future)
     }
 

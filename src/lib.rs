@@ -80,6 +80,15 @@
 //! polled. A program that never uses them creates no poller. The README's
 //! "I/O, timers and signals" says more.
 //!
+//! Coming from tokio (the README's "Coming from tokio"): with the `hyper`
+//! feature, `hwsched::hyper` has hyper's `Executor` and `Timer` on
+//! hwsched, and with `server` its `serve` runs an axum `Router` or any
+//! tower or hyper service over HTTP/1 and HTTP/2 on hwsched's sockets; the
+//! `tokio` feature puts tokio's `AsyncRead` / `AsyncWrite` on them; and
+//! `tokio-compat` adds `Builder::tokio_compat`, which drives a tokio
+//! reactor on one thread of the runtime so that `tokio::time`,
+//! `tokio::net` and `tokio::spawn` work in hwsched tasks.
+//!
 //! ```
 //! let rt = hwsched::Runtime::builder()
 //!     .topology(hwsched::TopologySource::Synthetic("pack:2 l3:2 core:4 pu:2".into()))
@@ -102,6 +111,8 @@ mod context;
 mod error;
 mod governor;
 mod handle;
+#[cfg(feature = "hyper")]
+pub mod hyper;
 #[cfg(feature = "io")]
 pub mod io;
 mod join_set;
@@ -120,6 +131,8 @@ mod sync;
 #[cfg(feature = "io")]
 pub mod time;
 pub mod timing;
+#[cfg(feature = "tokio-compat")]
+mod tokio_compat;
 pub mod topology;
 mod tunables;
 mod wake;

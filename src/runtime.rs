@@ -52,6 +52,8 @@ pub struct Builder {
     io_pollers: crate::io::IoPollers,
     poll_timing: bool,
     long_poll_threshold: Option<Duration>,
+    #[cfg(feature = "tokio-compat")]
+    tokio_compat: bool,
 }
 
 impl Default for Builder {
@@ -74,6 +76,8 @@ impl Default for Builder {
             io_pollers: crate::io::IoPollers::One,
             poll_timing: false,
             long_poll_threshold: None,
+            #[cfg(feature = "tokio-compat")]
+            tokio_compat: false,
         }
     }
 }
@@ -186,6 +190,42 @@ impl Builder {
     /// last task it runs or drops. A panic in `f` is caught.
     pub fn on_thread_stop(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
         self.on_stop = Some(Hook(Arc::new(f)));
+        self
+    }
+
+    /// The tokio bridge (the `tokio-compat` feature; default off): the
+    /// runtime starts a tokio current-thread runtime on one more thread,
+    /// `{thread_name}-tokio`, that drives tokio's I/O and time drivers, and
+    /// every worker, blocking thread and `block_on` call enters tokio's
+    /// context, so that `tokio::time`, `tokio::net`, `tokio::spawn` and the
+    /// crates built on them (reqwest, tonic's client, tower's timeouts)
+    /// work in hwsched tasks as they are.
+    ///
+    /// `tokio::spawn` runs its future on that tokio thread (not on the
+    /// workers). The wakes of tokio's resources reach hwsched tasks from
+    /// that thread (a wake from outside the runtime each), and the thread's
+    /// own sleep is tokio's: hwsched's own sockets and timers stay the fast
+    /// path. Dropping the runtime drops hwsched's tasks first, then stops
+    /// the bridge (dropping the tokio tasks left, without waiting for
+    /// tokio's blocking threads).
+    ///
+    /// ```
+    /// let rt = hwsched::Runtime::builder()
+    ///     .worker_threads(2)
+    ///     .tokio_compat(true)
+    ///     .build()?;
+    /// rt.block_on(async {
+    ///     let t = hwsched::spawn(async {
+    ///         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    ///         tokio::spawn(async { 40 + 2 }).await.unwrap()
+    ///     });
+    ///     assert_eq!(t.await.unwrap(), 42);
+    /// });
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    #[cfg(feature = "tokio-compat")]
+    pub fn tokio_compat(mut self, on: bool) -> Self {
+        self.tokio_compat = on;
         self
     }
 
@@ -316,14 +356,45 @@ impl Builder {
 
     /// Builds the runtime and starts its workers.
     pub fn build(self) -> Result<Runtime, BuildError> {
-        self.tunables.validate()?;
-        self.validate_options()?;
-        let name = self
+        let mut this = self;
+        this.tunables.validate()?;
+        this.validate_options()?;
+        let name = this
             .thread_name
+            .take()
             .unwrap_or_else(|| "hwsched-worker".to_owned());
         if name.contains('\0') {
             return Err(BuildError::InvalidThreadName { name });
         }
+        // The tokio bridge first: its context goes around the hooks.
+        #[cfg(feature = "tokio-compat")]
+        let bridge = match this.tokio_compat {
+            true => {
+                let b = crate::tokio_compat::Bridge::start(format!("{name}-tokio"))
+                    .map_err(BuildError::TokioCompat)?;
+                let (start, stop) = crate::tokio_compat::hooks(
+                    &b.handle,
+                    this.on_start.take(),
+                    this.on_stop.take(),
+                );
+                this.on_start = Some(start);
+                this.on_stop = Some(stop);
+                Some(b)
+            }
+            false => None,
+        };
+        this.build_with(
+            name,
+            #[cfg(feature = "tokio-compat")]
+            bridge,
+        )
+    }
+
+    fn build_with(
+        self,
+        name: String,
+        #[cfg(feature = "tokio-compat")] bridge: Option<crate::tokio_compat::Bridge>,
+    ) -> Result<Runtime, BuildError> {
         let stack_size = self.stack_size;
         let topology = Topology::with_cpus(&self.source, self.workers, self.cpus.as_deref())?;
         let pin = self.pin.unwrap_or(topology.is_system());
@@ -474,6 +545,8 @@ impl Builder {
                 .unwrap_or(Builder::DEFAULT_LONG_POLL_THRESHOLD)
                 .as_nanos()
                 .min(u64::MAX as u128) as u64,
+            #[cfg(feature = "tokio-compat")]
+            tokio: bridge.as_ref().map(|b| b.handle.clone()),
         });
         let mut threads = Vec::with_capacity(n);
         for (index, (local, batch)) in locals.into_iter().zip(batches).enumerate() {
@@ -490,6 +563,8 @@ impl Builder {
                         shared,
                         threads,
                         shut: false,
+                        #[cfg(feature = "tokio-compat")]
+                        bridge,
                     };
                     drop(rt);
                     return Err(BuildError::ThreadSpawn(e));
@@ -502,6 +577,8 @@ impl Builder {
             shared,
             threads,
             shut: false,
+            #[cfg(feature = "tokio-compat")]
+            bridge,
         })
     }
 }
@@ -569,6 +646,10 @@ pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<thread::JoinHandle<()>>,
     shut: bool,
+    /// The tokio bridge's thread (`Builder::tokio_compat`), stopped after
+    /// the shutdown.
+    #[cfg(feature = "tokio-compat")]
+    bridge: Option<crate::tokio_compat::Bridge>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -646,6 +727,8 @@ impl Runtime {
     /// Panics if called from a worker thread of any hwsched runtime (it would
     /// block the worker).
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        #[cfg(feature = "tokio-compat")]
+        let _tokio = self.shared.tokio.as_ref().map(|h| h.enter());
         crate::block_on::block_on(&self.shared, future)
     }
 
@@ -737,14 +820,27 @@ impl Runtime {
         // `Cancelled` at once (a spawn after shutdown), not a panic about a
         // missing runtime.
         let _context = crate::block_on::enter(shared.clone());
+        // And tokio's, for the destructors of tasks that hold tokio
+        // resources (the bridge still runs).
+        #[cfg(feature = "tokio-compat")]
+        let tokio = shared.tokio.as_ref().map(|h| h.enter());
         // The sequence (announce, close the blocking pool, join, final
         // drain) is `shutdown::shutdown`'s: see there, and the worker's
         // module docs, "Shutdown".
-        crate::shutdown::shutdown(&mut Stop {
+        let joined = crate::shutdown::shutdown(&mut Stop {
             shared,
             threads: &mut self.threads,
             deadline: timeout.map(|t| Instant::now() + t),
-        })
+        });
+        // hwsched's tasks are dropped: stop the bridge.
+        #[cfg(feature = "tokio-compat")]
+        {
+            drop(tokio);
+            if let Some(mut b) = self.bridge.take() {
+                b.stop();
+            }
+        }
+        joined
     }
 }
 

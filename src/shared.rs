@@ -96,6 +96,10 @@ pub(crate) struct Shared {
     pub(crate) poll_timing: bool,
     /// Polls longer than this many ns are long polls (timing.rs).
     pub(crate) long_poll_ns: u64,
+    /// The tokio bridge's handle (`Builder::tokio_compat`), which
+    /// `block_on` and the shutdown enter.
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) tokio: Option<tokio::runtime::Handle>,
 }
 
 /// A count-down latch (start-up only: not a scheduling protocol, so plain

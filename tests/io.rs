@@ -455,10 +455,11 @@ fn timers_from_block_on_and_timeout_racing_completion() {
             }
             assert!(wins > 0, "some futures finished before their deadline");
         });
-        // An interval ticks in order, each tick at or after its instant.
+        // An interval ticks in order, each tick at or after its instant,
+        // the first at its start.
         let ticks = rt.block_on(rt.spawn(async {
-            let mut iv = hwsched::time::interval(Duration::from_millis(2));
             let mut last = Instant::now();
+            let mut iv = hwsched::time::interval(Duration::from_millis(2));
             for _ in 0..10 {
                 let at = iv.tick().await;
                 assert!(Instant::now() >= at);

@@ -5,9 +5,13 @@
 //! and write, edge-triggered) and caches its readiness, so a read runs only
 //! when epoll said there is something to read, and waiting costs no
 //! syscall (`hwsched::io`'s module docs). They implement futures-io's
-//! [`AsyncRead`](futures_io::AsyncRead) / [`AsyncWrite`](futures_io::AsyncWrite)
-//! and, with the `hyper` feature, hyper 1.x's `rt::Read` / `rt::Write`
-//! (reading into hyper's uninitialized buffer, with vectored writes).
+//! [`AsyncRead`](futures_io::AsyncRead) / [`AsyncWrite`](futures_io::AsyncWrite);
+//! with the `hyper` feature, hyper 1.x's `rt::Read` / `rt::Write`
+//! (reading into hyper's uninitialized buffer, with vectored writes); and
+//! with the `tokio` feature, tokio's `io::AsyncRead` / `io::AsyncWrite`
+//! (the same way), so tokio-util's codecs, `tokio::io::copy` and crates
+//! written against tokio's traits (axum's, tonic's servers) take them as
+//! they are, with no adapter and no tokio runtime.
 //! Errors are the OS's `io::Error`, unchanged.
 //!
 //! Create them inside the runtime (in `Runtime::block_on` or a task): off
@@ -66,7 +70,8 @@ pub(crate) fn waited<T: OnWait + ?Sized, R>(
     r
 }
 
-/// futures-io and hyper trait impls for a type that derefs to a stream.
+/// futures-io, hyper and tokio trait impls for a type that derefs to a
+/// stream.
 macro_rules! stream_io {
     ($stream:ty; $t:ty, $s:ident => $e:expr, read) => {
         impl futures_io::AsyncRead for $t {
@@ -124,6 +129,45 @@ macro_rules! stream_io {
                 Poll::Ready(Ok(()))
             }
         }
+
+        #[cfg(feature = "tokio")]
+        impl tokio::io::AsyncRead for $t {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> Poll<io::Result<()>> {
+                let $s = &*self;
+                let stream: &$stream = $e;
+                // SAFETY: only written by the kernel below, never
+                // de-initialized; `assume_init` counts only the bytes recv
+                // wrote.
+                let dst = unsafe { buf.unfilled_mut() };
+                let len = dst.len();
+                let r = stream.io.poll_read_with(cx, len, |s| {
+                    // SAFETY: `dst` is valid for writes of `len` bytes (an
+                    // uninitialized region recv fills), `s` an open socket.
+                    let r = unsafe {
+                        libc::recv(s.as_raw_fd(), dst.as_mut_ptr().cast(), len, 0)
+                    };
+                    if r < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(r as usize)
+                    }
+                });
+                let n = match r {
+                    Poll::Ready(Ok(n)) => n,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => return waited(self, cx, Poll::Pending),
+                };
+                // SAFETY: recv initialized the first `n` bytes of the
+                // unfilled part.
+                unsafe { buf.assume_init(n) };
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+        }
     };
     ($stream:ty; $t:ty, $s:ident => $e:expr, write) => {
         impl futures_io::AsyncWrite for $t {
@@ -155,6 +199,37 @@ macro_rules! stream_io {
 
         #[cfg(feature = "hyper")]
         impl hyper::rt::Write for $t {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                let $s = &*self;
+                let r = $e.poll_write_ref(cx, buf);
+                waited(self, cx, r)
+            }
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                let $s = &*self;
+                $e.poll_write_vectored_ref(cx, bufs)
+            }
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
+            fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+            fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let $s = &*self;
+                Poll::Ready($crate::net::shutdown_write($e.shutdown(Shutdown::Write)))
+            }
+        }
+
+        #[cfg(feature = "tokio")]
+        impl tokio::io::AsyncWrite for $t {
             fn poll_write(
                 self: Pin<&mut Self>,
                 cx: &mut Context<'_>,

@@ -144,8 +144,9 @@ fn incoming_poller(handle: &crate::io::Handle, fd: RawFd) -> Option<usize> {
 ///
 /// Reads and writes through [`futures_io::AsyncRead`] /
 /// [`futures_io::AsyncWrite`] (on `TcpStream` and on `&TcpStream`), the
-/// `try_read` / `try_write` calls with `readable` / `writable`, and (with
-/// the `hyper` feature) hyper's `rt::Read` / `rt::Write`.
+/// `try_read` / `try_write` calls with `readable` / `writable`, (with the
+/// `hyper` feature) hyper's `rt::Read` / `rt::Write`, and (with the `tokio`
+/// feature) tokio's `io::AsyncRead` / `io::AsyncWrite`.
 pub struct TcpStream {
     io: PollEvented<mio::net::TcpStream>,
 }

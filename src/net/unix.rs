@@ -140,8 +140,9 @@ impl AsFd for UnixListener {
 ///
 /// Reads and writes through [`futures_io::AsyncRead`] /
 /// [`futures_io::AsyncWrite`] (on `UnixStream` and on `&UnixStream`), the
-/// `try_read` / `try_write` calls with `readable` / `writable`, and (with
-/// the `hyper` feature) hyper's `rt::Read` / `rt::Write`.
+/// `try_read` / `try_write` calls with `readable` / `writable`, (with the
+/// `hyper` feature) hyper's `rt::Read` / `rt::Write`, and (with the `tokio`
+/// feature) tokio's `io::AsyncRead` / `io::AsyncWrite`.
 ///
 /// ```
 /// use futures_lite::{AsyncReadExt, AsyncWriteExt};

@@ -53,6 +53,7 @@
 //! ```
 
 mod entry;
+mod interval;
 mod ops;
 mod wheel;
 
@@ -62,6 +63,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use std::time::Instant;
 
 use crate::io::coop;
@@ -333,54 +335,5 @@ impl<F: Future> Future for Timeout<F> {
             Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
             Poll::Pending => Poll::Pending,
         }
-    }
-}
-
-/// A timer that fires every `period`, the first time after one period.
-/// Ticks missed while the task was busy fire at once, one per call, until
-/// it has caught up (tokio's `MissedTickBehavior::Burst`).
-///
-/// # Panics
-///
-/// If `period` is zero (a loop on such an interval would never yield), as
-/// tokio's `interval` does: "`period` must be non-zero".
-pub fn interval(period: Duration) -> Interval {
-    assert!(period > Duration::ZERO, "`period` must be non-zero");
-    let next = Instant::now() + period;
-    Interval {
-        period,
-        sleep: sleep_until(next),
-    }
-}
-
-/// Fires every period: [`interval`].
-#[derive(Debug)]
-pub struct Interval {
-    period: Duration,
-    sleep: Sleep,
-}
-
-impl Interval {
-    /// Waits for the next tick; returns its scheduled instant.
-    pub async fn tick(&mut self) -> Instant {
-        std::future::poll_fn(|cx| self.poll_tick(cx)).await
-    }
-
-    /// Polls for the next tick.
-    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
-        match Pin::new(&mut self.sleep).poll(cx) {
-            Poll::Ready(()) => {
-                let at = self.sleep.deadline();
-                // Later: one atomic update, the wheel keeps the timer.
-                self.sleep.reset(at + self.period);
-                Poll::Ready(at)
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    /// The period.
-    pub fn period(&self) -> Duration {
-        self.period
     }
 }

@@ -1,0 +1,256 @@
+//! The tokio bridge (`Builder::tokio_compat`, the `tokio-compat` feature):
+//! `tokio::time`, `tokio::net` and `tokio::spawn` in hwsched tasks, in
+//! `block_on` and on blocking threads; without it, tokio's panic; and a
+//! shutdown with tokio resources pending that does not hang.
+#![cfg(feature = "tokio-compat")]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod common;
+
+fn rt() -> hwsched::Runtime {
+    hwsched::Runtime::builder()
+        .worker_threads(2)
+        .tokio_compat(true)
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn tokio_time_runs_in_tasks_block_on_and_blocking_threads() {
+    common::with_timeout(60, "time", || {
+        let rt = rt();
+        // In block_on.
+        rt.block_on(async {
+            let t = Instant::now();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(t.elapsed() >= Duration::from_millis(20));
+        });
+        // In tasks, on the workers.
+        let r = rt.block_on(rt.spawn(async {
+            let mut set = hwsched::JoinSet::new();
+            for i in 0..50u64 {
+                set.spawn(async move {
+                    let t = Instant::now();
+                    tokio::time::sleep(Duration::from_millis(i % 10)).await;
+                    assert!(t.elapsed() >= Duration::from_millis(i % 10));
+                    let r = tokio::time::timeout(
+                        Duration::from_millis(5),
+                        std::future::pending::<()>(),
+                    )
+                    .await;
+                    assert!(r.is_err());
+                    hwsched::worker_index().is_some()
+                });
+            }
+            let mut n = 0;
+            while let Some(on_worker) = set.join_next().await {
+                assert!(on_worker.unwrap());
+                n += 1;
+            }
+            n
+        }));
+        assert_eq!(r.unwrap(), 50);
+        // On a blocking thread: tokio's handle is there.
+        let r = rt.block_on(rt.spawn_blocking(|| {
+            tokio::runtime::Handle::current().block_on(async {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                7
+            })
+        }));
+        assert_eq!(r.unwrap(), 7);
+    });
+}
+
+#[test]
+fn tokio_net_and_tokio_spawn_in_hwsched_tasks() {
+    common::with_timeout(60, "net", || {
+        let rt = rt();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let server = hwsched::spawn(async move {
+                for _ in 0..10 {
+                    let (mut s, _) = l.accept().await.unwrap();
+                    drop(hwsched::spawn(async move {
+                        let mut buf = [0u8; 64];
+                        loop {
+                            let n = s.read(&mut buf).await.unwrap();
+                            if n == 0 {
+                                break;
+                            }
+                            s.write_all(&buf[..n]).await.unwrap();
+                        }
+                    }));
+                }
+            });
+            let mut clients = Vec::new();
+            for i in 0..10u8 {
+                clients.push(hwsched::spawn(async move {
+                    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    let msg = [i; 32];
+                    c.write_all(&msg).await.unwrap();
+                    let mut back = [0u8; 32];
+                    c.read_exact(&mut back).await.unwrap();
+                    assert_eq!(back, msg);
+                }));
+            }
+            for c in clients {
+                c.await.unwrap();
+            }
+            server.await.unwrap();
+            // tokio::spawn runs on the bridge's thread.
+            let name = tokio::spawn(async { std::thread::current().name().map(str::to_owned) })
+                .await
+                .unwrap();
+            assert_eq!(name.as_deref(), Some("hwsched-worker-tokio"));
+        });
+    });
+}
+
+#[test]
+fn user_hooks_still_run_beside_the_bridge() {
+    common::with_timeout(60, "hooks", || {
+        let started = Arc::new(AtomicUsize::new(0));
+        let stopped = Arc::new(AtomicUsize::new(0));
+        let (s, t) = (started.clone(), stopped.clone());
+        let rt = hwsched::Runtime::builder()
+            .worker_threads(2)
+            .tokio_compat(true)
+            .on_thread_start(move || {
+                // tokio's context is entered before the user's hook.
+                assert!(tokio::runtime::Handle::try_current().is_ok());
+                s.fetch_add(1, Ordering::SeqCst);
+            })
+            .on_thread_stop(move || {
+                assert!(tokio::runtime::Handle::try_current().is_ok());
+                t.fetch_add(1, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap();
+        assert_eq!(started.load(Ordering::SeqCst), 2);
+        drop(rt);
+        assert_eq!(stopped.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn without_the_bridge_tokio_time_panics_as_tokio_does() {
+    common::with_timeout(60, "off", || {
+        let rt = hwsched::Runtime::builder()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let r = rt.block_on(rt.spawn(async {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }));
+        assert!(matches!(r, Err(hwsched::JoinError::Panicked(_))), "{r:?}");
+    });
+}
+
+#[test]
+fn shutdown_with_tokio_resources_pending_does_not_hang() {
+    common::with_timeout(60, "shutdown", || {
+        for _ in 0..5 {
+            let rt = rt();
+            let dropped = Arc::new(AtomicUsize::new(0));
+            struct Count(Arc<AtomicUsize>);
+            impl Drop for Count {
+                fn drop(&mut self) {
+                    self.0.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            let addr = rt.block_on(async {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = l.local_addr().unwrap();
+                let d = Count(dropped.clone());
+                drop(hwsched::spawn(async move {
+                    let _d = d;
+                    let _ = l.accept().await;
+                }));
+                let d = Count(dropped.clone());
+                drop(hwsched::spawn(async move {
+                    let _d = d;
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }));
+                let d = Count(dropped.clone());
+                drop(tokio::spawn(async move {
+                    let _d = d;
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }));
+                // A connection pending in a task, and one blocking tokio
+                // thread busy for a while (not waited for).
+                let d = Count(dropped.clone());
+                drop(hwsched::spawn(async move {
+                    let _d = d;
+                    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    let mut b = [0u8; 1];
+                    let _ = s.read(&mut b).await;
+                }));
+                drop(tokio::task::spawn_blocking(|| {
+                    std::thread::sleep(Duration::from_secs(2))
+                }));
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                addr
+            });
+            let t = Instant::now();
+            drop(rt);
+            assert!(
+                t.elapsed() < Duration::from_secs(1),
+                "drop took {:?}",
+                t.elapsed()
+            );
+            assert_eq!(dropped.load(Ordering::SeqCst), 4, "every task was dropped");
+            let _ = addr;
+        }
+    });
+}
+
+#[test]
+fn axum_serve_and_hyper_utils_pooled_client_run_unchanged() {
+    // The stack reqwest is built on (hyper-util's legacy client: tokio's
+    // sockets, tokio::spawn for its connections, tokio's timer) against
+    // axum::serve (a tokio listener, tokio::spawn per connection), both
+    // started from hwsched tasks.
+    use http_body_util::{BodyExt, Empty};
+    use hyper::body::Bytes;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+
+    common::with_timeout(60, "axum_client", || {
+        let rt = rt();
+        rt.block_on(async {
+            let app = axum::Router::new().route("/", axum::routing::get(|| async { "hi" }));
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let (stop, stopped) = async_channel::bounded::<()>(1);
+            let server = hwsched::spawn(async move {
+                axum::serve(l, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = stopped.recv().await;
+                    })
+                    .await
+            });
+            let got = hwsched::spawn(async move {
+                let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+                let mut bodies = Vec::new();
+                for _ in 0..3 {
+                    let uri = format!("http://{addr}/").parse().unwrap();
+                    let resp = client.get(uri).await.unwrap();
+                    assert_eq!(resp.status(), 200);
+                    bodies.push(resp.into_body().collect().await.unwrap().to_bytes());
+                }
+                bodies
+            })
+            .await
+            .unwrap();
+            assert!(got.iter().all(|b| &b[..] == b"hi"));
+            stop.send(()).await.unwrap();
+            server.await.unwrap().unwrap();
+        });
+    });
+}

@@ -404,17 +404,13 @@ pub fn take_private<T: crate::queue::Handle>(
 /// The owner `me`'s batch left tasks private (its LIFO slot, its private
 /// queue) at `now`, where it held none: the owner's check. Its stamp and
 /// bit, then, if nobody watches, a parked worker claimed, called and
-/// notified, to watch. If watchers sleep on a tick that backed off (no
-/// private work for a while), the tick goes back to its first and a parked
-/// worker is called all the same, so that a burst after a quiet spell is
-/// looked at within a tick, not a backed-off one ("Long polls"). Returns
-/// that worker and what its notify did.
+/// notified, to watch; if watchers are counted, their next tick is their
+/// first ("Long polls"). Returns that worker and what its notify did.
 pub fn kept_private<T>(
     rt: &impl Workers<T>,
     w: &Watch,
     me: usize,
     now: u64,
-    migration_cost_ns: u64,
 ) -> Option<(usize, Notified)> {
     // Relaxed: a heuristic's input (a stale stamp only makes a watcher
     // take a batch a tick early or late).
@@ -433,26 +429,22 @@ pub fn kept_private<T>(
     // sleeper (`before_sleep`'s) and of `leave`/`give_up`.
     w.private.insert_rmw(me, Ordering::SeqCst);
     fence(Ordering::SeqCst);
-    look_soon(rt, w, me, migration_cost_ns)
+    look_soon(rt, w, me)
 }
 
-/// After the caller's fence: unless a watcher on its first tick is
-/// counted, the tick goes back to its first and a parked worker is claimed,
-/// called and notified, to watch.
-fn look_soon<T>(
-    rt: &impl Workers<T>,
-    w: &Watch,
-    me: usize,
-    migration_cost_ns: u64,
-) -> Option<(usize, Notified)> {
+/// After the caller's fence: a counted watcher's next tick is its first;
+/// with none counted, a parked worker is claimed, called and notified, to
+/// watch. (Calling a parked worker also when the counted watchers sleep on
+/// a backed-off tick made every batch after a quiet moment a wake: 2-worker
+/// hello-world HTTP fell to 0.75-0.82 of tokio's throughput at 1.4-1.5 of
+/// its CPU per request, against 1.11 at 0.93 without: BENCHMARKS.md,
+/// "Nothing waits behind a long poll". So a watcher asleep on a backed-off
+/// tick looks at its next one, up to 16 ms later.)
+fn look_soon<T>(rt: &impl Workers<T>, w: &Watch, me: usize) -> Option<(usize, Notified)> {
     if w.watchers.load(Ordering::Relaxed) > 0 {
-        let first = min_tick_ns(migration_cost_ns);
-        if w.tick_ns(migration_cost_ns) <= first {
-            return None;
-        }
-        // Relaxed: a heuristic (as in `ticked`); the call below is what
-        // makes a worker look soon.
-        w.tick_ns.store(first, Ordering::Relaxed);
+        // Relaxed: a heuristic (as in `ticked`).
+        w.tick_ns.store(0, Ordering::Relaxed);
+        return None;
     }
     wake_watcher(rt, w, me)
 }
@@ -461,16 +453,11 @@ fn look_soon<T>(
 /// released): if a worker sleeps on its thread meanwhile, nobody may be
 /// in the poller while `me` is in a long poll, and readiness, the outside
 /// threads' timers and the other workers' I/O would wait for it ("Long
-/// polls"). So, unless a watcher on its first tick is counted (it takes the
-/// free poller at its next sleep), a parked worker is called to watch: it
-/// sleeps in the poller if it is still free. Returns that worker and what
+/// polls"). So, unless a watcher is counted (it takes the free poller at
+/// its next sleep), a parked worker is called to watch: it sleeps in the
+/// poller if it is still free. Returns that worker and what
 /// its notify did.
-pub fn left_poller<T>(
-    rt: &impl Workers<T>,
-    w: &Watch,
-    me: usize,
-    migration_cost_ns: u64,
-) -> Option<(usize, Notified)> {
+pub fn left_poller<T>(rt: &impl Workers<T>, w: &Watch, me: usize) -> Option<(usize, Notified)> {
     if w.all.len() == 1 {
         return None;
     }
@@ -480,7 +467,7 @@ pub fn left_poller<T>(
     // `parked` bit, the fence of `before_poller`, its try-lock of the
     // poller).
     fence(Ordering::SeqCst);
-    look_soon(rt, w, me, migration_cost_ns)
+    look_soon(rt, w, me)
 }
 
 /// A worker whose `parked` bit is set is about to try the pollers' locks

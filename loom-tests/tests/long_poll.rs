@@ -52,7 +52,7 @@ fn owner_and_watcher(leaves: bool, cases: &std::sync::Arc<Cases>) {
     let _ = rt.lifos[0].put(ledger.task(0));
     batch_q.push(ledger.task(1));
     // The owner's check: its bit and stamp (nobody parked to call).
-    assert!(watch::kept_private(&*rt, &w, 0, T0, COST).is_none());
+    assert!(watch::kept_private(&*rt, &w, 0, T0).is_none());
 
     let watcher = {
         let (rt, w, polls, cases) = (rt.clone(), w.clone(), polls.clone(), cases.clone());
@@ -165,7 +165,7 @@ fn a_worker_leaving_the_poller_and_a_sleeper_that_found_it_taken() {
                 })
             };
             poller.store(false, Ordering::Release);
-            let _ = watch::left_poller(&*rt, &w, 0, COST);
+            let _ = watch::left_poller(&*rt, &w, 0);
             sleeper.join().unwrap();
         }
     });

@@ -22,9 +22,6 @@ use loom_tests::{model, Cases, Rt};
 /// linger does not apply).
 const NOW: u64 = 10 * watch::LINGER_NS;
 
-/// The runtime's default `migration_cost` (500 us), in ns.
-const COST: u64 = 500_000;
-
 /// Worker `me` goes to sleep until it holds the role: it announces its
 /// sleep, runs `before_sleep`, and parks unless it watches; woken (a claim
 /// counted it awake and searching), it finds nothing it may take and goes
@@ -73,7 +70,7 @@ fn an_owner_keeps_a_batch_while_the_other_worker_goes_to_sleep() {
                 let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
                 thread::spawn(move || sleep_until_watching(&rt, &w, 1, &cases))
             };
-            let _ = watch::kept_private(&*rt, &w, 0, NOW, COST);
+            let _ = watch::kept_private(&*rt, &w, 0, NOW);
             // Worker 0 never returns from its poll.
             w1.join().unwrap();
         }
@@ -121,7 +118,7 @@ fn a_watcher_leaves_while_an_owner_keeps_a_batch() {
                 let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
                 thread::spawn(move || sleep_until_watching(&rt, &w, 2, &cases))
             };
-            if watch::kept_private(&*rt, &w, 0, NOW, COST).is_some() {
+            if watch::kept_private(&*rt, &w, 0, NOW).is_some() {
                 cases.hit("the owner woke a watcher");
             }
             w1.join().unwrap();
@@ -155,7 +152,7 @@ fn a_watcher_leaves_with_a_batch_of_its_own() {
             };
             // Worker 1's batch: its check (it watches: no wake), then it
             // leaves its sleep and the role, its queue not empty.
-            assert!(watch::kept_private(&*rt, &w, 1, NOW, COST).is_none());
+            assert!(watch::kept_private(&*rt, &w, 1, NOW).is_none());
             let _ = rt.s.leave_parked(1);
             let _ = watch::leave(&*rt, &w, 1, true, false, &mut watching1);
             w2.join().unwrap();
@@ -202,7 +199,7 @@ fn a_called_worker_that_finds_work_passes_the_call_on() {
                 let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
                 thread::spawn(move || sleep_until_watching(&rt, &w, 2, &cases))
             };
-            let _ = watch::kept_private(&*rt, &w, 0, NOW, COST);
+            let _ = watch::kept_private(&*rt, &w, 0, NOW);
             w2.join().unwrap();
             // Worker 2 watches: the model ends (worker 1, if still asleep,
             // is woken to finish).
@@ -250,7 +247,7 @@ fn a_claimed_worker_that_woke_on_its_own_passes_the_call_on() {
                 let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
                 thread::spawn(move || sleep_until_watching(&rt, &w, 2, &cases))
             };
-            let _ = watch::kept_private(&*rt, &w, 0, NOW, COST);
+            let _ = watch::kept_private(&*rt, &w, 0, NOW);
             w1.join().unwrap();
             w2.join().unwrap();
         }
@@ -301,7 +298,7 @@ fn a_sleeper_that_finds_the_watchers_full_is_called_when_they_leave() {
                 let (rt, w, cases) = (rt.clone(), w.clone(), cases.clone());
                 thread::spawn(move || sleep_until_watching(&rt, &w, 3, &cases))
             };
-            let _ = watch::kept_private(&*rt, &w, 0, NOW, COST);
+            let _ = watch::kept_private(&*rt, &w, 0, NOW);
             for t in leavers {
                 t.join().unwrap();
             }

@@ -54,8 +54,7 @@ impl<'a> Driven<'a> {
             // Left the poller for work: somebody must be able to take it
             // if this worker's next poll runs long (watch.rs, "Long polls").
             let shared = self.shared;
-            let cost = shared.tunables.migration_cost.as_nanos() as u64;
-            let woke = crate::watch::left_poller(shared, &shared.watch, self.index, cost);
+            let woke = crate::watch::left_poller(shared, &shared.watch, self.index);
             if woke.is_some() {
                 WorkerCounters::bump(&shared.workers[self.index].stats.watch_wakes, 1);
             }

@@ -796,8 +796,7 @@ impl Core {
                 // Private work where there was none: the owner's check of the
                 // watch (watch.rs).
                 self.private_bit = true;
-                let cost = shared.tunables.migration_cost.as_nanos() as u64;
-                let woke = crate::watch::kept_private(shared, &shared.watch, self.index, now, cost);
+                let woke = crate::watch::kept_private(shared, &shared.watch, self.index, now);
                 if woke.is_some() {
                     WorkerCounters::bump(&st.watch_wakes, 1);
                 }

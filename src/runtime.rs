@@ -449,6 +449,8 @@ impl Builder {
                 timing: CachePadded::new(crate::timing::WorkerTiming::default()),
                 llc_hint: llc_hint[w],
                 pinned: AtomicBool::new(false),
+                long_poll_taken: AtomicBool::new(false),
+                cpu_clock: std::sync::atomic::AtomicI64::new(-1),
             })
             .collect();
         let park_cost = match (self.tunables.park_cost, self.tunables.idle) {

@@ -36,6 +36,16 @@ pub(crate) struct WorkerShared {
     /// Index into `Shared::llc_idle_cores` of this worker's LLC.
     pub(crate) llc_hint: usize,
     pub(crate) pinned: AtomicBool,
+    /// Set by a watcher that took this worker's private work because its
+    /// poll ran long (watch.rs, "Long polls"); the worker marks the task it
+    /// was polling a hog when the poll returns.
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    pub(crate) long_poll_taken: AtomicBool,
+    /// The worker thread's CPU-time clock (`pthread_getcpuclockid`; -1
+    /// until the thread set it, or if it has none), read by watchers
+    /// (watch.rs, "Long polls").
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    pub(crate) cpu_clock: std::sync::atomic::AtomicI64,
 }
 
 /// State shared by the runtime handle, its workers and every task's

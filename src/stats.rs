@@ -136,6 +136,10 @@ counters! {
         /// one poll for at least `watch::LONG_POLL_NS` (watch.rs, "Long
         /// polls").
         long_poll_rescued,
+        /// Times this worker made its private work stealable before polling
+        /// a task marked a hog (a watcher had taken the work from behind
+        /// one of its polls: worker/mod.rs, `run_with_private_behind`).
+        hog_releases,
         /// Parked workers woken to watch over private batch queues (by an
         /// owner whose queue filled while nobody watched, or by the last
         /// watcher leaving with private work about).
@@ -569,7 +573,7 @@ impl fmt::Display for Stats {
                 f,
                 "I/O driver: {} poller(s), {} sockets registered ({} moved), {} readiness events in {} turns \
                  ({} with wakes, {} tasks per such batch, {} searcher wakes after batches, {} tasks \
-                 taken by a watcher ({} behind a long poll), {} watcher wakes, {} watcher sleeps), {} \
+                 taken by a watcher ({} behind a long poll), {} releases before a hog's poll, {} watcher wakes, {} watcher sleeps), {} \
                  waker writes, {} timers fired, {} cooperative yields",
                 self.io_pollers,
                 self.io_registered,
@@ -581,6 +585,7 @@ impl fmt::Display for Stats {
                 t.batch_wakes,
                 t.batch_rescued,
                 t.long_poll_rescued,
+                t.hog_releases,
                 t.watch_wakes,
                 t.watch_sleeps,
                 self.io_waker_writes,

@@ -128,6 +128,12 @@ pub struct TaskMeta {
     /// not stamped), with poll timing on (timing.rs). A `std` atomic,
     /// outside the loom shim: statistics, `Relaxed`, part of no protocol.
     pub(crate) runnable_at: std::sync::atomic::AtomicU64,
+    /// A watcher took private work from behind one of this task's polls
+    /// (watch.rs, "Long polls"): before its next poll with private work
+    /// behind it, its worker makes that work stealable. A `std` atomic,
+    /// outside the loom shim: a hint, `Relaxed`, part of no protocol.
+    #[cfg_attr(not(feature = "io"), allow(dead_code))]
+    pub(crate) hog: std::sync::atomic::AtomicBool,
     /// loom only: async-task's state word as loom sees it. Its
     /// read-modify-writes are `std` atomics, invisible to loom, so the
     /// order they give an abort's wake and the next poll (module docs,
@@ -153,6 +159,7 @@ impl TaskMeta {
             slot: AtomicU64::new(NO_SLOT),
             spawned_at: std::panic::Location::caller(),
             runnable_at: std::sync::atomic::AtomicU64::new(0),
+            hog: std::sync::atomic::AtomicBool::new(false),
             #[cfg(loom)]
             state_order: crate::sync::AtomicUsize::new(0),
         }

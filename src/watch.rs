@@ -25,9 +25,10 @@
 //!   owner stamps each batch: [`stamp`]), into its deque, with the
 //!   pusher's check, from where other idle workers steal in turn. A task is
 //!   therefore never left private for more than about `migration_cost`
-//!   plus a tick (at most 16 ms) while a worker sleeps, and not for more
-//!   than about two ticks behind a long poll ("Long polls", below). This is
-//!   the only way private work leaves its owner: an owner that pushed it to its deque itself once it
+//!   plus a tick (at most 16 ms) while a worker sleeps; behind a task whose
+//!   poll once ran long, not at all ("Long polls", below). Apart from that
+//!   task's own release of its batch, this is the only way private work
+//!   leaves its owner: an owner that pushed it to its deque itself once it
 //!   aged (a first design) spread every batch its worker was preempted
 //!   during on the 2-core machine (HTTP `-c256`, 2 workers: 0.80 of tokio,
 //!   against 1.09-1.13 without: BENCHMARKS.md).
@@ -67,28 +68,45 @@
 //!
 //! Age alone bounds private work by `migration_cost` plus a tick that backs
 //! off to 16 ms: when the owner's next poll runs long (a request that
-//! renders for milliseconds), the cheap tasks of its batch would wait for
-//! it while another worker sleeps. So a watcher also asks whether the owner
-//! is *stuck*, the way Go's `sysmon` tells a P that has run one goroutine
-//! too long: each worker's poll count (its `polls` counter, which it bumps
-//! before every poll, so no clock read is added to a poll) is compared with
-//! what a previous look saw. A count unchanged since a look at least
-//! [`LONG_POLL_NS`] ago means the owner has been in one poll at least that
-//! long, and its private work is taken however fresh ([`Stale::LongPoll`]).
-//! While a watcher sees private work its tick stays at the first (twice
-//! `migration_cost`, 1 ms by default, which is also the poller's timeout
-//! resolution) instead of backing off, so work queued behind a poll waits
-//! at most about two ticks plus a wake (the poll began just after a look,
-//! is seen unchanged at the next, taken at the one after when the first
-//! look was too recent), whatever the poll's length.
+//! renders for milliseconds), the cheap tasks of its batch wait for a
+//! watcher while another worker sleeps. Two mechanisms shorten that:
 //!
-//! The cost, in wakes of a parked watcher: at saturation none (no worker
-//! parks, so nobody watches); under load with a worker parked, one wake a
-//! tick (1,000 a second at the default `migration_cost`) while some
-//! worker's private work is seen at the watcher's look, where the tick used
-//! to back off to 62.5 a second; at light load or idle as before (the tick
-//! backs off once no private work is seen, and watching ends
-//! [`LINGER_NS`] after the last).
+//! - **Telling a long poll.** A watcher asks whether the owner is stuck
+//!   in one poll, the way Go's `sysmon` tells a P that has run one
+//!   goroutine too long: each worker's poll count (its `polls` counter,
+//!   bumped before every poll, so no clock read is added to a poll) is
+//!   compared with what an earlier look saw. A count unchanged since a look
+//!   at least [`LONG_POLL_NS`] ago, while the owner's thread was on the CPU
+//!   for three quarters of that time (its CPU-time clock: an owner the OS
+//!   preempted has not moved its count either, but taking its work spreads
+//!   batches it would resume a moment later), is a long poll
+//!   ([`Stale::LongPoll`]): its private work is taken however fresh.
+//! - **Hogs.** The owner learns that a watcher saw its poll as long
+//!   (`long_poll_taken`, set by the watcher) and marks the task it was
+//!   polling a *hog* (worker/mod.rs, `run_with_private_behind`). Before a
+//!   hog's next poll with private work behind it, the owner makes that work
+//!   stealable, with the pusher's check, so that a parked worker takes it
+//!   at once. A request handler that computes for milliseconds thus costs
+//!   the requests batched with it one watcher look once, not at every
+//!   request: a task whose poll once ran long makes its batch-mates wait
+//!   well under a millisecond afterwards (`tests/long_poll.rs`). The mark
+//!   stays: a connection that served one slow request gives its batches
+//!   away before each of its polls, at the cost of their cache locality.
+//!
+//! The first long poll of a task is found by the watchers' looks: within
+//! `migration_cost` plus two ticks, at most about 33 ms after a quiet
+//! spell (the tick backed off to 16 ms), one or two milliseconds while
+//! watchers take work (the tick goes back to its first when a look takes
+//! something). A tick that stays at its first while private work is seen
+//! would bound it to two milliseconds, but the watcher's 1,000 looks a
+//! second cost 2-worker hello-world HTTP 8-10% of its throughput on the
+//! 2-core machine (BENCHMARKS.md, "Nothing waits behind a long poll"), and
+//! calling a parked worker whenever a batch found the watchers on a
+//! backed-off tick cost it a quarter. The cost of the watch in wakes is
+//! therefore as before: none at saturation (nobody parks, nobody watches);
+//! a tick a watcher, 62.5 to 1,000 a second, within [`LINGER_NS`] of private
+//! work; none at idle. A hog's release costs the pusher's check (a futex
+//! wake when a worker is parked and none searches) per poll of the hog.
 //!
 //! The poller is part of what must not wait behind a long poll: a worker
 //! that leaves the poller it slept in to run work releases it, and a worker
@@ -235,6 +253,8 @@ pub struct Watch {
 struct Look {
     polls: AtomicU64,
     at: AtomicU64,
+    /// The owner's CPU time (ns) at `at`.
+    cpu: AtomicU64,
 }
 
 /// Why [`Watch::for_each_stale`] found a worker's private work stale.
@@ -268,6 +288,7 @@ impl Watch {
                         // No count yet: the first look records one.
                         polls: AtomicU64::new(u64::MAX),
                         at: AtomicU64::new(0),
+                        cpu: AtomicU64::new(0),
                     })
                 })
                 .collect(),
@@ -288,10 +309,7 @@ impl Watch {
 
     /// The watcher's tick ended having taken `took` tasks: the next one
     /// ([`next_tick_ns`]).
-    /// `private`: whether it saw a worker's private work, which keeps the
-    /// tick at its first (the long-poll bound, module docs "Long polls").
-    pub fn ticked(&self, took: usize, private: bool, migration_cost_ns: u64) {
-        let took = took + usize::from(private);
+    pub fn ticked(&self, took: usize, migration_cost_ns: u64) {
         let next = next_tick_ns(self.tick_ns(migration_cost_ns), took, migration_cost_ns);
         self.tick_ns.store(next, Ordering::Relaxed);
     }
@@ -330,8 +348,13 @@ impl Watch {
     /// Calls `f` on each worker other than `me` that may hold private work
     /// that is stale at `now`: older than `migration_cost_ns` ([`Stale::Aged`]),
     /// or behind a poll that has run since a look at least `long_poll_ns`
-    /// ago ([`Stale::LongPoll`]; `polls(v)` is worker `v`'s poll count).
+    /// ago, on the CPU for at least half of it ([`Stale::LongPoll`];
+    /// `polls(v)` is worker `v`'s poll count, `cpu(v)` its thread's CPU
+    /// time in ns).
     /// Returns whether it saw any worker's private work.
+    // Each input is a separate fact of the look (clippy counts 8); a struct
+    // would only name them twice.
+    #[allow(clippy::too_many_arguments)]
     pub fn for_each_stale(
         &self,
         me: usize,
@@ -339,6 +362,7 @@ impl Watch {
         migration_cost_ns: u64,
         long_poll_ns: u64,
         polls: impl Fn(usize) -> u64,
+        cpu: impl Fn(usize) -> u64,
         mut f: impl FnMut(usize, Stale),
     ) -> bool {
         let stale_before = now.saturating_sub(migration_cost_ns);
@@ -346,10 +370,12 @@ impl Watch {
         self.private
             .scan(self.all.clone(), Ordering::Relaxed, Some(me), |v| {
                 seen = true;
-                if self.since[v].load(Ordering::Relaxed) < stale_before {
-                    f(v, Stale::Aged);
-                } else if self.looked[v].same_poll(polls(v), now, long_poll_ns) {
+                // The long poll first: it marks the task a hog (the owner's
+                // `run_task`), however old the batch.
+                if self.looked[v].same_poll(polls(v), now, long_poll_ns, || cpu(v)) {
                     f(v, Stale::LongPoll);
+                } else if self.since[v].load(Ordering::Relaxed) < stale_before {
+                    f(v, Stale::Aged);
                 }
                 false
             });
@@ -363,12 +389,23 @@ impl Look {
     /// Relaxed: a heuristic's input, written by whichever watcher looks (two
     /// watchers racing record one of their looks; a stale record only moves
     /// the take by a tick).
-    fn same_poll(&self, polls: u64, now: u64, long_poll_ns: u64) -> bool {
+    ///
+    /// `cpu()` is the owner thread's CPU time: a count unchanged for
+    /// `long_poll_ns` is a long poll only if the owner was on the CPU for
+    /// three quarters of that time. An owner the OS preempted (on a small machine, beside a load
+    /// generator) has not moved its count either, but taking its private
+    /// work spreads batches that it resumes a moment later (2-worker
+    /// hello-world HTTP fell to 0.82 of tokio: BENCHMARKS.md); its work is
+    /// taken once aged, as before.
+    fn same_poll(&self, polls: u64, now: u64, long_poll_ns: u64, cpu: impl Fn() -> u64) -> bool {
         if self.polls.load(Ordering::Relaxed) == polls {
-            return now.saturating_sub(self.at.load(Ordering::Relaxed)) >= long_poll_ns;
+            let ran = now.saturating_sub(self.at.load(Ordering::Relaxed));
+            let on_cpu = cpu().saturating_sub(self.cpu.load(Ordering::Relaxed));
+            return ran >= long_poll_ns && on_cpu.saturating_mul(4) >= ran.saturating_mul(3);
         }
         self.polls.store(polls, Ordering::Relaxed);
         self.at.store(now, Ordering::Relaxed);
+        self.cpu.store(cpu(), Ordering::Relaxed);
         false
     }
 }
@@ -404,8 +441,7 @@ pub fn take_private<T: crate::queue::Handle>(
 /// The owner `me`'s batch left tasks private (its LIFO slot, its private
 /// queue) at `now`, where it held none: the owner's check. Its stamp and
 /// bit, then, if nobody watches, a parked worker claimed, called and
-/// notified, to watch; if watchers are counted, their next tick is their
-/// first ("Long polls"). Returns that worker and what its notify did.
+/// notified, to watch. Returns that worker and what its notify did.
 pub fn kept_private<T>(
     rt: &impl Workers<T>,
     w: &Watch,
@@ -432,18 +468,14 @@ pub fn kept_private<T>(
     look_soon(rt, w, me)
 }
 
-/// After the caller's fence: a counted watcher's next tick is its first;
-/// with none counted, a parked worker is claimed, called and notified, to
-/// watch. (Calling a parked worker also when the counted watchers sleep on
-/// a backed-off tick made every batch after a quiet moment a wake: 2-worker
-/// hello-world HTTP fell to 0.75-0.82 of tokio's throughput at 1.4-1.5 of
-/// its CPU per request, against 1.11 at 0.93 without: BENCHMARKS.md,
-/// "Nothing waits behind a long poll". So a watcher asleep on a backed-off
-/// tick looks at its next one, up to 16 ms later.)
+/// After the caller's fence: with no watcher counted, a parked worker is
+/// claimed, called and notified, to watch. (Calling one also when the
+/// counted watchers sleep on a backed-off tick made every batch after a
+/// quiet moment a wake: 2-worker hello-world HTTP fell to 0.75-0.82 of
+/// tokio's throughput at 1.4-1.5 of its CPU per request: module docs,
+/// "Long polls".)
 fn look_soon<T>(rt: &impl Workers<T>, w: &Watch, me: usize) -> Option<(usize, Notified)> {
     if w.watchers.load(Ordering::Relaxed) > 0 {
-        // Relaxed: a heuristic (as in `ticked`).
-        w.tick_ns.store(0, Ordering::Relaxed);
         return None;
     }
     wake_watcher(rt, w, me)
@@ -530,7 +562,6 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
         // Relaxed: heuristics (how long watchers linger; the tick, which
         // goes back to its first while private work is seen: "Long polls").
         w.seen.store(now, Ordering::Relaxed);
-        w.tick_ns.store(0, Ordering::Relaxed);
     }
     let recent = private || now.saturating_sub(w.seen.load(Ordering::Relaxed)) < LINGER_NS;
     if *watching {
@@ -655,6 +686,8 @@ mod tests {
             COST,
             LONG_POLL_NS,
             |_| polls,
+            // The owner on the CPU all along: its CPU time is the clock.
+            |_| now,
             |v, why| found.push((v, why)),
         );
         (found, seen)
@@ -676,6 +709,31 @@ mod tests {
     }
 
     #[test]
+    fn a_preempted_owner_keeps_its_fresh_batch() {
+        let t0 = 10 * COST;
+        let w = watch_with_private(t0);
+        let mut found = Vec::new();
+        // The count does not move, and neither does the owner's CPU time
+        // (all looks within `migration_cost` of the batch: it is not aged).
+        for now in [
+            t0 + 1_000,
+            t0 + 1_000 + LONG_POLL_NS,
+            t0 + 1_000 + LONG_POLL_NS * 3 / 2,
+        ] {
+            w.for_each_stale(
+                1,
+                now,
+                COST,
+                LONG_POLL_NS,
+                |_| 7,
+                |_| 5_000,
+                |v, why| found.push((v, why)),
+            );
+        }
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
     fn an_owner_that_keeps_polling_keeps_its_fresh_batch() {
         let t0 = 10 * COST;
         let w = watch_with_private(t0);
@@ -691,25 +749,5 @@ mod tests {
         assert_eq!(look(&w, 2 * COST, 1), (vec![(0, Stale::Aged)], true));
         let empty = Watch::new(2, &[0..2]);
         assert_eq!(look(&empty, 2 * COST, 1), (vec![], false));
-    }
-
-    #[test]
-    fn the_tick_stays_at_its_first_while_private_work_is_seen() {
-        let w = Watch::new(2, &[0..2]);
-        let first = min_tick_ns(COST);
-        w.ticked(0, false, COST);
-        w.ticked(0, false, COST);
-        assert_eq!(w.tick_ns(COST), 4 * first, "backs off without private work");
-        w.ticked(0, true, COST);
-        assert_eq!(w.tick_ns(COST), first, "private work seen: the first tick");
-        w.ticked(0, false, COST);
-        w.ticked(0, false, COST);
-        // A worker going to sleep that sees private work resets it too.
-        let w2 = watch_with_private(0);
-        w2.ticked(0, false, COST);
-        assert!(w2.tick_ns(COST) > first);
-        let mut watching = false;
-        assert!(before_sleep(&w2, 1, 1, &mut watching));
-        assert_eq!(w2.tick_ns(COST), first);
     }
 }

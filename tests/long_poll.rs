@@ -8,12 +8,18 @@
 //! that one poller turn returns all nine events as one batch: the last one
 //! written, whose task computes for [`LONG_POLL`] without yielding, lands
 //! in the polling worker's LIFO slot and runs first; the eight cheap tasks
-//! wait in its private batch queue. A watcher takes them once it sees the
-//! owner's poll count unchanged since a look [`LONG_POLL_NS`] ago: at most
-//! about two watcher ticks (2 x 2 x `migration_cost` = 2 ms by default)
-//! plus the watcher's wake-up. The rounds are [`PAUSE`] apart, long enough
-//! for the watchers' tick to back off between them (to 16 ms, which bounded
-//! the wait before), short enough that they keep watching.
+//! wait in its private batch queue. The rounds are [`PAUSE`] apart, long
+//! enough for the watchers' tick to back off between them (to 16 ms),
+//! short enough that they keep watching.
+//!
+//! In the first round a watcher finds the batch: at most `migration_cost`
+//! plus two backed-off ticks (33 ms; [`FIRST_BOUND`] with room for the
+//! hog), and its second look sees the owner's poll count unchanged while
+//! the owner ran: a long poll ([`LONG_POLL_NS`]), which makes the slow
+//! task a hog. From the second round on, the owner makes its batch
+//! stealable before each of the hog's polls and a parked worker takes it
+//! at once: a wake-up ([`BOUND`], with room for the hog; 0.05-0.3 ms
+//! measured on a quiet machine, against 32-33 ms every round before).
 //!
 //! [`LONG_POLL_NS`]: hwsched::watch::LONG_POLL_NS
 
@@ -39,11 +45,14 @@ const CHEAP: usize = 8;
 const ROUNDS: usize = 12;
 /// The quiet time between rounds.
 const PAUSE: Duration = Duration::from_millis(12);
-/// The bound a cheap task's start may lag the slow task's: far below the
-/// 50 ms poll, and below `migration_cost` plus the backed-off 16 ms tick
-/// that bounded it before. Two ticks (2 ms) plus a wake-up, with room for
-/// the CPU hog of `scripts/under-hog.sh` delaying the watcher's thread.
+/// The bound a cheap task's start may lag the slow task's once the slow
+/// task is a hog: a wake-up of a parked worker, with room for the CPU hog
+/// of `scripts/under-hog.sh` delaying its thread.
 const BOUND: Duration = Duration::from_millis(12);
+/// The bound in the first round: `migration_cost` plus two ticks backed
+/// off to 16 ms (32.5 ms), with room for the CPU hog, and below the 50 ms
+/// poll: nothing waits for the whole long poll.
+const FIRST_BOUND: Duration = Duration::from_millis(45);
 
 fn spin(d: Duration) {
     let t = Instant::now();
@@ -81,6 +90,7 @@ fn rounds(rt: Runtime) {
         rt.spawn(serve(s, i == CHEAP, starts.clone()));
         clients.push(c);
     }
+    let mut first = Duration::ZERO;
     let mut worst = Duration::ZERO;
     for round in 0..ROUNDS {
         std::thread::sleep(PAUSE);
@@ -122,8 +132,13 @@ fn rounds(rt: Runtime) {
         let slow = starts.iter().find(|(s, _)| *s).unwrap().1;
         let mut lag = Vec::new();
         for &(_, at) in starts.iter().filter(|(s, _)| !*s) {
-            lag.push(at.saturating_duration_since(slow));
-            worst = worst.max(at.saturating_duration_since(slow));
+            let l = at.saturating_duration_since(slow);
+            lag.push(l);
+            if round == 0 {
+                first = first.max(l);
+            } else {
+                worst = worst.max(l);
+            }
         }
         if std::env::var_os("LONG_POLL_DEBUG").is_some() {
             eprintln!("round {round}: {lag:?}");
@@ -131,10 +146,16 @@ fn rounds(rt: Runtime) {
     }
     let stats = rt.stats();
     assert!(
-        worst < BOUND,
-        "a cheap task started {worst:?} after the long poll began (bound {BOUND:?}):\n{stats}"
+        first < FIRST_BOUND,
+        "first round: a cheap task started {first:?} after the long poll began \
+         (bound {FIRST_BOUND:?}):\n{stats}"
     );
-    eprintln!("worst start behind the long poll: {worst:?}");
+    assert!(
+        worst < BOUND,
+        "later rounds: a cheap task started {worst:?} after the hog's poll began \
+         (bound {BOUND:?}):\n{stats}"
+    );
+    eprintln!("worst start behind the long poll: first round {first:?}, then {worst:?}");
 }
 
 fn two_workers() -> Runtime {

@@ -105,8 +105,8 @@ impl<'a> Driven<'a> {
         let mut core = ctx.core.borrow_mut();
         core.wake_mode = WakeMode::Place;
         if watching {
-            let (took, private) = core.take_stale(shared);
-            shared.watch.ticked(took, private, cost);
+            let took = core.take_stale(shared);
+            shared.watch.ticked(took, cost);
         }
         core.end_batch(shared);
     }

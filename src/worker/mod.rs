@@ -638,6 +638,27 @@ impl Core {
         self.prune_marks(shared);
     }
 
+    /// Makes this worker's private work stealable before a hog's poll
+    /// (`run_with_private_behind`): the LIFO slot's batch task and the
+    /// private batch queue onto the deque, and the pusher's check.
+    #[cfg(feature = "io")]
+    #[cold]
+    fn release_private(&mut self, shared: &Shared) {
+        if self.lifo_batch {
+            if let Some(t) = shared.workers[self.index].lifo.take() {
+                self.local.push(t);
+            }
+            self.lifo_batch = false;
+        }
+        self.release_batch(shared);
+        if !self.local.is_empty() {
+            let st = &shared.workers[self.index].stats;
+            WorkerCounters::bump(&st.hog_releases, 1);
+            let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
+            count_wake(shared, Some(self.index), woke);
+        }
+    }
+
     /// Pushes onto the local deque, where other workers may steal it: marks
     /// this worker in the `queued` set (once per busy period) and runs the
     /// pusher's check of the wake protocol ([`idle`](crate::idle)): a parked
@@ -725,22 +746,23 @@ impl Core {
     /// `migration_cost` ago, or whose owner has been in one poll since a
     /// look [`LONG_POLL_NS`](crate::watch::LONG_POLL_NS) ago, move to this
     /// worker's deque, with the pusher's check, and the worker leaves its
-    /// sleep to run them. Returns how many tasks it took, and whether it saw
-    /// any worker's private work.
+    /// sleep to run them. Returns how many tasks it took.
     #[cfg(feature = "io")]
-    pub(crate) fn take_stale(&mut self, shared: &Shared) -> (usize, bool) {
+    pub(crate) fn take_stale(&mut self, shared: &Shared) -> usize {
         let now = shared.now_ns();
         let cost = shared.tunables.migration_cost.as_nanos() as u64;
         let mut n = 0;
         let mut long = 0;
         let local = &self.local;
         let polls = |v: usize| shared.workers[v].stats.polls.load(Ordering::Relaxed);
-        let private = shared.watch.for_each_stale(
+        let cpu = |v: usize| thread_cpu_ns(shared, v).unwrap_or(now);
+        shared.watch.for_each_stale(
             self.index,
             now,
             cost,
             crate::watch::LONG_POLL_NS,
             polls,
+            cpu,
             |v, why| {
                 let took = crate::watch::take_private(
                     &shared.workers[v].lifo,
@@ -750,6 +772,11 @@ impl Core {
                 n += took;
                 if why == crate::watch::Stale::LongPoll {
                     long += took;
+                    // Relaxed: a hint for the owner (`run_task`), also when
+                    // an earlier look took the work as aged.
+                    shared.workers[v]
+                        .long_poll_taken
+                        .store(true, Ordering::Relaxed);
                 }
             },
         );
@@ -761,7 +788,7 @@ impl Core {
             let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
             count_wake(shared, Some(self.index), woke);
         }
-        (n, private)
+        n
     }
 
     /// The end of a batch: if it left work in the stealable deque (the batch
@@ -831,6 +858,24 @@ impl Core {
     }
 }
 
+/// Worker `v`'s thread's CPU time in ns, if its clock can be read.
+#[cfg(feature = "io")]
+fn thread_cpu_ns(shared: &Shared, v: usize) -> Option<u64> {
+    // Relaxed: set once by the worker's thread at its start.
+    let clock = shared.workers[v].cpu_clock.load(Ordering::Relaxed);
+    if clock < 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; a clock of a thread that has
+    // exited makes the call fail (checked), not misbehave.
+    let r = unsafe { libc::clock_gettime(clock as libc::clockid_t, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
 /// Polls one task.
 fn run_task(ctx: &WorkerCtx, r: Runnable) {
     let shared = &*ctx.shared;
@@ -846,10 +891,61 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
     }
     let st = &shared.workers[ctx.index].stats;
     WorkerCounters::bump(&st.polls, 1);
+    #[cfg(feature = "io")]
+    if ctx.core.borrow().private_bit {
+        return run_with_private_behind(ctx, r);
+    }
     if shared.poll_timing {
         run_timed(ctx, r);
     } else {
         poll(st, r);
+    }
+}
+
+/// Polls `r` while this worker holds private work (watch.rs, "Long
+/// polls"): a task marked a hog (a watcher took the private work from
+/// behind one of its polls) first makes that work stealable, with the
+/// pusher's check, so that another worker takes it at once instead of at
+/// the watcher's next tick; any other task is polled holding a waker, so
+/// that its metadata outlives the poll, and marked a hog if a watcher took
+/// the private work meanwhile. A request handler that computes for
+/// milliseconds thus costs its connection's neighbours one watcher tick
+/// once, not at every request.
+#[cfg(feature = "io")]
+#[inline(never)]
+fn run_with_private_behind(ctx: &WorkerCtx, r: Runnable) {
+    let shared = &*ctx.shared;
+    let me = &shared.workers[ctx.index];
+    let meta = r.metadata();
+    // Relaxed: hints.
+    if meta.hog.load(Ordering::Relaxed) {
+        ctx.core.borrow_mut().release_private(shared);
+        me.long_poll_taken.store(false, Ordering::Relaxed);
+        return poll_maybe_timed(ctx, r);
+    }
+    // The waker holds a reference: the task's header (its metadata) stays
+    // allocated until it is dropped, whatever the poll does.
+    let keep = r.waker();
+    let meta: *const TaskMeta = meta;
+    me.long_poll_taken.store(false, Ordering::Relaxed);
+    poll_maybe_timed(ctx, r);
+    if me.long_poll_taken.load(Ordering::Relaxed) {
+        // SAFETY: `keep` holds a reference to the task, so its header and
+        // the metadata in it are alive until `keep` is dropped below.
+        unsafe { (*meta).hog.store(true, Ordering::Relaxed) };
+    }
+    drop(keep);
+}
+
+/// Polls `r` once, timed when poll timing is on.
+#[cfg(feature = "io")]
+#[inline(always)]
+fn poll_maybe_timed(ctx: &WorkerCtx, r: Runnable) {
+    let shared = &*ctx.shared;
+    if shared.poll_timing {
+        run_timed(ctx, r);
+    } else {
+        poll(&shared.workers[ctx.index].stats, r);
     }
 }
 
@@ -1030,6 +1126,16 @@ pub(crate) fn run(
             // Relaxed: `build` reads it after the latch, whose mutex orders it.
             shared.workers[index].pinned.store(true, Ordering::Relaxed);
         }
+    }
+    // This thread's CPU-time clock, for watchers telling a long poll from
+    // a preempted one (watch.rs, "Long polls").
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `pthread_self` is this thread; `clock` is a valid out-pointer.
+    if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
+        // Relaxed: read by watchers only as a hint (-1: none yet).
+        shared.workers[index]
+            .cpu_clock
+            .store(i64::from(clock), Ordering::Relaxed);
     }
     let core = Core::new(&shared, index, local, batch_q);
     let ctx = WorkerCtx {

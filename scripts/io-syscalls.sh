@@ -11,8 +11,14 @@ workers=${1:-2}
 secs=${2:-3}
 conns=${3:-64}
 cd "$(dirname "$0")/.."
-cargo bench --features hyper --bench io --no-run 2>/dev/null
-bin=$(ls -t target/release/deps/io-* | grep -v '\.d$' | head -1)
+# The bench's executable, from cargo (tests/io.rs built in release by
+# scripts/under-hog.sh has the same io-* name in target/release/deps).
+bin=$(cargo bench --features hyper --bench io --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for l in sys.stdin:
+    m=json.loads(l)
+    if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["kind"]==["bench"]:
+        print(m["executable"])' | tail -1)
 events=raw_syscalls:sys_enter
 for s in recvfrom read sendto write writev epoll_wait epoll_pwait epoll_ctl futex accept4 close; do
     events+=",syscalls:sys_enter_$s"

@@ -114,9 +114,22 @@
 //! then runs long, nobody polls. So the leaver makes sure a watcher on its
 //! first tick exists ([`left_poller`]), which takes the free poller at its
 //! next sleep. This costs a wake only when no watcher is counted (no
-//! private work within [`LINGER_NS`]) and a worker sleeps: at light I/O
-//! load the worker is a watcher already, and it is the one the owner's
-//! check calls.
+//! private work within [`LINGER_NS`]) and a worker sleeps. The leaver
+//! itself is still counted when it calls [`left_poller`] (it leaves the
+//! count after): a leaver that was the only watcher calls nobody, and if
+//! its first poll runs long, nobody polls until a sleeper's tick or a
+//! wake (tokio leaves its driver the same way when a worker leaves it with
+//! one task). Calling a worker at every such leave would cost a wake per
+//! request at light load.
+//!
+//! Timers are the third thing (time/entry.rs, "Whose wheel"): the worker
+//! sleeping in poller 0 sleeps until the earliest deadline of every
+//! worker's wheel and fires a busy worker's due timers, so a timer does
+//! not wait for its worker's long poll. A worker that sets a timer while
+//! nobody sleeps in poller 0 and then polls another task calls a watcher
+//! if none would look by the deadline ([`cover_timer`]), so that somebody
+//! sleeps there in time: a wake only when a timer is set and another task
+//! polled while poller 0 is empty.
 //!
 //! # The store buffering
 //!
@@ -245,6 +258,10 @@ pub struct Watch {
     /// Per worker: its poll count when a watcher last saw it change, and
     /// when (the long-poll look, module docs "Long polls").
     looked: Box<[CachePadded<Look>]>,
+    /// When the tick of the last watcher to go to sleep ends (ns on the
+    /// runtime's clock): whether a timer would wait for it
+    /// ([`cover_timer`]).
+    until: CachePadded<AtomicU64>,
     all: Range<usize>,
 }
 
@@ -292,8 +309,16 @@ impl Watch {
                     })
                 })
                 .collect(),
+            until: CachePadded::new(AtomicU64::new(0)),
             all: 0..n,
         }
+    }
+
+    /// A watcher goes to sleep until `ns` (its tick's end).
+    pub fn sleeps_until(&self, ns: u64) {
+        // Relaxed: a heuristic's input (`cover_timer`); of two watchers
+        // sleeping, the last one's tick is kept.
+        self.until.store(ns, Ordering::Relaxed);
     }
 
     /// The watcher's current tick, in ns (at least [`min_tick_ns`]).
@@ -500,6 +525,32 @@ pub fn left_poller<T>(rt: &impl Workers<T>, w: &Watch, me: usize) -> Option<(usi
     // poller).
     fence(Ordering::SeqCst);
     look_soon(rt, w, me)
+}
+
+/// Worker `me`, awake and not counted as a watcher, is about to poll a
+/// task having put a timer due at `at` (ns on the runtime's clock) on its
+/// wheel while nobody slept in poller 0, where it would be covered
+/// (time/ops.rs, `take_uncovered`): if that poll runs long, nobody fires
+/// the timer until a worker sleeps there again. Unless a watcher is
+/// counted whose tick ends by `at` (it takes the poller then), a parked
+/// worker is called to watch: it sleeps in poller 0, until `at`. Costs a
+/// wake only for a worker that sets a timer and then polls another task
+/// while poller 0 is empty (a worker that sleeps next covers its timers
+/// itself). Returns that worker and what its notify did.
+pub fn cover_timer<T>(
+    rt: &impl Workers<T>,
+    w: &Watch,
+    me: usize,
+    at: u64,
+) -> Option<(usize, Notified)> {
+    // Relaxed: heuristics; a stale read moves the timer's fire by a tick
+    // at most, or makes a needless wake.
+    if w.all.len() == 1
+        || (w.watchers.load(Ordering::Relaxed) > 0 && w.until.load(Ordering::Relaxed) <= at)
+    {
+        return None;
+    }
+    wake_watcher(rt, w, me)
 }
 
 /// A worker whose `parked` bit is set is about to try the pollers' locks

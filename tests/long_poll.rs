@@ -255,11 +255,103 @@ fn a_yield_loop_does_not_starve_a_private_batch() {
     });
 }
 
-/// How late a timer may fire while a worker is in a long poll: its wheel's
-/// timers are fired by the watcher or another worker's look, so the bound
-/// is the poller's millisecond resolution, a watcher tick or two, and a
-/// wake, with room for the CPU hog.
+/// How late a timer may fire while a worker is in a long poll: the worker
+/// sleeping in poller 0 sleeps until the earliest timer of every wheel and
+/// fires the busy worker's (or a worker is called to sleep there: a wake),
+/// so the bound is the millisecond rounding of deadlines, a wake or two,
+/// with room for the CPU hog; far below the long polls (60 and 300 ms),
+/// which a timer waited for before.
 const TIMER_BOUND: Duration = Duration::from_millis(25);
+
+/// Starts `rounds` tasks on `rt`, each (spawned by `spawn`) sleeping
+/// 5 ms after pinning a task that computes for 60 ms without yielding
+/// to its own worker: the sleep's timer is on the wheel of the worker that
+/// runs it, which is in that long poll when the timer comes due. Returns
+/// how late each sleep ended.
+fn sleeps_behind_a_long_poll(
+    rt: &Runtime,
+    rounds: usize,
+    spawn: impl Fn(
+        &Runtime,
+        std::pin::Pin<Box<dyn std::future::Future<Output = Duration> + Send>>,
+    ) -> hwsched::JoinHandle<Duration>,
+) -> Vec<Duration> {
+    (0..rounds)
+        .map(|_| {
+            let h = spawn(
+                rt,
+                Box::pin(async {
+                    let me = hwsched::worker_index().expect("on a worker");
+                    // Queued on this worker, run once this task waits.
+                    let busy = hwsched::spawn_on(hwsched::Place::Worker(me), async {
+                        spin(Duration::from_millis(60));
+                    })
+                    .unwrap();
+                    let t = Instant::now();
+                    // Registered on this worker's wheel by this poll.
+                    hwsched::time::sleep(Duration::from_millis(5)).await;
+                    let late = t.elapsed().saturating_sub(Duration::from_millis(5));
+                    busy.await.unwrap();
+                    late
+                }),
+            );
+            rt.block_on(h).unwrap()
+        })
+        .collect()
+}
+
+/// A 5 ms sleep whose timer is on a worker that then computes for 60 ms
+/// without yielding: it ends within [`TIMER_BOUND`] of its deadline (the
+/// worker in poller 0 fires it and runs its task), not when the long poll
+/// ends.
+#[test]
+fn a_timer_of_a_worker_in_a_long_poll_fires_elsewhere() {
+    with_timeout_alone(60, "worker_timer_long_poll", || {
+        let rt = common::drive_reactor(two_workers());
+        let late = sleeps_behind_a_long_poll(&rt, 10, |rt, f| rt.spawn(f));
+        let worst = late.iter().max().unwrap();
+        assert!(
+            *worst < TIMER_BOUND,
+            "sleeps ended {late:?} late (bound {TIMER_BOUND:?}):\n{}",
+            rt.stats()
+        );
+    });
+}
+
+/// The same for a task placed on an LLC of the 32-worker topology: its
+/// sleep ends within [`TIMER_BOUND`] while the worker whose wheel holds
+/// it is in a long poll, and its task runs in its place.
+#[test]
+fn a_timer_of_a_placed_task_fires_while_its_worker_is_in_a_long_poll() {
+    with_timeout_alone(60, "placed_timer_long_poll", || {
+        let rt = common::drive_reactor(
+            Builder::new()
+                .topology(TopologySource::Synthetic(BIG.into()))
+                .build()
+                .unwrap(),
+        );
+        let late = sleeps_behind_a_long_poll(&rt, 10, |rt, f| {
+            rt.spawn_on(hwsched::Place::Llc(1), async move {
+                let late = f.await;
+                let llc = rt_llc_of_current();
+                assert_eq!(llc, Some(1), "the placed task left its LLC");
+                late
+            })
+            .unwrap()
+        });
+        let worst = late.iter().max().unwrap();
+        assert!(
+            *worst < TIMER_BOUND,
+            "sleeps ended {late:?} late (bound {TIMER_BOUND:?}):\n{}",
+            rt.stats()
+        );
+    });
+}
+
+/// The LLC of the worker running the caller.
+fn rt_llc_of_current() -> Option<usize> {
+    hwsched::current_place().map(|p| p.llc)
+}
 
 /// A 20 ms sleep of `block_on`'s thread while one of two workers computes
 /// for 300 ms without yielding: it ends within [`TIMER_BOUND`] of its

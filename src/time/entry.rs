@@ -1,37 +1,73 @@
-//! Timer entries and the wheels that hold them: one per worker (a
-//! thread-local wheel, no lock), and one behind a lock for the threads that
-//! are not workers (`block_on`'s, the blocking pool's).
+//! Timer entries and the wheels that hold them: one per worker, and one
+//! for the threads that are not workers (`block_on`'s, the blocking
+//! pool's), each behind a lock (ops.rs).
 //!
 //! # An entry's life
 //!
 //! - **Insert** on the thread that first polls the timer: into its worker's
-//!   own wheel (O(1), no lock, no wake: the worker folds the wheel's next
-//!   deadline into its park timeout), or, off the workers, into the
-//!   outside wheel, whose insert wakes the worker sleeping in poller 0 only
-//!   if the new deadline is earlier than the one it sleeps until.
-//! - **Fire** on the owning worker, after its park or at its periodic look
-//!   (every `EVENT_INTERVAL` tasks): the state becomes `FIRED` (a CAS), then
-//!   the waker is taken and woken, in the driver's batch mode (the task
-//!   stays on this worker).
+//!   own wheel (O(1), under a lock only its owner takes but for the rare
+//!   cases below), or, off the workers, into the outside wheel. An insert
+//!   that makes a wheel's next expiration earlier wakes the worker sleeping
+//!   in poller 0 only if the new deadline is earlier than the one it sleeps
+//!   until ("Whose wheel", below).
+//! - **Fire** after a park or at a busy worker's periodic look (every
+//!   `EVENT_INTERVAL` tasks): by the owner, or by the worker that sleeps in
+//!   poller 0 or looks while busy, for a worker that does not fire its own
+//!   (a worker in a long poll). The state becomes `FIRED` (a CAS), then the
+//!   waker is taken and woken, in the driver's batch mode (the task stays
+//!   on the worker that fired it).
 //! - **Push later** (an interval's next tick, a reset to a later deadline):
 //!   only the entry's deadline changes (a CAS); the wheel keeps the old
-//!   slot, and when it comes due the owner re-inserts the entry at its new
-//!   deadline (tokio's `extend_expiration`). Earlier: removed and inserted.
-//! - **Cancel** (the timer dropped before it fired): on the owning worker a
-//!   wheel removal by key (O(1)); elsewhere the entry is marked `CANCELLED`
-//!   (so it never wakes) and its key queued to the owner, which removes it
-//!   at its next look; keys carry a generation, so a stale one removes
-//!   nothing.
+//!   slot, and when it comes due the firing worker re-inserts the entry at
+//!   its new deadline (tokio's `extend_expiration`). Earlier: removed and
+//!   inserted.
+//! - **Cancel** (the timer dropped before it fired), on any thread: the
+//!   entry is marked `CANCELLED` (so it never wakes), then removed by key
+//!   under its wheel's lock (O(1)); keys carry a generation, so a stale one
+//!   removes nothing.
+//!
+//! # Whose wheel
+//!
+//! A timer is only as punctual as the worker that fires it. Each worker
+//! keeps its own wheel, but only one sleeper keeps time for all of them,
+//! as tokio's driver and Go's netpoller do: the worker sleeping in poller
+//! 0 sleeps until the earliest deadline of every wheel (a lower bound kept
+//! in one word, `earliest`, lowered by the inserts that lower a wheel's
+//! next expiration, raised by a scan), and when it wakes it fires every
+//! wheel's due timers. The other parked workers sleep with no timer
+//! timeout of their own while a worker sleeps in poller 0 (one wake per
+//! expiry, not two), and with their own wheel's otherwise. So a timer of a
+//! worker that is in a long poll fires on time: the sleeper fires it, and
+//! its task runs on the sleeper. A busy worker looks at every wheel, at
+//! its periodic look, when `earliest` says one is due.
+//!
+//! Nobody sleeps in poller 0 while its last sleeper runs work. A worker
+//! that sets a timer then is the one that covers it (it sleeps next, in
+//! the free poller); if it polls another task first (which may run long),
+//! it makes sure that somebody sleeps there by the deadline
+//! (`watch::cover_timer`: a watcher whose tick ends in time, or a parked
+//! worker called to watch). What remains uncovered is a timer set in a
+//! poll that itself runs long, while every other worker sleeps with no
+//! timeout and no watcher is counted: tokio has the same window.
 //!
 //! # Why no expiry is lost, and none is early
 //!
 //! The waker is stored under the entry's lock and `FIRED` re-read after;
-//! the owner sets `FIRED` before it takes the lock to take the waker (the
-//! same argument as a socket's readiness, io/scheduled_io.rs). A deadline is
-//! rounded up to the next millisecond tick, and the wheel fires an entry at
-//! tick `t` only when the clock, rounded down, has reached `t`.
+//! the firing worker sets `FIRED` before it takes the lock to take the
+//! waker (the same argument as a socket's readiness, io/scheduled_io.rs).
+//! A deadline is rounded up to the next millisecond tick, and a wheel
+//! fires an entry at tick `t` only when the clock, rounded down, has
+//! reached `t`.
+//!
+//! The sleeper in poller 0 does not sleep past a lowered deadline: it
+//! stores the tick it sleeps until, then reads `earliest`; an insert
+//! lowers `earliest` (an RMW), then reads that tick; all four SeqCst, so
+//! one of the two sees the other (ops.rs, `Handle::lowered`). A scan swaps
+//! `earliest` to "none" before it reads the wheels and lowers it to what
+//! they hold after, and wakes the sleeper when that is earlier than the
+//! tick it sleeps until, since the sleeper may have read "none" meanwhile.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
@@ -198,29 +234,25 @@ pub(crate) fn tick_up(start: Instant, t: Instant) -> u64 {
     ms.min(NEVER as u128) as u64
 }
 
-/// The outside threads' wheel, and the queues of cancellations for the
-/// workers' wheels.
+/// The outside threads' wheel.
 pub(crate) struct ExternalTimers {
     pub(super) wheel: Mutex<Option<Wheel<Arc<Entry>>>>,
     /// The wheel's next expiration (`u64::MAX`: none): when a look must
     /// advance it (busy workers, the sleeper in poller 0).
     pub(super) next: AtomicU64,
     /// The tick until which the worker in poller 0 sleeps (0: nobody sleeps
-    /// on a timeout there): an insert before it wakes that worker.
+    /// there; `u64::MAX`: it sleeps with no timer): an insert before it
+    /// wakes that worker. While it is not 0, the other workers sleep with
+    /// no timer of theirs (ops.rs, `sleep_deadline`).
     pub(super) sleeping_until: AtomicU64,
-    /// Per worker, keys of its wheel's entries dropped on other threads.
-    pub(super) cancels: Box<[Mutex<Vec<u64>>]>,
-    pub(super) has_cancels: Box<[AtomicBool]>,
 }
 
 impl ExternalTimers {
-    pub(crate) fn new(workers: usize) -> Self {
+    pub(crate) fn new() -> Self {
         ExternalTimers {
             wheel: Mutex::new(None),
             next: AtomicU64::new(u64::MAX),
             sleeping_until: AtomicU64::new(0),
-            cancels: (0..workers).map(|_| Mutex::new(Vec::new())).collect(),
-            has_cancels: (0..workers).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 }

@@ -2,15 +2,16 @@
 //! hierarchical timing wheels (6 levels of 64 slots, 1 ms resolution), one
 //! per worker, driven by the workers' park timeouts: no timer thread.
 //!
-//! A timer goes into the wheel of the worker that first polls it (no lock,
-//! O(1) to insert and to cancel); that worker folds its wheel's next
-//! deadline into the timeout of its sleep (in `epoll_wait` when it holds a
-//! poller), fires due timers when it wakes and, while busy, every 61 tasks.
-//! A timer fires exactly once, never before its deadline (deadlines round
-//! up to the next millisecond), and its task is woken on the worker that
-//! fired it. Timers polled off the workers (in `Runtime::block_on`) go to
-//! one shared wheel looked at by the worker in the first poller. See
-//! `entry.rs` for the protocol.
+//! A timer goes into the wheel of the worker that first polls it (an
+//! uncontended lock, O(1) to insert and to cancel); the worker sleeping in
+//! the first poller sleeps until the earliest deadline of every wheel (in
+//! `epoll_wait`) and fires every wheel's due timers when it wakes, so a
+//! timer of a worker in a long poll fires on time; busy workers fire due
+//! timers every 61 tasks. A timer fires exactly once, never before its
+//! deadline (deadlines round up to the next millisecond), and its task is
+//! woken on the worker that fired it. Timers polled off the workers (in
+//! `Runtime::block_on`) go to one shared wheel looked at by the same
+//! workers. See `entry.rs` for the protocol.
 //!
 //! Timers belong to the runtime they are first polled in; polling one
 //! outside any hwsched runtime, or in one built with
@@ -69,7 +70,8 @@ pub use std::time::Instant;
 use crate::io::coop;
 
 pub(crate) use ops::{
-    enter_worker, exit_worker, fire_worker, sleep_deadline, wake_sleeper_done, Handle,
+    enter_worker, exit_worker, fire_worker, sleep_deadline, take_uncovered, wake_sleeper_done,
+    Handle,
 };
 
 /// The driver of this thread's runtime: its worker's, or, off the

@@ -9,19 +9,23 @@
 //! which the worker's batch mode keeps on it (io/mod.rs, "A batch stays
 //! local"). Nothing here names the worker or the runtime's shared state.
 
-use std::cell::RefCell;
-use std::sync::atomic::Ordering;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
 
 use super::entry::{pack, unpack, Entry, ExternalTimers, Fire, Home};
 use super::wheel::Wheel;
 
 /// The driver's handle as the timers see it: the I/O driver's handle (a
-/// timer inserted from outside the workers wakes the worker in poller 0;
-/// timers need the driver created), the runtime's clock origin, and the
-/// outside threads' wheel. The runtime's shared state holds it
-/// (`shared.rs`); a registered timer keeps it alive (`Sleep`).
+/// timer that comes due earlier than the sleeper in poller 0 sleeps wakes
+/// it; timers need the driver created), the runtime's clock origin, every
+/// worker's wheel, and the outside threads' wheel. The runtime's shared
+/// state holds it (`shared.rs`); a registered timer keeps it alive
+/// (`Sleep`).
 pub(crate) struct Handle {
     /// The I/O driver's handle.
     pub(crate) io: Arc<crate::io::Handle>,
@@ -31,25 +35,50 @@ pub(crate) struct Handle {
     /// (`block_on`'s thread, the blocking pool): one wheel behind a lock,
     /// looked at by the worker holding poller 0 and by busy workers.
     ext: ExternalTimers,
+    /// Per worker, its wheel (module docs of `entry.rs`, "Whose wheel").
+    shards: Box<[CachePadded<Shard>]>,
+    /// At most every shard's `next` (`u64::MAX`: no timer on any worker),
+    /// except during a scan ([`scan`]): when some worker's timer may be
+    /// due. Lowered by the insert that lowers a shard's `next`; raised only
+    /// by a scan, so a shard whose owner fired its own timers leaves it
+    /// early, and the next scan (one spurious look) raises it.
+    earliest: CachePadded<AtomicU64>,
+}
+
+/// One worker's wheel: locked by its owner to insert, cancel and fire (an
+/// uncontended lock), by another thread to cancel one of its timers, and by
+/// a worker that fires the due timers of a worker that does not (a scan).
+struct Shard {
+    /// `None` before the worker starts and after it exits.
+    wheel: Mutex<Option<Wheel<Arc<Entry>>>>,
+    /// The wheel's next expiration (`u64::MAX`: none), written under the
+    /// lock.
+    next: AtomicU64,
 }
 
 impl Handle {
     /// The runtime shuts down: no timer of it fires any more. Sets the
     /// driver's flag (new timers and sockets are refused from now on) and
     /// ends its sockets' waits (`io::Handle::shutdown`), then shuts every
-    /// timer of the outside wheel and wakes its task: a blocking closure
-    /// or another runtime waiting on one sees its `Sleep` panic instead of
-    /// waiting forever. The workers' wheels are shut as each worker exits
-    /// ([`exit_worker`]).
+    /// timer of the outside wheel and of every worker's wheel and wakes its
+    /// task: a blocking closure or another runtime waiting on one sees its
+    /// `Sleep` panic instead of waiting forever, and a worker still in a
+    /// long poll holds none of them back.
     pub(crate) fn shutdown(&self) {
-        // The flag first, then the lock: an insert that takes the lock
-        // after this drain sees the flag (`insert`).
+        // The flag first, then the locks: an insert that takes a lock
+        // after its drain sees the flag (`insert`).
         self.io.shutdown();
         let mut left = Vec::new();
         if let Some(w) = self.ext.wheel.lock().as_mut() {
             w.drain(|e| left.push(e));
         }
         self.ext.next.store(u64::MAX, Ordering::Relaxed);
+        for s in self.shards.iter() {
+            if let Some(w) = s.wheel.lock().as_mut() {
+                w.drain(|e| left.push(e));
+            }
+            s.next.store(u64::MAX, Ordering::Relaxed);
+        }
         for e in left {
             e.shut();
         }
@@ -61,7 +90,42 @@ impl Handle {
         Handle {
             io,
             start,
-            ext: ExternalTimers::new(workers),
+            ext: ExternalTimers::new(),
+            shards: (0..workers)
+                .map(|_| {
+                    CachePadded::new(Shard {
+                        wheel: Mutex::new(None),
+                        next: AtomicU64::new(u64::MAX),
+                    })
+                })
+                .collect(),
+            earliest: CachePadded::new(AtomicU64::new(u64::MAX)),
+        }
+    }
+
+    /// A shard's `next` went down to `tick` (an insert, a scan's
+    /// re-file): `earliest` follows, and the sleeper in poller 0 is woken
+    /// if it sleeps past `tick`. Returns whether a worker sleeps there.
+    fn lowered(&self, tick: u64) -> bool {
+        // ORDERING: the RMW on `earliest`, then the load of
+        // `sleeping_until`, both SeqCst, against the sleeper's SeqCst store
+        // of `sleeping_until` then load of `earliest` (`sleep_deadline`):
+        // in the single order of SeqCst operations, either the sleeper's
+        // load comes after this RMW and sees `tick`, or this load comes
+        // after its store and sees what it sleeps until. The RMW is also
+        // the release a scan's swap acquires (`scan`).
+        self.earliest.fetch_min(tick, Ordering::SeqCst);
+        let until = self.ext.sleeping_until.load(Ordering::SeqCst);
+        if tick < until {
+            self.wake_sleeper();
+        }
+        until != 0
+    }
+
+    /// Wakes the worker sleeping in poller 0.
+    fn wake_sleeper(&self) {
+        if let Some(d) = self.io.get() {
+            d.pollers[0].waker().wake_by_ref();
         }
     }
 }
@@ -71,36 +135,83 @@ fn tick_now(start: Instant) -> u64 {
     Instant::now().saturating_duration_since(start).as_millis() as u64
 }
 
-/// This worker thread's wheel.
-struct Local {
-    /// The driver the wheel belongs to (an identity).
-    rt: *const Handle,
-    index: usize,
-    wheel: Wheel<Arc<Entry>>,
+thread_local! {
+    /// This worker thread's runtime (the driver's address, an identity)
+    /// and index: its timers go to that worker's wheel.
+    static LOCAL: Cell<Option<(*const Handle, usize)>> = const { Cell::new(None) };
 }
 
 thread_local! {
-    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+    /// The earliest tick of a timer this worker put on its wheel while
+    /// nobody slept in poller 0 (`u64::MAX`: none): [`take_uncovered`].
+    static UNCOVERED: Cell<u64> = const { Cell::new(u64::MAX) };
+}
+
+/// Before each poll on a worker: the earliest timer it set since its last
+/// poll while nobody slept in poller 0, if somebody must be asked to cover
+/// it (the poll about to begin may run long, and this worker's own sleep
+/// would cover it too late). `None` when none was set, or when a worker
+/// sleeps in poller 0 now. One thread-local read when there is none.
+#[inline]
+pub(crate) fn take_uncovered(rt: &Handle) -> Option<u64> {
+    let t = UNCOVERED.with(|u| u.replace(u64::MAX));
+    if t == u64::MAX || rt.ext.sleeping_until.load(Ordering::Relaxed) != 0 {
+        return None;
+    }
+    Some(t)
+}
+
+/// The index of this thread's worker if it is one of `rt`'s.
+fn worker_of(rt: &Handle) -> Option<usize> {
+    match LOCAL.with(Cell::get) {
+        Some((h, w)) if std::ptr::eq(h, rt) => Some(w),
+        _ => None,
+    }
 }
 
 /// Registers a timer for `tick` of driver `rt`, on this worker's wheel if
 /// this thread is one of `rt`'s workers, else on the outside wheel.
 pub(crate) fn insert(rt: &Arc<Handle>, tick: u64) -> (Arc<Entry>, Home) {
     let e = Entry::new(tick);
-    let here = LOCAL.with(|l| {
-        let mut l = l.borrow_mut();
-        match l.as_mut() {
-            Some(local) if std::ptr::eq(local.rt, &**rt) => {
-                let k = local.wheel.insert(tick, e.clone());
-                e.key.store(pack(k), Ordering::Relaxed);
-                Some(local.index)
+    if let Some(w) = worker_of(rt) {
+        let s = &rt.shards[w];
+        let lowered = {
+            let mut g = s.wheel.lock();
+            // Under the lock: the shutdown sets the flag before it takes
+            // this lock to drain the wheel ([`Handle::shutdown`]).
+            if rt.io.is_shut() {
+                e.shut();
+                return (e, Home::Worker(w));
             }
-            _ => None,
+            g.as_mut().map(|wheel| {
+                let k = wheel.insert(tick, e.clone());
+                e.key.store(pack(k), Ordering::Relaxed);
+                let next = wheel.next_expiration().unwrap_or(u64::MAX);
+                let old = s.next.load(Ordering::Relaxed);
+                s.next.store(next, Ordering::Relaxed);
+                (next < old).then_some(next)
+            })
+        };
+        match lowered {
+            Some(Some(next)) => {
+                if !rt.lowered(next) {
+                    // Nobody sleeps in poller 0: the worker covers the
+                    // timer itself when it sleeps next, or, if it polls
+                    // another task first, makes sure that somebody will
+                    // ([`take_uncovered`]).
+                    UNCOVERED.with(|u| u.set(u.get().min(next)));
+                }
+            }
+            Some(None) => {}
+            // The worker's wheel is gone (it exits): the outside wheel.
+            None => return insert_outside(rt, e, tick),
         }
-    });
-    if let Some(w) = here {
         return (e, Home::Worker(w));
     }
+    insert_outside(rt, e, tick)
+}
+
+fn insert_outside(rt: &Arc<Handle>, e: Arc<Entry>, tick: u64) -> (Arc<Entry>, Home) {
     let ext = &rt.ext;
     let wake = {
         let mut g = ext.wheel.lock();
@@ -122,61 +233,50 @@ pub(crate) fn insert(rt: &Arc<Handle>, tick: u64) -> (Arc<Entry>, Home) {
             wheel.next_expiration().unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        // Under the lock: ordered against the sleeper's store (module docs
-        // of `sleep_deadline`).
+        // Under the lock: the sleeper stores `sleeping_until` under it
+        // too (`sleep_deadline`).
         tick < ext.sleeping_until.load(Ordering::Relaxed)
     };
     if wake {
-        if let Some(d) = rt.io.get() {
-            d.pollers[0].waker().wake_by_ref();
-        }
+        rt.wake_sleeper();
     }
     (e, Home::Outside)
 }
 
-/// Cancels a timer that has not fired (its `Sleep` is dropped or reset).
+/// Cancels a timer that has not fired (its `Sleep` is dropped or reset),
+/// on any thread: a removal under its wheel's lock.
 pub(crate) fn cancel(rt: &Handle, e: &Arc<Entry>, home: &Home) {
     if e.done() {
         return;
     }
-    let key = e.key.load(Ordering::Relaxed);
+    e.cancel();
     match *home {
         Home::Worker(w) => {
-            let removed = LOCAL.with(|l| {
-                let mut l = l.borrow_mut();
-                match l.as_mut() {
-                    Some(local) if std::ptr::eq(local.rt, rt) && local.index == w => {
-                        local.wheel.remove(unpack(key));
-                        true
-                    }
-                    _ => false,
-                }
-            });
-            e.cancel();
-            if !removed {
-                let ext = &rt.ext;
-                ext.cancels[w].lock().push(key);
-                ext.has_cancels[w].store(true, Ordering::Release);
+            let s = &rt.shards[w];
+            let mut g = s.wheel.lock();
+            if let Some(wheel) = g.as_mut() {
+                // The key is written under this lock (insert, re-file).
+                wheel.remove(unpack(e.key.load(Ordering::Relaxed)));
+                // Never lower than before: `earliest` needs no update.
+                s.next.store(
+                    wheel.next_expiration().unwrap_or(u64::MAX),
+                    Ordering::Relaxed,
+                );
             }
         }
         Home::Outside => {
-            e.cancel();
             if let Some(w) = rt.ext.wheel.lock().as_mut() {
-                w.remove(unpack(key));
+                w.remove(unpack(e.key.load(Ordering::Relaxed)));
             }
         }
     }
 }
 
-/// Installs the wheel of worker `index` of `rt` on this thread.
+/// Installs the wheel of worker `index` of `rt` and marks this thread as
+/// that worker.
 pub(crate) fn enter_worker(rt: &Handle, index: usize) {
-    LOCAL.with(|l| {
-        *l.borrow_mut() = Some(Local {
-            rt,
-            index,
-            wheel: Wheel::new(tick_now(rt.start)),
-        })
-    });
+    *rt.shards[index].wheel.lock() = Some(Wheel::new(tick_now(rt.start)));
+    LOCAL.with(|l| l.set(Some((rt as *const Handle, index))));
 }
 
 /// Drops this worker's wheel (the runtime shuts down): its entries can
@@ -184,80 +284,87 @@ pub(crate) fn enter_worker(rt: &Handle, index: usize) {
 /// runtime is dropped by the shutdown anyway; a `Sleep` that moved
 /// elsewhere (another runtime, a plain thread, a blocking closure) panics
 /// at its next poll instead of waiting forever.
-pub(crate) fn exit_worker() {
-    let local = LOCAL.with(|l| l.borrow_mut().take());
-    if let Some(mut local) = local {
+pub(crate) fn exit_worker(rt: &Handle) {
+    let Some(index) = worker_of(rt) else {
+        return;
+    };
+    LOCAL.with(|l| l.set(None));
+    let s = &rt.shards[index];
+    let wheel = s.wheel.lock().take();
+    s.next.store(u64::MAX, Ordering::Relaxed);
+    if let Some(mut wheel) = wheel {
         let mut left = Vec::new();
-        local.wheel.drain(|e| left.push(e));
+        wheel.drain(|e| left.push(e));
         for e in left {
             e.shut();
         }
     }
 }
 
-/// The deadline of this worker's next timer, and with `ext` (the worker
-/// sleeps in poller 0) of the outside threads' next one; `ext` also records
-/// it as the tick the worker sleeps until, so an earlier insert wakes it.
-pub(crate) fn sleep_deadline(rt: &Handle, ext: bool) -> Option<Instant> {
-    let mut next = LOCAL.with(|l| {
-        l.borrow()
-            .as_ref()
-            .and_then(|local| local.wheel.next_expiration())
-    });
-    if ext {
-        let t = &rt.ext;
+/// The deadline of the sleep of worker `me`. In poller 0 (`cover`) it
+/// covers every timer: the earliest of every worker's wheel and of the
+/// outside wheel, recorded as the tick it sleeps until, so that an insert
+/// or a scan that lowers it wakes it. Elsewhere, none while a worker
+/// sleeps in poller 0 (that one fires this worker's timers when they come
+/// due, and their tasks run on it: one wake per expiry, not two), else
+/// this worker's own next timer.
+pub(crate) fn sleep_deadline(rt: &Handle, me: usize, cover: bool) -> Option<Instant> {
+    // This sleep covers this worker's own timers (below): none is left
+    // for `take_uncovered`.
+    UNCOVERED.with(|u| u.set(u64::MAX));
+    let t = &rt.ext;
+    let next = if cover {
         let g = t.wheel.lock();
         let theirs = g.as_ref().and_then(|w| w.next_expiration());
-        next = match (next, theirs) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        t.sleeping_until
-            .store(next.unwrap_or(u64::MAX), Ordering::Relaxed);
+        let mut next = theirs
+            .unwrap_or(u64::MAX)
+            .min(rt.earliest.load(Ordering::Relaxed));
+        // ORDERING: the store, then the load of `earliest`, both SeqCst,
+        // against an insert's RMW on `earliest` then load of this
+        // (`Handle::lowered`). Under the outside wheel's lock, against the
+        // outside inserts. An insert that lowers `earliest` between the
+        // two loads and sees the stored tick wakes this worker needlessly
+        // at worst.
+        t.sleeping_until.store(next, Ordering::SeqCst);
+        next = next.min(rt.earliest.load(Ordering::SeqCst));
+        drop(g);
+        next
+    } else if t.sleeping_until.load(Ordering::Relaxed) != 0 {
+        // A worker sleeps in poller 0: it covers this wheel. If it leaves
+        // the poller for work, it fires due timers at its looks, and a
+        // watcher takes the poller at its next tick (watch.rs, "Long
+        // polls"). Relaxed: a stale read is either of those cases.
+        u64::MAX
+    } else {
+        rt.shards[me].next.load(Ordering::Relaxed)
+    };
+    if next == u64::MAX {
+        return None;
     }
     // At most ~2.2 years past the wheel's clock (wheel.rs clamps its
     // placement), but checked: a deadline no `Instant` holds is none.
-    next.and_then(|t| rt.start.checked_add(Duration::from_millis(t)))
+    rt.start.checked_add(Duration::from_millis(next))
 }
 
-/// The worker in poller 0 woke: outside inserts need not wake it now.
+/// The worker in poller 0 woke: inserts need not wake it now.
 pub(crate) fn wake_sleeper_done(rt: &Handle) {
     rt.ext.sleeping_until.store(0, Ordering::Relaxed);
 }
 
-/// Fires this worker's due timers (after its cancellations), and with
-/// `ext` the outside wheel's due ones if its lock is free. Wakes are made
-/// outside the wheels' borrows. Returns the number fired.
-pub(crate) fn fire_worker(rt: &Handle, ext: bool) -> usize {
+/// Fires worker `me`'s due timers, and with `ext` (it slept in poller 0,
+/// or it is busy and looks every `EVENT_INTERVAL` tasks) the outside
+/// wheel's due ones if its lock is free, and every other worker's due ones
+/// when one may be due ([`scan`]): a worker in a long poll cannot fire its
+/// own. Wakes are made outside the wheels' locks. Returns the number
+/// fired.
+pub(crate) fn fire_worker(rt: &Handle, me: usize, ext: bool) -> usize {
     let now = tick_now(rt.start);
-    let mut due: Vec<Arc<Entry>> = Vec::new();
-    LOCAL.with(|l| {
-        let mut l = l.borrow_mut();
-        let Some(local) = l.as_mut() else { return };
-        let t = &rt.ext;
-        let w = local.index;
-        // Acquire: pairs with `cancel`'s release store.
-        if t.has_cancels[w].load(Ordering::Acquire) {
-            t.has_cancels[w].store(false, Ordering::Relaxed);
-            let keys = std::mem::take(&mut *t.cancels[w].lock());
-            for k in keys {
-                local.wheel.remove(unpack(k));
-            }
-        }
-        if local.wheel.next_expiration().is_some_and(|t| t <= now) {
-            local.wheel.advance(now, |e| due.push(e));
-        }
-    });
-    let mut n = fire_due(due, now, |tick, e| {
-        LOCAL.with(|l| {
-            if let Some(local) = l.borrow_mut().as_mut() {
-                let k = local.wheel.insert(tick, e.clone());
-                e.key.store(pack(k), Ordering::Relaxed);
-            }
-        })
-    });
+    let mut n = fire_shard(rt, &rt.shards[me], now).0;
+    if !ext {
+        return n;
+    }
     let t = &rt.ext;
-    if ext && t.next.load(Ordering::Relaxed) <= now {
+    if t.next.load(Ordering::Relaxed) <= now {
         let mut due = Vec::new();
         if let Some(mut g) = t.wheel.try_lock() {
             if let Some(w) = g.as_mut() {
@@ -276,7 +383,76 @@ pub(crate) fn fire_worker(rt: &Handle, ext: bool) -> usize {
             }
         });
     }
+    if rt.earliest.load(Ordering::Relaxed) <= now {
+        n += scan(rt, now);
+    }
     n
+}
+
+/// Fires the due timers of every worker's wheel and raises `earliest` to
+/// what the wheels then hold. Its swap to `u64::MAX` first, with acquire:
+/// an insert whose RMW on `earliest` came before it has its shard's `next`
+/// seen below; one after it lowers `earliest` itself. A sleeper in poller 0
+/// that read `earliest` during the scan is woken if the scan's result is
+/// earlier than what it sleeps until. Returns the number fired.
+fn scan(rt: &Handle, now: u64) -> usize {
+    // ORDERING: acquire pairs with the release of the inserts' RMW
+    // (`Handle::lowered`), as above.
+    rt.earliest.swap(u64::MAX, Ordering::AcqRel);
+    let mut n = 0;
+    let mut m = u64::MAX;
+    for s in rt.shards.iter() {
+        let (fired, next) = if s.next.load(Ordering::Relaxed) <= now {
+            fire_shard(rt, s, now)
+        } else {
+            (0, s.next.load(Ordering::Relaxed))
+        };
+        n += fired;
+        m = m.min(next);
+    }
+    if m != u64::MAX {
+        // The scanner is awake: it covers `m` itself at its next sleep.
+        rt.lowered(m);
+    }
+    n
+}
+
+/// Fires the due timers of shard `s`; returns how many, and the shard's
+/// next expiration after it.
+fn fire_shard(rt: &Handle, s: &Shard, now: u64) -> (usize, u64) {
+    let mut due: Vec<Arc<Entry>> = Vec::new();
+    {
+        let mut g = s.wheel.lock();
+        let Some(wheel) = g.as_mut() else {
+            return (0, u64::MAX);
+        };
+        if wheel.next_expiration().is_some_and(|t| t <= now) {
+            wheel.advance(now, |e| due.push(e));
+            s.next.store(
+                wheel.next_expiration().unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+        }
+    }
+    let mut later = Vec::new();
+    let n = fire_due(due, now, |tick, e| later.push((tick, e.clone())));
+    if !later.is_empty() {
+        let mut g = s.wheel.lock();
+        if let Some(wheel) = g.as_mut() {
+            for (tick, e) in later {
+                let k = wheel.insert(tick, e.clone());
+                e.key.store(pack(k), Ordering::Relaxed);
+            }
+            let next = wheel.next_expiration().unwrap_or(u64::MAX);
+            s.next.store(next, Ordering::Relaxed);
+            drop(g);
+            // A re-filed entry is later than `now`, but may be earlier than
+            // what `earliest` holds after a scan's swap. (The firing worker
+            // is awake: it covers the entry itself at its next sleep.)
+            rt.lowered(next);
+        }
+    }
+    (n, s.next.load(Ordering::Relaxed))
 }
 
 fn fire_due(due: Vec<Arc<Entry>>, now: u64, mut reinsert: impl FnMut(u64, &Arc<Entry>)) -> usize {

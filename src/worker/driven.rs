@@ -71,7 +71,7 @@ impl<'a> Driven<'a> {
         let d = self.io.get().expect("a park suspends only with a driver");
         let parker = &shared.workers[self.index].mailbox.parker;
         let ext = self.sleep.held() == Some(0);
-        let deadline = crate::time::sleep_deadline(self.timers, ext);
+        let deadline = crate::time::sleep_deadline(self.timers, self.index, ext);
         let mut timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
         // The watch over private batches (watch.rs): the watcher sleeps at
         // most a tick.
@@ -87,7 +87,11 @@ impl<'a> Driven<'a> {
         };
         if watching {
             WorkerCounters::bump(&shared.workers[self.index].stats.watch_sleeps, 1);
-            let tick = std::time::Duration::from_nanos(shared.watch.tick_ns(cost));
+            let tick_ns = shared.watch.tick_ns(cost);
+            shared
+                .watch
+                .sleeps_until(shared.now_ns().saturating_add(tick_ns));
+            let tick = std::time::Duration::from_nanos(tick_ns);
             timeout = Some(timeout.map_or(tick, |t| t.min(tick)));
         }
         ctx.core.borrow_mut().wake_mode = WakeMode::Batch;
@@ -114,7 +118,7 @@ impl<'a> Driven<'a> {
     /// Fires this worker's due timers (and the outside threads' ones, when
     /// `ext`), in batch mode.
     fn fire_timers(&self, ext: bool) {
-        let n = crate::time::fire_worker(self.timers, ext);
+        let n = crate::time::fire_worker(self.timers, self.index, ext);
         if n > 0 {
             WorkerCounters::bump(
                 &self.shared.workers[self.index].stats.timers_fired,

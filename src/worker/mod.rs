@@ -395,6 +395,21 @@ pub(crate) fn count_wake(shared: &Shared, from: Option<usize>, woke: Option<(usi
     }
 }
 
+/// Worker `me` is about to poll a task having set a timer due at `tick`
+/// (ms) while nobody slept in poller 0 (`time::take_uncovered`): a watcher
+/// is called if none would look before the timer is due
+/// (`watch::cover_timer`).
+#[cfg(feature = "io")]
+#[cold]
+fn cover_timer(shared: &Shared, me: usize, tick: u64) {
+    let at = tick.saturating_mul(1_000_000);
+    let woke = crate::watch::cover_timer(shared, &shared.watch, me, at);
+    if woke.is_some() {
+        WorkerCounters::bump(&shared.workers[me].stats.watch_wakes, 1);
+        count_wake(shared, Some(me), woke);
+    }
+}
+
 /// Delivers `r` to worker `to`'s inbox from anywhere (`from`: the caller's
 /// worker, if any): [`handoff::deliver`], counted.
 #[inline]
@@ -892,6 +907,10 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
     let st = &shared.workers[ctx.index].stats;
     WorkerCounters::bump(&st.polls, 1);
     #[cfg(feature = "io")]
+    if let Some(tick) = crate::time::take_uncovered(&shared.driver) {
+        cover_timer(shared, ctx.index, tick);
+    }
+    #[cfg(feature = "io")]
     if ctx.core.borrow().private_bit {
         return run_with_private_behind(ctx, r);
     }
@@ -1163,7 +1182,7 @@ pub(crate) fn run(
     crate::time::enter_worker(&shared.driver, index);
     run_loop(&ctx);
     #[cfg(feature = "io")]
-    crate::time::exit_worker();
+    crate::time::exit_worker(&shared.driver);
     // Shutdown: drop what this worker still holds (see the module docs).
     crate::shutdown::exit(&mut ExitCore { ctx: &ctx });
     // After the last task this worker runs or drops.

@@ -113,6 +113,10 @@ slot-put-release @@ src/queue.rs @@ @@ self.p.store(new, Ordering::Release); @@ 
 slot-replace-release @@ src/queue.rs @@ @@ self.p.swap(new, Ordering::Release) @@ self.p.swap(new, Ordering::Relaxed) @@ As slot-put-release.
 slot-take-acquire @@ src/queue.rs @@ @@ self.p.swap(std::ptr::null_mut(), Ordering::Acquire) @@ self.p.swap(std::ptr::null_mut(), Ordering::Relaxed) @@ The other half of slot-put-release: not checkable in loom for the same reason.
 block-on-take-acquire @@ src/block_on.rs @@ 2 @@ self.0.swap(false, Ordering::Acquire) @@ self.0.swap(false, Ordering::Relaxed) @@
+time-lowered-fence @@ src/time/cover.rs @@ @@ fence(Ordering::SeqCst);\n        let until @@ let until @@ loom:timers @@
+time-sleeper-fence @@ src/time/cover.rs @@ @@ fence(Ordering::SeqCst);\n        next.min @@ next.min @@ loom:timers @@
+time-scan-acquire @@ src/time/cover.rs @@ @@ self.earliest.swap(NONE, Ordering::AcqRel) @@ self.earliest.swap(NONE, Ordering::Relaxed) @@ loom:timers @@
+time-lowered-release @@ src/time/cover.rs @@ @@ self.earliest.fetch_min(tick, Ordering::AcqRel) @@ self.earliest.fetch_min(tick, Ordering::Relaxed) @@ loom:timers @@
 EOF
 )
 
@@ -235,6 +239,12 @@ logic-hog-never-marked @@ src/worker/mod.rs @@ @@         unsafe { (*meta).hog.s
 logic-yield-keeps-batch @@ src/worker/mod.rs @@ @@         if !self.batch_q.is_empty() {\n            self.release_batch(shared);\n        } @@         let _ = Self::release_batch; @@ test:long_poll:a_yield_loop_does_not_starve @@
 logic-async-task-fold-no-decrement @@ vendor/async-task/src/raw.rs @@ @@ (state & !RUNNING) - REFERENCE\n @@ state & !RUNNING\n @@ test:task_layer:the_runtime_is_freed @@ The vendored poll epilogue's folded reference drop (vendor/async-task/README.hwsched.md) left out: every task that returned `Pending` leaks, and with it the runtime.
 logic-async-task-fold-then-drop-ref @@ vendor/async-task/src/raw.rs @@ @@ if new & !(REFERENCE - 1) == 0 && new & TASK == 0 {\n                                    Self::destroy(ptr);\n                                } @@ let _ = new;\n                                Self::drop_ref(ptr); @@ test:reliability @@ The reference dropped twice (folded and by `drop_ref` as before the change): a task freed while still referenced.
+logic-time-scan-end-lowers-nothing @@ src/time/cover.rs @@ @@         self.lowered(m)\n    } @@         Lowered {\n            wake: false,\n            sleeper: self.sleeping_until() != 0,\n        }\n    } @@ loom:timers @@
+logic-time-sleeper-ignores-late-lowering @@ src/time/cover.rs @@ @@ next.min(self.earliest.load(Ordering::Relaxed))\n    } @@ next\n    } @@ loom:timers @@
+logic-time-insert-never-wakes-sleeper @@ src/time/ops.rs @@ @@         if l.wake {\n            self.wake_sleeper(); @@         if false {\n            self.wake_sleeper(); @@ test:long_poll:timer_of @@
+logic-time-no-scan @@ src/time/ops.rs @@ @@     if rt.cover.due(now) { @@     if false { @@ test:long_poll:timer_of @@
+logic-time-sleeper-covers-own-wheel-only @@ src/time/ops.rs @@ @@         let next = rt.cover.sleep_until(theirs.unwrap_or(NONE)); @@         let next = rt.shards[me].next.load(Ordering::Relaxed).min(theirs.unwrap_or(NONE)); @@ test:long_poll:timer_of @@
+logic-time-uncovered-never-asks @@ src/worker/mod.rs @@ @@         cover_timer(shared, ctx.index, tick); @@         let _ = tick; @@ test:long_poll:timer_of @@
 EOF
 )
 

@@ -1,6 +1,7 @@
 //! The tokio bridge (`Builder::tokio_compat`, the `tokio-compat` feature):
 //! `tokio::time`, `tokio::net` and `tokio::spawn` in hwsched tasks, in
-//! `block_on` and on blocking threads; without it, tokio's panic; and a
+//! `block_on` and on blocking threads; tower's timeout middleware; axum's
+//! server and hyper-util's pooled client; without it, tokio's panic; and a
 //! shutdown with tokio resources pending that does not hang.
 #![cfg(feature = "tokio-compat")]
 
@@ -135,6 +136,42 @@ fn user_hooks_still_run_beside_the_bridge() {
         assert_eq!(started.load(Ordering::SeqCst), 2);
         drop(rt);
         assert_eq!(stopped.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// tower's `Timeout` (tokio's `sleep` inside; tower-http's `TimeoutLayer`
+/// and tonic's timeouts are built on it) in an hwsched task: a slow
+/// service's call ends with tower's `Elapsed` at its timeout, a fast one's
+/// with its response.
+#[test]
+fn tower_timeouts_run_in_hwsched_tasks() {
+    use tower::{Service, ServiceBuilder, ServiceExt};
+    common::with_timeout(60, "tower", || {
+        let rt = rt();
+        let (fast, slow) = rt
+            .block_on(rt.spawn(async {
+                let mut svc = ServiceBuilder::new()
+                    .timeout(Duration::from_millis(50))
+                    .service_fn(|d: Duration| async move {
+                        tokio::time::sleep(d).await;
+                        Ok::<_, std::convert::Infallible>(d)
+                    });
+                let fast = svc.ready().await.unwrap().call(Duration::ZERO).await;
+                let t = Instant::now();
+                let slow = svc
+                    .ready()
+                    .await
+                    .unwrap()
+                    .call(Duration::from_secs(10))
+                    .await;
+                (fast, slow.map_err(|e| (e.to_string(), t.elapsed())))
+            }))
+            .unwrap();
+        assert_eq!(fast.unwrap(), Duration::ZERO);
+        let (msg, after) = slow.expect_err("a 10 s call under a 50 ms timeout");
+        assert!(msg.contains("timed out"), "{msg}");
+        assert!(after >= Duration::from_millis(50), "{after:?}");
+        assert!(after < Duration::from_secs(10), "{after:?}");
     });
 }
 

@@ -61,8 +61,9 @@
 //!
 //! The sleeper in poller 0 does not sleep past a lowered deadline: it
 //! stores the tick it sleeps until, then reads `earliest`; an insert
-//! lowers `earliest` (an RMW), then reads that tick; all four SeqCst, so
-//! one of the two sees the other (ops.rs, `Handle::lowered`). A scan swaps
+//! lowers `earliest` (an RMW), then reads that tick, each with a SeqCst
+//! fence between, so
+//! one of the two sees the other (cover.rs). A scan swaps
 //! `earliest` to "none" before it reads the wheels and lowers it to what
 //! they hold after, and wakes the sleeper when that is earlier than the
 //! tick it sleeps until, since the sleeper may have read "none" meanwhile.
@@ -240,11 +241,6 @@ pub(crate) struct ExternalTimers {
     /// The wheel's next expiration (`u64::MAX`: none): when a look must
     /// advance it (busy workers, the sleeper in poller 0).
     pub(super) next: AtomicU64,
-    /// The tick until which the worker in poller 0 sleeps (0: nobody sleeps
-    /// there; `u64::MAX`: it sleeps with no timer): an insert before it
-    /// wakes that worker. While it is not 0, the other workers sleep with
-    /// no timer of theirs (ops.rs, `sleep_deadline`).
-    pub(super) sleeping_until: AtomicU64,
 }
 
 impl ExternalTimers {
@@ -252,7 +248,6 @@ impl ExternalTimers {
         ExternalTimers {
             wheel: Mutex::new(None),
             next: AtomicU64::new(u64::MAX),
-            sleeping_until: AtomicU64::new(0),
         }
     }
 }

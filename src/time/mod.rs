@@ -53,6 +53,12 @@
 //! # Ok::<(), hwsched::BuildError>(())
 //! ```
 
+// The timers' cover protocol: public under `cfg(loom)` so the model
+// `loom-tests/tests/timers.rs` drives the production steps.
+#[cfg(loom)]
+pub mod cover;
+#[cfg(not(loom))]
+mod cover;
 mod entry;
 mod interval;
 mod ops;

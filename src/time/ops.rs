@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
+use super::cover::{Cover, NONE};
 use super::entry::{pack, unpack, Entry, ExternalTimers, Fire, Home};
 use super::wheel::Wheel;
 
@@ -37,12 +38,12 @@ pub(crate) struct Handle {
     ext: ExternalTimers,
     /// Per worker, its wheel (module docs of `entry.rs`, "Whose wheel").
     shards: Box<[CachePadded<Shard>]>,
-    /// At most every shard's `next` (`u64::MAX`: no timer on any worker),
-    /// except during a scan ([`scan`]): when some worker's timer may be
-    /// due. Lowered by the insert that lowers a shard's `next`; raised only
-    /// by a scan, so a shard whose owner fired its own timers leaves it
-    /// early, and the next scan (one spurious look) raises it.
-    earliest: CachePadded<AtomicU64>,
+    /// The earliest deadline of the shards and what the worker in poller 0
+    /// sleeps until (cover.rs). `earliest` is lowered by the insert that
+    /// lowers a shard's `next` and raised only by a scan, so a shard whose
+    /// owner fired its own timers leaves it early, and the next scan (one
+    /// spurious look) raises it.
+    cover: CachePadded<Cover>,
 }
 
 /// One worker's wheel: locked by its owner to insert, cancel and fire (an
@@ -99,27 +100,20 @@ impl Handle {
                     })
                 })
                 .collect(),
-            earliest: CachePadded::new(AtomicU64::new(u64::MAX)),
+            cover: CachePadded::new(Cover::new()),
         }
     }
 
     /// A shard's `next` went down to `tick` (an insert, a scan's
     /// re-file): `earliest` follows, and the sleeper in poller 0 is woken
-    /// if it sleeps past `tick`. Returns whether a worker sleeps there.
+    /// if it sleeps past `tick` (cover.rs). Returns whether a worker sleeps
+    /// there.
     fn lowered(&self, tick: u64) -> bool {
-        // ORDERING: the RMW on `earliest`, then the load of
-        // `sleeping_until`, both SeqCst, against the sleeper's SeqCst store
-        // of `sleeping_until` then load of `earliest` (`sleep_deadline`):
-        // in the single order of SeqCst operations, either the sleeper's
-        // load comes after this RMW and sees `tick`, or this load comes
-        // after its store and sees what it sleeps until. The RMW is also
-        // the release a scan's swap acquires (`scan`).
-        self.earliest.fetch_min(tick, Ordering::SeqCst);
-        let until = self.ext.sleeping_until.load(Ordering::SeqCst);
-        if tick < until {
+        let l = self.cover.lowered(tick);
+        if l.wake {
             self.wake_sleeper();
         }
-        until != 0
+        l.sleeper
     }
 
     /// Wakes the worker sleeping in poller 0.
@@ -155,7 +149,7 @@ thread_local! {
 #[inline]
 pub(crate) fn take_uncovered(rt: &Handle) -> Option<u64> {
     let t = UNCOVERED.with(|u| u.replace(u64::MAX));
-    if t == u64::MAX || rt.ext.sleeping_until.load(Ordering::Relaxed) != 0 {
+    if t == u64::MAX || rt.cover.sleeping_until() != 0 {
         return None;
     }
     Some(t)
@@ -233,9 +227,9 @@ fn insert_outside(rt: &Arc<Handle>, e: Arc<Entry>, tick: u64) -> (Arc<Entry>, Ho
             wheel.next_expiration().unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        // Under the lock: the sleeper stores `sleeping_until` under it
+        // Under the lock: the sleeper stores what it sleeps until under it
         // too (`sleep_deadline`).
-        tick < ext.sleeping_until.load(Ordering::Relaxed)
+        tick < rt.cover.sleeping_until()
     };
     if wake {
         rt.wake_sleeper();
@@ -316,24 +310,17 @@ pub(crate) fn sleep_deadline(rt: &Handle, me: usize, cover: bool) -> Option<Inst
     let next = if cover {
         let g = t.wheel.lock();
         let theirs = g.as_ref().and_then(|w| w.next_expiration());
-        let mut next = theirs
-            .unwrap_or(u64::MAX)
-            .min(rt.earliest.load(Ordering::Relaxed));
-        // ORDERING: the store, then the load of `earliest`, both SeqCst,
-        // against an insert's RMW on `earliest` then load of this
-        // (`Handle::lowered`). Under the outside wheel's lock, against the
-        // outside inserts. An insert that lowers `earliest` between the
-        // two loads and sees the stored tick wakes this worker needlessly
-        // at worst.
-        t.sleeping_until.store(next, Ordering::SeqCst);
-        next = next.min(rt.earliest.load(Ordering::SeqCst));
+        // Under the outside wheel's lock, against the outside inserts;
+        // against the workers' inserts, cover.rs.
+        let next = rt.cover.sleep_until(theirs.unwrap_or(NONE));
         drop(g);
         next
-    } else if t.sleeping_until.load(Ordering::Relaxed) != 0 {
+    } else if rt.cover.sleeping_until() != 0 {
         // A worker sleeps in poller 0: it covers this wheel. If it leaves
         // the poller for work, it fires due timers at its looks, and a
-        // watcher takes the poller at its next tick (watch.rs, "Long
-        // polls"). Relaxed: a stale read is either of those cases.
+        // worker that sets a timer meanwhile makes sure somebody sleeps
+        // there by its deadline (`take_uncovered`). Relaxed: a stale read
+        // is one of those cases.
         u64::MAX
     } else {
         rt.shards[me].next.load(Ordering::Relaxed)
@@ -348,7 +335,7 @@ pub(crate) fn sleep_deadline(rt: &Handle, me: usize, cover: bool) -> Option<Inst
 
 /// The worker in poller 0 woke: inserts need not wake it now.
 pub(crate) fn wake_sleeper_done(rt: &Handle) {
-    rt.ext.sleeping_until.store(0, Ordering::Relaxed);
+    rt.cover.woke();
 }
 
 /// Fires worker `me`'s due timers, and with `ext` (it slept in poller 0,
@@ -383,24 +370,19 @@ pub(crate) fn fire_worker(rt: &Handle, me: usize, ext: bool) -> usize {
             }
         });
     }
-    if rt.earliest.load(Ordering::Relaxed) <= now {
+    if rt.cover.due(now) {
         n += scan(rt, now);
     }
     n
 }
 
 /// Fires the due timers of every worker's wheel and raises `earliest` to
-/// what the wheels then hold. Its swap to `u64::MAX` first, with acquire:
-/// an insert whose RMW on `earliest` came before it has its shard's `next`
-/// seen below; one after it lowers `earliest` itself. A sleeper in poller 0
-/// that read `earliest` during the scan is woken if the scan's result is
-/// earlier than what it sleeps until. Returns the number fired.
+/// what the wheels then hold (cover.rs: the scan's swap, then the wheels,
+/// then the end as an insert of what it found). Returns the number fired.
 fn scan(rt: &Handle, now: u64) -> usize {
-    // ORDERING: acquire pairs with the release of the inserts' RMW
-    // (`Handle::lowered`), as above.
-    rt.earliest.swap(u64::MAX, Ordering::AcqRel);
+    rt.cover.scan_begin();
     let mut n = 0;
-    let mut m = u64::MAX;
+    let mut m = NONE;
     for s in rt.shards.iter() {
         let (fired, next) = if s.next.load(Ordering::Relaxed) <= now {
             fire_shard(rt, s, now)
@@ -410,9 +392,10 @@ fn scan(rt: &Handle, now: u64) -> usize {
         n += fired;
         m = m.min(next);
     }
-    if m != u64::MAX {
-        // The scanner is awake: it covers `m` itself at its next sleep.
-        rt.lowered(m);
+    // The scanner is awake: it covers `m` itself at its next sleep; the
+    // sleeper in poller 0 is woken if it read "none" meanwhile.
+    if rt.cover.scan_end(m).wake {
+        rt.wake_sleeper();
     }
     n
 }

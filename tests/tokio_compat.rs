@@ -1,6 +1,7 @@
 //! The tokio bridge (`Builder::tokio_compat`, the `tokio-compat` feature):
 //! `tokio::time`, `tokio::net` and `tokio::spawn` in hwsched tasks, in
-//! `block_on` and on blocking threads; tower's timeout middleware; axum's
+//! `block_on` and on blocking threads; tower's timeout middleware;
+//! reqwest's client and its timeout; axum's
 //! server and hyper-util's pooled client; without it, tokio's panic; and a
 //! shutdown with tokio resources pending that does not hang.
 #![cfg(feature = "tokio-compat")]
@@ -172,6 +173,88 @@ fn tower_timeouts_run_in_hwsched_tasks() {
         assert!(msg.contains("timed out"), "{msg}");
         assert!(after >= Duration::from_millis(50), "{after:?}");
         assert!(after < Duration::from_secs(10), "{after:?}");
+    });
+}
+
+/// reqwest's client in hwsched tasks: requests to a plain HTTP/1.1 server
+/// (a std thread) complete, several at once, and reqwest's own timeout
+/// (tokio's timer inside) ends a request the server never answers.
+#[test]
+fn reqwest_requests_and_timeouts_run_in_hwsched_tasks() {
+    use std::io::{BufRead, BufReader, Write};
+    common::with_timeout(60, "reqwest", || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                std::thread::spawn(move || {
+                    let mut r = BufReader::new(s.try_clone().unwrap());
+                    loop {
+                        let mut path = None;
+                        let mut line = String::new();
+                        while r.read_line(&mut line).map_or(false, |n| n > 0) {
+                            if path.is_none() {
+                                path = line.split_whitespace().nth(1).map(str::to_owned);
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                            line.clear();
+                        }
+                        let Some(path) = path else { return };
+                        if path == "/never" {
+                            // Holds the connection, never answers.
+                            std::thread::sleep(Duration::from_secs(30));
+                            return;
+                        }
+                        let body = format!("hello {path}");
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if s.write_all(resp.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let rt = rt();
+        let (bodies, timed_out) = rt
+            .block_on(rt.spawn(async move {
+                let client = reqwest::Client::new();
+                let mut hs = Vec::new();
+                for i in 0..8 {
+                    let client = client.clone();
+                    hs.push(hwsched::spawn(async move {
+                        let r = client.get(format!("http://{addr}/{i}")).send().await?;
+                        r.text().await
+                    }));
+                }
+                let mut bodies = Vec::new();
+                for h in hs {
+                    bodies.push(h.await.unwrap().expect("a reqwest request"));
+                }
+                let t = Instant::now();
+                let e = client
+                    .get(format!("http://{addr}/never"))
+                    .timeout(Duration::from_millis(50))
+                    .send()
+                    .await
+                    .expect_err("a request the server never answers");
+                (bodies, (e.is_timeout(), t.elapsed()))
+            }))
+            .unwrap();
+        let want: Vec<String> = (0..8).map(|i| format!("hello /{i}")).collect();
+        assert_eq!(bodies, want);
+        assert!(timed_out.0, "reqwest's error is its timeout");
+        assert!(
+            timed_out.1 >= Duration::from_millis(50),
+            "{:?}",
+            timed_out.1
+        );
+        assert!(timed_out.1 < Duration::from_secs(10), "{:?}", timed_out.1);
     });
 }
 

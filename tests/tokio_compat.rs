@@ -193,7 +193,7 @@ fn reqwest_requests_and_timeouts_run_in_hwsched_tasks() {
                     loop {
                         let mut path = None;
                         let mut line = String::new();
-                        while r.read_line(&mut line).map_or(false, |n| n > 0) {
+                        while r.read_line(&mut line).is_ok_and(|n| n > 0) {
                             if path.is_none() {
                                 path = line.split_whitespace().nth(1).map(str::to_owned);
                             }

@@ -2,7 +2,8 @@
 //! polls"): the tasks of a poller batch kept private on the worker that
 //! polled it start on another worker while that worker is in a long poll,
 //! and a task that yields over and over does not starve its worker's
-//! private batch.
+//! private batch (sockets, timers, signals); a timer on the wheel of a
+//! worker in a long poll fires on time.
 //!
 //! Each round makes nine sockets readable while every worker is busy, so
 //! that one poller turn returns all nine events as one batch: the last one
@@ -249,6 +250,131 @@ fn a_yield_loop_does_not_starve_a_private_batch() {
         assert!(
             started.len() == 10 && late < YIELD_BOUND,
             "{} of 10 socket tasks ran, the last {late:?} after the writes (bound {YIELD_BOUND:?}):\n{}",
+            started.len(),
+            rt.stats()
+        );
+    });
+}
+
+/// Runs `f` while every worker of `rt` runs a task looping on
+/// `yield_now` (for at most 5 s), then ends the loops.
+fn with_yield_loops<R>(rt: &Runtime, f: impl FnOnce() -> R) -> R {
+    let workers = rt.workers();
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = Arc::new(AtomicUsize::new(0));
+    let loops: Vec<_> = (0..workers)
+        .map(|_| {
+            let (stop, running) = (stop.clone(), running.clone());
+            rt.spawn(async move {
+                running.fetch_add(1, Ordering::SeqCst);
+                let t = Instant::now();
+                while !stop.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(5) {
+                    hwsched::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    while running.load(Ordering::SeqCst) < workers {
+        std::thread::yield_now();
+    }
+    let r = f();
+    stop.store(true, Ordering::SeqCst);
+    for l in loops {
+        rt.block_on(l).unwrap();
+    }
+    r
+}
+
+/// Waits until `started` holds `n` instants or 3 s passed; returns them.
+fn wait_for(started: &Mutex<Vec<Instant>>, n: usize) -> Vec<Instant> {
+    let t0 = Instant::now();
+    while started.lock().unwrap().len() < n && t0.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    started.lock().unwrap().clone()
+}
+
+/// Ten timers of one deadline, set before every worker starts a
+/// `yield_now` loop: all ten tasks run within [`YIELD_BOUND`] of the
+/// deadline (a yielding worker fires due timers at its look every
+/// `EVENT_INTERVAL` polls, its own wheel's and every other's).
+#[test]
+fn ten_timers_of_one_deadline_run_beside_yield_loops() {
+    with_timeout_alone(60, "yield_loop_timers", || {
+        let rt = common::drive_reactor(two_workers());
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let armed = Arc::new(AtomicUsize::new(0));
+        let deadline = Instant::now() + Duration::from_millis(100);
+        for _ in 0..10 {
+            let (started, armed) = (started.clone(), armed.clone());
+            rt.spawn(async move {
+                let sleep = hwsched::time::sleep_until(deadline);
+                armed.fetch_add(1, Ordering::SeqCst);
+                sleep.await;
+                started.lock().unwrap().push(Instant::now());
+            });
+        }
+        while armed.load(Ordering::SeqCst) < 10 {
+            std::thread::yield_now();
+        }
+        let started = with_yield_loops(&rt, || wait_for(&started, 10));
+        let late = started
+            .iter()
+            .map(|t| t.saturating_duration_since(deadline))
+            .max()
+            .unwrap_or(Duration::MAX);
+        assert!(
+            started.len() == 10 && late < YIELD_BOUND,
+            "{} of 10 timer tasks ran, the last {late:?} after the deadline (bound {YIELD_BOUND:?}):\n{}",
+            started.len(),
+            rt.stats()
+        );
+    });
+}
+
+/// Two listeners of one signal, the signal raised while every worker runs
+/// a `yield_now` loop: both tasks run within [`YIELD_BOUND`] of the raise.
+#[test]
+fn two_signal_listeners_run_beside_yield_loops() {
+    use hwsched::signal::{signal, SignalKind};
+    with_timeout_alone(60, "yield_loop_signals", || {
+        let rt = common::drive_reactor(two_workers());
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let mut listening = Vec::new();
+        for _ in 0..2 {
+            let mut sig = rt
+                .block_on(async { signal(SignalKind::user_defined2()) })
+                .expect("a SIGUSR2 listener");
+            let started = started.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            rt.spawn(async move {
+                let recv = sig.recv();
+                tx.send(()).unwrap();
+                if recv.await.is_some() {
+                    started.lock().unwrap().push(Instant::now());
+                }
+            });
+            listening.push(rx);
+        }
+        for rx in listening {
+            rx.recv().unwrap();
+        }
+        let (started, t0) = with_yield_loops(&rt, || {
+            let t0 = Instant::now();
+            // SAFETY: kill(2) on this process; the listeners above
+            // installed hwsched's handler for SIGUSR2.
+            let r = unsafe { libc::kill(libc::getpid(), libc::SIGUSR2) };
+            assert_eq!(r, 0, "kill: {}", std::io::Error::last_os_error());
+            (wait_for(&started, 2), t0)
+        });
+        let late = started
+            .iter()
+            .map(|t| t.saturating_duration_since(t0))
+            .max()
+            .unwrap_or(Duration::MAX);
+        assert!(
+            started.len() == 2 && late < YIELD_BOUND,
+            "{} of 2 signal listeners ran, the last {late:?} after the signal (bound {YIELD_BOUND:?}):\n{}",
             started.len(),
             rt.stats()
         );

@@ -346,7 +346,15 @@ pub(crate) fn wake_sleeper_done(rt: &Handle) {
 /// fired.
 pub(crate) fn fire_worker(rt: &Handle, me: usize, ext: bool) -> usize {
     let now = tick_now(rt.start);
-    let mut n = fire_shard(rt, &rt.shards[me], now).0;
+    let own = &rt.shards[me];
+    // Relaxed: written by this worker, or lowered by a scan's re-file,
+    // which lowers `earliest` too (the scan below, or the sleeper in
+    // poller 0, fires it).
+    let mut n = if own.next.load(Ordering::Relaxed) <= now {
+        fire_shard(rt, own, now).0
+    } else {
+        0
+    };
     if !ext {
         return n;
     }

@@ -100,7 +100,7 @@
 //! 2. `notify`, exactly as a deliverer into the inbox does.
 //!
 //! The owner looks at `placed` (Acquire) and takes from the queues: every
-//! `INBOX_CHECK_INTERVAL` polls (worker.rs), before the inbox, and
+//! `INBOX_CHECK_INTERVAL` polls (worker/mod.rs), before the inbox, and
 //! whenever its LIFO slot and deque are empty; and in its wait, right after
 //! [`Parker::prepare`] and after the park, where it looks at its inbox.
 //! So the race is the inbox's, closed the same way: the pusher's

@@ -42,7 +42,7 @@ pub trait PlacementView {
 
 /// What [`place_external`] reads and claims besides the load counters: the
 /// wake protocol's state (idle.rs). The runtime implements it over its
-/// atomics (worker.rs), a simulator over its own state.
+/// atomics (worker/mod.rs), a simulator over its own state.
 pub trait ExternalView: PlacementView {
     /// Claims an idle worker that is awake (walking or spinning, not
     /// parked), scanning the idle set from worker `from`'s word: idle.rs

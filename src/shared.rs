@@ -68,10 +68,10 @@ pub(crate) struct Shared {
     /// Per LLC (indexed by `WorkerShared::llc_hint`), on a machine whose
     /// workers differ in capacity: the runs of that LLC's workers with its
     /// highest capacity, searched first when a parked worker is woken to
-    /// search (worker.rs, `wake_spans`); empty on symmetric machines.
+    /// search (worker/mod.rs, `wake_spans`); empty on symmetric machines.
     pub(crate) capable: Box<[Box<[std::ops::Range<usize>]>]>,
     /// The worker the last external spawn woke or chose: where a burst of
-    /// external spawns goes while that wake is in flight (worker.rs,
+    /// external spawns goes while that wake is in flight (worker/mod.rs,
     /// `place_external`).
     pub(crate) burst_target: AtomicUsize,
     pub(crate) registry: Registry,

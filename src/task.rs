@@ -235,7 +235,7 @@ impl TaskMeta {
 
     /// Whether the task was aborted: a worker drops an aborted task instead
     /// of polling it.
-    // Called by worker.rs's `run_task` and by the loom models.
+    // Called by worker/mod.rs's `run_task` and by the loom models.
     pub fn is_aborted(&self) -> bool {
         // Relaxed: the flag publishes no data, and a stale `false` costs
         // one more poll, not the abort: the poll completes the task, or

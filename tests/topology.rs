@@ -1262,7 +1262,7 @@ fn hwloc_groups_above_nodes_make_numa_group_levels() {
 
 /// On a hybrid machine, a spawn from outside into a sleeping runtime wakes
 /// one of the most capable workers of the LLC to search and run it
-/// (worker.rs, `wake_spans`): on the Raptor Lake export, a P-core (capacity
+/// (src/worker/mod.rs, `wake_spans`): on the Raptor Lake export, a P-core (capacity
 /// 1024), not one of the E-cores (798), whichever worker the spawn's
 /// round-robin ticket starts from (24 spawns from this thread: the ticket
 /// walks past the 12 P-core workers into the E-cores' clusters).

@@ -43,12 +43,12 @@
 //! | the forced publish added after `wait` returns (model side), as `worker::idle` does today | caught: "a parked worker's contribution is stale: Load { running: 1, queued: 1 } != Load { running: 0, queued: 2 }" |
 //! | every `Parker` ordering `Relaxed` | see the table in `loom-tests/README.md` (`scripts/mutate.sh`), one ordering at a time |
 //!
-//! The third row was a bug in `src/worker.rs` `idle()`, found by this
+//! The third row was a bug in `src/worker/mod.rs` `idle()`, found by this
 //! model: the publish of the forced delta ran after `wait` returned, so a
 //! parked worker looked busy for its whole sleep. `idle()` now publishes
 //! inside `before_sleep`, as this model does. The model still replays that
 //! closure (`Publisher::decide`, then `LoadMap::publish`) rather
-//! than calling worker.rs.
+//! than calling src/worker/mod.rs.
 
 #![cfg(loom)]
 

@@ -15,7 +15,7 @@
 //! [`Governor::choose`]; [`Publisher::decide`] (and `GroupClass`, inside
 //! `busiest_group`).
 //!
-//! The mechanism around them lives in `worker.rs`, `schedule.rs`, `idle.rs`
+//! The mechanism around them lives in `src/worker/mod.rs`, `schedule.rs`, `idle.rs`
 //! and `park.rs`, over atomics and real queues, and is not callable without
 //! threads. It is reproduced here, step for step, in plain code over the
 //! simulated state; each function below names the production function it
@@ -23,7 +23,7 @@
 //! lists them). They follow `main` at fd9db96, and its `wake_spans` (issue
 //! 16) through the policy function.
 //!
-//! The I/O driver (io/mod.rs, io/driver.rs, worker.rs `Driven`,
+//! The I/O driver (io/mod.rs, io/driver.rs, src/worker/driven.rs `Driven`,
 //! `Core::push_batch` and `end_batch`, io/registration.rs `note_wait`) is
 //! mirrored for workloads that make sockets ([`Action::Socket`]): pollers
 //! per domain (`Config::pollers`), an idle worker sleeping in a free one
@@ -73,11 +73,11 @@ use crate::workload::{Action, Ctx, TaskId, Workload};
 const NO_WORKER: usize = usize::MAX;
 /// The tokio-like baseline's global injection queue, as a steal victim.
 const INJECT: usize = usize::MAX - 1;
-/// worker.rs `MAX_LIFO_POLLS`.
+/// src/worker/mod.rs `MAX_LIFO_POLLS`.
 const MAX_LIFO_POLLS: u32 = 3;
-/// worker.rs `INBOX_CHECK_INTERVAL`.
+/// src/worker/mod.rs `INBOX_CHECK_INTERVAL`.
 const INBOX_CHECK_INTERVAL: u32 = 61;
-/// worker.rs `PUBLISH_CHECK_EVERY`.
+/// src/worker/mod.rs `PUBLISH_CHECK_EVERY`.
 const PUBLISH_CHECK_EVERY: u32 = 32;
 /// park.rs `ADMIT_BATCH`: a yield moves up to this many inbox tasks into
 /// the deque ahead of itself.
@@ -163,7 +163,7 @@ pub struct Config {
     /// Stop the simulation at this virtual time (a safety net).
     pub time_limit_ns: u64,
     /// The re-check fix found by this simulator and adopted by the runtime
-    /// (worker.rs `after_wait`), on by default: a worker whose pre-sleep
+    /// (src/idle_worker.rs `after_wait`), on by default: a worker whose pre-sleep
     /// re-check found work and took it from a queue that is now empty looks
     /// for other queued work and wakes a searcher for it. Off, other queues
     /// found by no one wait while workers sleep (SIMULATION.md, "Findings").
@@ -187,7 +187,7 @@ pub struct Config {
     /// no poller exists before.
     pub pollers: Pollers,
     /// An idle worker whose own domain's poller is taken sleeps in another
-    /// domain's free poller (on, the runtime's rule: worker.rs
+    /// domain's free poller (on, the runtime's rule: src/worker/mod.rs
     /// `Driven::sleep`); off, a variant the runtime does not have: it
     /// sleeps on its thread, so a poller serves only its own domain's
     /// workers (SIMULATION.md, "I/O").
@@ -394,13 +394,13 @@ struct Poller {
     events: u64,
 }
 
-/// The simulated I/O driver (io/mod.rs, io/driver.rs, worker.rs `Driven`).
+/// The simulated I/O driver (io/mod.rs, io/driver.rs, src/worker/driven.rs `Driven`).
 #[derive(Debug, Clone)]
 struct IoDriver {
     pollers: Vec<Poller>,
     /// Per worker: its own poller (runtime.rs `poller_domain`).
     poller_of: Vec<usize>,
-    /// Per worker: the poller it sleeps in (worker.rs `Driven::held`).
+    /// Per worker: the poller it sleeps in (src/worker/driven.rs `Driven::held`).
     held: Vec<Option<usize>>,
     /// Per worker: its parker was notified while it held a poller (a
     /// delivery, a search request: the park's token, `NOTIFIED`).
@@ -553,7 +553,7 @@ pub struct Sim {
     idle_while_place_queued_ns: u128,
 }
 
-/// The per-level counter slot of level `i` (worker.rs `stat_slot`): levels
+/// The per-level counter slot of level `i` (src/worker/steal.rs `stat_slot`): levels
 /// past the counters' arrays count in the last slot.
 fn stat_slot(i: usize) -> usize {
     i.min(WorkerStats::default().walk_tried.len() - 1)
@@ -766,7 +766,7 @@ impl Sim {
         }));
     }
 
-    /// The counters of the actor whose step runs now (worker.rs bumps the
+    /// The counters of the actor whose step runs now (src/worker/mod.rs bumps the
     /// current thread's block: a worker's own, or `external`).
     fn k(&mut self) -> &mut WorkerStats {
         &mut self.stats[self.actor]
@@ -1054,7 +1054,7 @@ impl Sim {
                         continue;
                     }
                     match from {
-                        // worker.rs `place_spawn`: a worker's spawn goes to
+                        // src/schedule.rs `place_spawn`: a worker's spawn goes to
                         // its own deque.
                         Some(w) => {
                             self.k().local_spawns += 1;
@@ -1071,7 +1071,7 @@ impl Sim {
         }
     }
 
-    // ---- the I/O driver (io/mod.rs, io/driver.rs, worker.rs `Driven`) -------
+    // ---- the I/O driver (io/mod.rs, io/driver.rs, src/worker/driven.rs `Driven`) -------
 
     /// The driver, created with the first socket (io/mod.rs, "Started on
     /// first use"): one poller per domain of runtime.rs `poller_domain`.
@@ -1190,7 +1190,7 @@ impl Sim {
         }
     }
 
-    /// worker.rs `Driven::sleep`: a free poller, its own first, then the
+    /// src/worker/driven.rs `Driven::sleep`: a free poller, its own first, then the
     /// others in index order from its own (`(own + k) % pollers`); true
     /// when `epoll_wait` returns at once (events wait on its ready list).
     /// With no poller free the worker sleeps on its thread.
@@ -1324,10 +1324,10 @@ impl Sim {
     /// or an eventfd write): its turn's dispatch; with no token (nothing
     /// notified it, nothing of the batch landed here) it waits again,
     /// holding the poller (false). Otherwise the poller is given back
-    /// (worker.rs `Driven::sleep`: `held = None`),
+    /// (src/worker/driven.rs `Driven::sleep`: `held = None`),
     /// `Core::wake_self_in_driver` (a batch that put work here takes the
     /// worker out of the parked set and the idle mask), then `end_batch`
-    /// (worker.rs `Driven::wait`), and the park ends (true).
+    /// (src/worker/driven.rs `Driven::wait`), and the park ends (true).
     fn io_woken(&mut self, w: usize, p: usize) -> bool {
         self.io_turn(w, p, false);
         let io = self.io.as_mut().expect("driver");
@@ -1360,7 +1360,7 @@ impl Sim {
         true
     }
 
-    /// worker.rs `Driven::after_task`: every `EVENT_INTERVAL` tasks, a
+    /// src/worker/driven.rs `Driven::after_task`: every `EVENT_INTERVAL` tasks, a
     /// look at its own poller without blocking if no other worker holds it,
     /// then the end of that batch.
     fn io_after_task(&mut self, w: usize) {
@@ -1615,7 +1615,7 @@ impl Sim {
         (c.worker, c.outcome != Outcome::Fallback)
     }
 
-    // ---- worker.rs: delivery and the wake protocol (idle.rs) --------------
+    // ---- src/worker/mod.rs: delivery and the wake protocol (idle.rs) --------------
 
     fn inbox_push(&mut self, to: usize, t: TaskId) {
         self.workers[to].inbox.push_back(t);
@@ -1662,7 +1662,7 @@ impl Sim {
         }
     }
 
-    /// Mirrors worker.rs `deliver`.
+    /// Mirrors src/worker/mod.rs `deliver`.
     fn deliver(&mut self, from: Option<usize>, to: usize, t: TaskId) {
         self.inbox_push(to, t);
         if let Some(f) = from {
@@ -1675,7 +1675,7 @@ impl Sim {
         self.notify_parked(to, from);
     }
 
-    /// Mirrors worker.rs `deliver_to_woken`.
+    /// Mirrors src/worker/mod.rs `deliver_to_woken`.
     fn deliver_to_woken(&mut self, from: Option<usize>, w: usize, t: TaskId) {
         self.inbox_push(w, t);
         if let Some(f) = from {
@@ -1685,14 +1685,14 @@ impl Sim {
         self.queued[w] = true;
     }
 
-    /// Mirrors worker.rs `notify_parked` (idle.rs `needs_wake`).
+    /// Mirrors src/handoff.rs `notify_parked` (idle.rs `needs_wake`).
     fn notify_parked(&mut self, near: usize, from: Option<usize>) {
         if self.searching == 0 && self.awake < self.n {
             self.wake_searcher(near, from);
         }
     }
 
-    /// Mirrors worker.rs `wake_searcher` and idle.rs `wake_one`: claims the
+    /// Mirrors the pusher's wake (src/handoff.rs `notify_parked`) and idle.rs `wake_one`: claims the
     /// parked worker nearest to `near` (the tokio-like baseline: the last
     /// one parked) as the one searcher in flight and kicks it.
     fn wake_searcher(&mut self, near: usize, from: Option<usize>) {
@@ -1721,7 +1721,7 @@ impl Sim {
     }
 
     /// idle.rs `Sleepers::wake_one`'s search: the first `parked` bit of the
-    /// production `wake_spans` order around `near` (worker.rs `wake_spans`:
+    /// production `wake_spans` order around `near` (src/worker/mod.rs `wake_spans`:
     /// on a hybrid machine the most capable workers of `near`'s LLC, then
     /// its levels' spans, nearest first), each span from `near` (from its
     /// start when `near` is outside it: `WorkerSet::find`), wrapping.
@@ -1749,7 +1749,7 @@ impl Sim {
         None
     }
 
-    /// worker.rs `place_external`: the production
+    /// src/place.rs `place_external`: the production
     /// [`place_external`](hwsched::policy::place_external) decides over
     /// [`SimPlacement`], and the task is delivered as the runtime delivers
     /// it (tokio-like: a push to the global queue).
@@ -1878,7 +1878,7 @@ impl Sim {
         Some(t)
     }
 
-    // ---- worker.rs: the worker's own queues ---------------------------------
+    // ---- src/worker/mod.rs: the worker's own queues ---------------------------------
 
     /// Mirrors `Core::push_local`.
     fn push_local(&mut self, w: usize, t: TaskId) {
@@ -1981,7 +1981,7 @@ impl Sim {
         r
     }
 
-    // ---- load.rs through worker.rs ----------------------------------------
+    // ---- load.rs through src/worker/mod.rs ----------------------------------------
 
     fn load(&self, span: &Span) -> Load {
         self.loads[self.span_index[span]]
@@ -2026,7 +2026,7 @@ impl Sim {
         }
     }
 
-    // ---- worker.rs: running tasks ------------------------------------------
+    // ---- src/worker/mod.rs: running tasks ------------------------------------------
 
     fn start_run(&mut self, w: usize, t: TaskId) {
         self.set_phase(w, Phase::Busy);
@@ -2127,7 +2127,7 @@ impl Sim {
         self.at(at, Ev::Step(w));
     }
 
-    /// The top of the worker loop (worker.rs `run`).
+    /// The top of the worker loop (src/worker/mod.rs `run`).
     fn step(&mut self, w: usize) {
         if let Some(t) = self.next_local(w) {
             self.maybe_publish(w);
@@ -2136,7 +2136,7 @@ impl Sim {
         self.idle_begin(w);
     }
 
-    // ---- worker.rs: the idle path -------------------------------------------
+    // ---- src/worker/mod.rs: the idle path -------------------------------------------
 
     /// Mirrors `Core::clear_queued`.
     fn clear_queued(&mut self, w: usize) -> Option<TaskId> {
@@ -2150,7 +2150,7 @@ impl Sim {
         None
     }
 
-    /// Mirrors worker.rs `enter_idle`.
+    /// Mirrors src/worker/idle.rs `enter_idle`.
     fn enter_idle(&mut self, w: usize) {
         self.workers[w].running = false;
         self.idle[w] = true;
@@ -2163,7 +2163,7 @@ impl Sim {
         self.publish_load(w, false);
     }
 
-    /// Mirrors worker.rs `exit_idle`.
+    /// Mirrors src/worker/idle.rs `exit_idle`.
     fn exit_idle(&mut self, w: usize) {
         self.workers[w].running = true;
         self.idle[w] = false;
@@ -2218,7 +2218,7 @@ impl Sim {
         }
     }
 
-    /// worker.rs `has_work`.
+    /// src/worker/idle.rs `has_work`.
     fn has_work(&self, v: usize) -> bool {
         if v == INJECT {
             return !self.inject.is_empty();
@@ -2226,7 +2226,7 @@ impl Sim {
         !self.workers[v].local.is_empty() || !self.workers[v].inbox.is_empty()
     }
 
-    /// Mirrors worker.rs `find_queued_work`: the `queued` set, nearest
+    /// Mirrors src/worker/idle.rs `find_queued_work`: the `queued` set, nearest
     /// spans first (tokio-like: also its global queue).
     fn find_queued_work(&mut self, me: usize) -> Option<usize> {
         if self.cfg.policy == Policy::TokioLike && !self.inject.is_empty() {
@@ -2253,7 +2253,7 @@ impl Sim {
     }
 
     fn rand(&mut self, w: usize, n: usize) -> usize {
-        // worker.rs `Core::rand` (xorshift).
+        // src/worker/mod.rs `Core::rand` (xorshift).
         let wk = &mut self.workers[w];
         let mut x = wk.rng;
         x ^= x << 13;
@@ -2263,7 +2263,7 @@ impl Sim {
         (x % n.max(1) as u64) as usize
     }
 
-    /// Mirrors worker.rs `steal_from`: half the victim's deque (at most
+    /// Mirrors src/worker/idle.rs `steal_from`: half the victim's deque (at most
     /// crossbeam's batch), then its inbox.
     fn steal_from(&mut self, w: usize, victim: usize) -> Option<TaskId> {
         let l = self.line(w, victim);
@@ -2306,7 +2306,7 @@ impl Sim {
         None
     }
 
-    /// Mirrors worker.rs `steal_from_level`: the busiest other group by the
+    /// Mirrors src/worker/steal.rs `steal_from_level`: the busiest other group by the
     /// (stale) load counters, the production `busiest_group`; else the
     /// `queued` set; then the group's queued members from a random start.
     fn steal_from_level(&mut self, w: usize, level: usize, searched: &Span) -> Option<TaskId> {
@@ -2333,7 +2333,7 @@ impl Sim {
             }
         }
         let group = best?;
-        // worker.rs: from a random member on, wrapping over the runs.
+        // src/worker/mod.rs: from a random member on, wrapping over the runs.
         let members: Vec<usize> = group.iter().collect();
         let off = self.rand(w, members.len());
         for part in [&members[off..], &members[..off]] {
@@ -2349,7 +2349,7 @@ impl Sim {
         None
     }
 
-    /// Mirrors worker.rs `walk` (tokio-like: one pass over every other
+    /// Mirrors src/worker/idle.rs `walk` (tokio-like: one pass over every other
     /// worker from a random start, then the global queue). The production
     /// `BalanceState::walk_with` decides which levels are tried, against a
     /// clock that advances by the modelled cost of each level.
@@ -2432,7 +2432,7 @@ impl Sim {
         Some(t)
     }
 
-    /// Mirrors the start of worker.rs `idle`.
+    /// Mirrors the start of src/worker/mod.rs `idle`.
     fn idle_begin(&mut self, w: usize) {
         if let Some(t) = self.clear_queued(w) {
             return self.start_run(w, t);
@@ -2449,7 +2449,7 @@ impl Sim {
         self.idle_top(w);
     }
 
-    /// The top of worker.rs `idle`'s loop: walk when searching or kicked.
+    /// The top of src/worker/mod.rs `idle`'s loop: walk when searching or kicked.
     fn idle_top(&mut self, w: usize) {
         self.set_phase(w, Phase::Walking);
         // Its place's queue before the walk: cheap, and no other worker
@@ -2484,7 +2484,7 @@ impl Sim {
         self.start_run(w, t);
     }
 
-    /// worker.rs `idle` after the walk: the governor, then park.rs
+    /// src/worker/mod.rs `idle` after the walk: the governor, then park.rs
     /// `wait_for` (inbox, kick, spin, before-sleep, park).
     fn after_walk(&mut self, w: usize) {
         let now = self.now + self.acc;
@@ -2522,7 +2522,7 @@ impl Sim {
         self.before_sleep(w);
     }
 
-    /// The `before_sleep` closure of worker.rs `idle`: publish, announce
+    /// The `before_sleep` closure of src/worker/mod.rs `idle`: publish, announce
     /// (idle.rs `to_parked`), re-check with no searcher left, then sleep.
     fn before_sleep(&mut self, w: usize) {
         self.set_phase(w, Phase::Walking);
@@ -2649,7 +2649,7 @@ impl Sim {
         self.handle_woken(w, kick, None);
     }
 
-    /// worker.rs `idle`'s `Wait::Woken` branch.
+    /// src/worker/mod.rs `idle`'s `Wait::Woken` branch.
     fn handle_woken(&mut self, w: usize, kick: Option<usize>, pending: Option<usize>) {
         self.workers[w].pending_kick = kick;
         if let Some(v) = pending {
@@ -2659,7 +2659,7 @@ impl Sim {
                     let near = if v == INJECT { w } else { v };
                     self.notify_parked(near, Some(w));
                 } else if self.cfg.recheck_wakes_for_others {
-                    // As the runtime does (worker.rs `after_wait`): the re-check found more
+                    // As the runtime does (src/idle_worker.rs `after_wait`): the re-check found more
                     // than one queue with work; having taken from one, make
                     // sure the others get a searcher, as the last searcher
                     // leaving does.
@@ -2675,7 +2675,7 @@ impl Sim {
             self.workers[w].searching = self.become_searcher();
         }
         if self.io.is_some() {
-            // worker.rs `after_wait`: what its own poller turn put in its
+            // src/idle_worker.rs `after_wait`: what its own poller turn put in its
             // LIFO slot or deque is its own work.
             let lifo = self.workers[w].lifo.take();
             let t = lifo.or_else(|| {

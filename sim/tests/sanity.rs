@@ -109,7 +109,7 @@ fn with_free_scheduling_no_worker_idles_while_work_waits() {
 
 #[test]
 fn without_the_recheck_fix_the_mirrored_protocol_leaves_work_waiting() {
-    // The finding that changed the runtime (worker.rs `after_wait`): the
+    // The finding that changed the runtime (src/idle_worker.rs `after_wait`): the
     // protocol without the re-check fix lets a queue wait while workers
     // sleep after a pre-sleep re-check took work from another queue; with
     // it (the default now, as in the runtime), nothing waits.

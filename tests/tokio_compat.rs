@@ -140,6 +140,52 @@ fn user_hooks_still_run_beside_the_bridge() {
     });
 }
 
+/// On the 32-worker synthetic topology: tokio's timers and sockets in
+/// tasks placed on every worker, and `tokio::spawn` from each, complete;
+/// the tokio thread is one more thread beside the 32 workers.
+#[test]
+fn the_bridge_on_32_workers() {
+    common::with_timeout(60, "32w", || {
+        let rt = hwsched::Runtime::builder()
+            .topology(hwsched::TopologySource::Synthetic(common::BIG.into()))
+            .tokio_compat(true)
+            .build()
+            .expect("runtime");
+        assert_eq!(rt.workers(), 32);
+        let listener = rt
+            .block_on(async { tokio::net::TcpListener::bind("127.0.0.1:0").await })
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = rt.spawn(async move {
+            for _ in 0..32 {
+                let (mut s, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut b = [0u8; 1];
+                    s.read_exact(&mut b).await.unwrap();
+                    s.write_all(&b).await.unwrap();
+                });
+            }
+        });
+        let hs: Vec<_> = (0..32)
+            .map(|w| {
+                rt.spawn_on(hwsched::Place::Worker(w), async move {
+                    tokio::time::sleep(Duration::from_millis(1 + w as u64 % 5)).await;
+                    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    c.write_all(&[w as u8]).await.unwrap();
+                    let mut b = [0u8; 1];
+                    c.read_exact(&mut b).await.unwrap();
+                    (b[0], hwsched::worker_index())
+                })
+                .unwrap()
+            })
+            .collect();
+        for (w, h) in hs.into_iter().enumerate() {
+            assert_eq!(rt.block_on(h).unwrap(), (w as u8, Some(w)));
+        }
+        rt.block_on(server).unwrap();
+    });
+}
+
 /// tower's `Timeout` (tokio's `sleep` inside; tower-http's `TimeoutLayer`
 /// and tonic's timeouts are built on it) in an hwsched task: a slow
 /// service's call ends with tower's `Elapsed` at its timeout, a fast one's

@@ -662,14 +662,6 @@ mod tests {
         }
     }
 
-    /// The message of a panic payload (`""` if it is not a string).
-    fn panic_text(p: &crate::task::Panic) -> &str {
-        p.downcast_ref::<&str>()
-            .copied()
-            .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))
-            .unwrap_or("")
-    }
-
     #[test]
     fn many_closures_run_on_at_most_max_threads() {
         let env = Env::new(config(8, Duration::from_secs(1)));
@@ -757,7 +749,9 @@ mod tests {
         let env = Env::new(config(1, LONG));
         let h = env.spawn(None, || -> u32 { panic!("boom in a blocking closure") });
         match block_on(h) {
-            Err(JoinError::Panicked(p)) => assert_eq!(panic_text(&p), "boom in a blocking closure"),
+            Err(JoinError::Panicked(p)) => {
+                assert_eq!(p.message(), Some("boom in a blocking closure"))
+            }
             other => panic!("expected a panic, got {other:?}"),
         }
         let name = block_on(env.spawn(None, || std::thread::current().name().map(str::to_owned)));

@@ -197,7 +197,7 @@ pub use runtime::{
     current_place, spawn, spawn_blocking, spawn_local, spawn_on, worker_index, Builder, Runtime,
 };
 pub use stats::{Stats, WorkerStats};
-pub use task::{yield_now, AbortHandle, JoinError, JoinHandle, Panic, YieldNow};
+pub use task::{yield_now, AbortHandle, JoinError, JoinHandle, Panic, PanicPayload, YieldNow};
 pub use topology::{Level, LevelKind, NumaTopology, Span, Topology, TopologySource};
 pub use tunables::{IdleMode, SisMode, StealWalk, Tunables};
 

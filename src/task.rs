@@ -339,11 +339,67 @@ impl<T> Drop for Output<T> {
 }
 
 /// Why a [`JoinHandle`] has no value.
+///
+/// `Send` and `Sync`, as tokio's `JoinError` is: `handle.await?` converts
+/// it into a `Box<dyn Error + Send + Sync>`.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let rt = hwsched::Runtime::builder().worker_threads(1).build()?;
+/// let r: Result<u32, Box<dyn std::error::Error + Send + Sync>> =
+///     rt.block_on(async { Ok(hwsched::spawn(async { 7 }).await?) });
+/// assert_eq!(r?, 7);
+/// # Ok(())
+/// # }
+/// ```
 pub enum JoinError {
     /// The task was aborted, or dropped by shutdown before it finished.
     Cancelled,
     /// The task panicked; the payload is what `panic!` was given.
-    Panicked(Panic),
+    Panicked(PanicPayload),
+}
+
+/// The payload of a task's panic, what `panic!` was given. Its text, if it
+/// has one, is [`message`](Self::message); the payload itself,
+/// [`into_inner`](Self::into_inner).
+pub struct PanicPayload(Panic);
+
+impl PanicPayload {
+    /// The panic's text: the payload of `panic!("...")` with or without
+    /// format arguments (a `&'static str` or a `String`); `None` for any
+    /// other payload (`std::panic::panic_any`).
+    pub fn message(&self) -> Option<&str> {
+        // Only `Sync` types are looked at through `&self`: see the `Sync`
+        // impl below.
+        if let Some(s) = self.0.downcast_ref::<&'static str>() {
+            Some(s)
+        } else {
+            self.0.downcast_ref::<String>().map(String::as_str)
+        }
+    }
+
+    /// The payload, to resume the panic with
+    /// (`std::panic::resume_unwind`) or to downcast.
+    pub fn into_inner(self) -> Panic {
+        self.0
+    }
+}
+
+// SAFETY: `Sync` lets two threads hold `&PanicPayload` at once. Through a
+// shared reference the payload is only downcast to `&'static str` and
+// `String` ([`PanicPayload::message`]), both `Sync`; no `&dyn Any` of the
+// payload (which may be a `!Sync` type) is ever handed out. Owning access
+// (`into_inner`) needs the value itself, and the payload is `Send`. tokio's
+// `JoinError` is `Sync` by the same argument (its `SyncWrapper`).
+unsafe impl Sync for PanicPayload {}
+
+impl fmt::Debug for PanicPayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.message() {
+            Some(m) => write!(f, "PanicPayload({m:?})"),
+            None => f.write_str("PanicPayload(<non-string payload>)"),
+        }
+    }
 }
 
 impl JoinError {
@@ -360,19 +416,13 @@ impl JoinError {
     /// The panic payload. Panics if the task did not panic.
     pub fn into_panic(self) -> Panic {
         match self {
-            JoinError::Panicked(p) => p,
+            JoinError::Panicked(p) => p.into_inner(),
             JoinError::Cancelled => panic!("JoinError::into_panic on a cancelled task"),
         }
     }
 
-    fn panic_message(p: &Panic) -> &str {
-        if let Some(s) = p.downcast_ref::<&str>() {
-            s
-        } else if let Some(s) = p.downcast_ref::<String>() {
-            s
-        } else {
-            "<non-string panic payload>"
-        }
+    fn panic_message(p: &PanicPayload) -> &str {
+        p.message().unwrap_or("<non-string panic payload>")
     }
 }
 
@@ -556,7 +606,7 @@ impl<T> Future for JoinHandle<T> {
                 Poll::Ready(match out.map(Output::into_inner) {
                     None => Err(JoinError::Cancelled),
                     Some(Ok(v)) => Ok(v),
-                    Some(Err(p)) => Err(JoinError::Panicked(p)),
+                    Some(Err(p)) => Err(JoinError::Panicked(PanicPayload(p))),
                 })
             }
         }

@@ -272,7 +272,7 @@ fn awaited_panic_payload_panicking_in_drop_is_caught() {
                 panic_any(PayloadBomb { depth: 0, drops: d });
             });
             let p = match rt.block_on(h) {
-                Err(JoinError::Panicked(p)) => p,
+                Err(JoinError::Panicked(p)) => p.into_inner(),
                 other => panic!("expected Panicked, got Ok or Cancelled: {}", other.is_ok()),
             };
             assert!(p.is::<PayloadBomb>(), "payload replaced");
@@ -294,7 +294,7 @@ fn awaited_panic_payload_panicking_in_drop_is_caught() {
             });
             match rt.block_on(h) {
                 Err(JoinError::Panicked(p)) => {
-                    let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+                    let msg = p.message().unwrap_or_default().to_owned();
                     assert!(msg.contains("poll"), "wrong payload: {msg:?}");
                 }
                 other => panic!(

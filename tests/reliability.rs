@@ -656,7 +656,7 @@ fn panic_storm(rt: &Runtime, n: usize, what: &str) -> u64 {
                 }
                 Err(JoinError::Panicked(p)) => {
                     assert_eq!(i % 10, 7, "{what}: task {i} panicked unexpectedly");
-                    assert_eq!(payload_str(&*p), format!("{QUIET} task {i}"));
+                    assert_eq!(payload_str(&*p.into_inner()), format!("{QUIET} task {i}"));
                     panicked += 1;
                 }
                 Err(e) => panic!("{what}: task {i}: {e:?}"),

@@ -423,7 +423,7 @@ fn panic_propagates_payload() {
             panic!("boom {n}");
         });
         match rt.block_on(h) {
-            Err(JoinError::Panicked(p)) => assert_eq!(payload_str(&*p), "boom 3"),
+            Err(JoinError::Panicked(p)) => assert_eq!(payload_str(&*p.into_inner()), "boom 3"),
             other => panic!("expected Panicked, got {other:?}"),
         }
 

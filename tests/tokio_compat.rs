@@ -1,8 +1,8 @@
 //! The tokio bridge (`Builder::tokio_compat`, the `tokio-compat` feature):
 //! `tokio::time`, `tokio::net` and `tokio::spawn` in hwsched tasks, in
 //! `block_on` and on blocking threads; tower's timeout middleware;
-//! reqwest's client and its timeout; axum's
-//! server and hyper-util's pooled client; without it, tokio's panic; and a
+//! reqwest's client and its timeout; a tonic health check, client and
+//! server; axum's server and hyper-util's pooled client; without it, tokio's panic; and a
 //! shutdown with tokio resources pending that does not hang.
 #![cfg(feature = "tokio-compat")]
 
@@ -220,6 +220,84 @@ fn tower_timeouts_run_in_hwsched_tasks() {
         assert!(after >= Duration::from_millis(50), "{after:?}");
         assert!(after < Duration::from_secs(10), "{after:?}");
     });
+}
+
+/// tonic's server and client in hwsched tasks: the health service served
+/// on tokio's sockets (tonic spawns each connection with `tokio::spawn`),
+/// a channel connected to it, checks of the whole server and of a named
+/// service whose status changes between two checks, then a graceful stop
+/// through tonic's shutdown signal; on 2 workers and on the 32-worker
+/// synthetic topology.
+#[test]
+fn a_tonic_health_check_runs_in_hwsched_tasks() {
+    common::with_timeout(60, "tonic", || {
+        tonic_health_round(&rt());
+        let big = hwsched::Runtime::builder()
+            .topology(hwsched::TopologySource::Synthetic(common::BIG.into()))
+            .tokio_compat(true)
+            .build()
+            .expect("runtime");
+        tonic_health_round(&big);
+    });
+}
+
+/// One server, one channel, three checks and the stop (above).
+fn tonic_health_round(rt: &hwsched::Runtime) {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    let (whole, before, after) = rt
+        .block_on(rt.spawn(async {
+            let (reporter, service) = tonic_health::server::health_reporter();
+            reporter
+                .set_service_status("kv", tonic_health::ServingStatus::NotServing)
+                .await;
+            let incoming =
+                tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap())
+                    .expect("bind");
+            let addr = incoming.local_addr().unwrap();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let server = hwsched::spawn(
+                tonic::transport::Server::builder()
+                    .add_service(service)
+                    .serve_with_incoming_shutdown(incoming, async {
+                        stopped.await.ok();
+                    }),
+            );
+            let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .expect("connect");
+            let mut client = HealthClient::new(channel);
+            let whole = health(&mut client, "").await;
+            let before = health(&mut client, "kv").await;
+            reporter
+                .set_service_status("kv", tonic_health::ServingStatus::Serving)
+                .await;
+            let after = health(&mut client, "kv").await;
+            stop.send(()).unwrap();
+            server.await.unwrap().expect("tonic's server ends cleanly");
+            (whole, before, after)
+        }))
+        .unwrap();
+    assert_eq!(whole, ServingStatus::Serving as i32);
+    assert_eq!(before, ServingStatus::NotServing as i32);
+    assert_eq!(after, ServingStatus::Serving as i32);
+}
+
+/// The status tonic's health service gives `service` (`""`: the server).
+async fn health(
+    client: &mut tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>,
+    service: &str,
+) -> i32 {
+    client
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: service.to_owned(),
+        })
+        .await
+        .expect("a health check")
+        .into_inner()
+        .status
 }
 
 /// reqwest's client in hwsched tasks: requests to a plain HTTP/1.1 server

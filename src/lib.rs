@@ -134,6 +134,10 @@ pub mod timing;
 #[cfg(feature = "tokio-compat")]
 mod tokio_compat;
 pub mod topology;
+#[cfg(feature = "trace")]
+pub mod trace;
+#[cfg(not(feature = "trace"))]
+mod trace;
 mod tunables;
 mod wake;
 mod worker;

@@ -287,9 +287,9 @@ pub(super) fn write(t: &Trace, w: impl Write) -> io::Result<()> {
     let dropped: Vec<String> = (0..t.workers().len())
         .map(|w| t.dropped(w).to_string())
         .collect();
-    write!(
+    writeln!(
         o.w,
-        "\"workers\":{},\"dropped\":[{}],\"outside_dropped\":{}}}}}\n",
+        "\"workers\":{},\"dropped\":[{}],\"outside_dropped\":{}}}}}",
         t.workers().len(),
         dropped.join(","),
         t.outside_dropped()

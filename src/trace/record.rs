@@ -510,12 +510,11 @@ impl Recorder {
             o.dropped += 1;
         }
         o.events.push_back((id, raw));
-        if !o.names.contains_key(&id) {
-            let name = std::thread::current()
+        o.names.entry(id).or_insert_with(|| {
+            std::thread::current()
                 .name()
-                .map_or_else(|| format!("thread {id}"), str::to_owned);
-            o.names.insert(id, name);
-        }
+                .map_or_else(|| format!("thread {id}"), str::to_owned)
+        });
     }
 
     /// A task spawned from worker `from` (or outside).

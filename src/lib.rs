@@ -116,6 +116,7 @@ pub mod hyper;
 #[cfg(feature = "io")]
 pub mod io;
 mod join_set;
+pub mod metrics;
 #[cfg(feature = "io")]
 pub mod net;
 mod place;

@@ -200,8 +200,8 @@ fn svg_of_a_hand_written_trace() {
     let json = r#"{"traceEvents":[
       {"name":"thread_name","ph":"M","pid":2,"tid":2,"ts":0,"args":{"name":"worker 1","worker":1,"core":1,"llc":1,"numa":0,"package":0}},
       {"name":"thread_name","ph":"M","pid":1,"tid":1,"ts":0,"args":{"name":"worker 0","worker":0,"core":0,"llc":0,"numa":0,"package":0}},
-      {"name":"a.rs:1","ph":"X","pid":1,"tid":1,"ts":1.0,"dur":2.0,"args":{"task":1,"at":"a.rs:1","queued_ns":500}},
-      {"name":"b<&>.rs:2","ph":"X","pid":2,"tid":2,"ts":2.0,"dur":1.0,"args":{"task":2,"at":"b<&>.rs:2","queued_ns":1500}},
+      {"name":"alpha:1","ph":"X","pid":1,"tid":1,"ts":1.0,"dur":2.0,"args":{"task":1,"at":"alpha:1","queued_ns":500}},
+      {"name":"beta<&>:2","ph":"X","pid":2,"tid":2,"ts":2.0,"dur":1.0,"args":{"task":2,"at":"beta<&>:2","queued_ns":1500}},
       {"name":"park","ph":"i","s":"t","pid":1,"tid":1,"ts":3.5,"args":{"why":"idle"}},
       {"name":"unpark","ph":"i","s":"t","pid":1,"tid":1,"ts":5.0,"args":{}},
       {"name":"steal","ph":"i","s":"t","pid":2,"tid":2,"ts":4.0,"args":{"victim":0,"moved":3,"level":"NUMA"}},

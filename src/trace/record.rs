@@ -196,7 +196,7 @@ pub enum EventKind {
         /// Tasks moved (the one run and the batch).
         moved: usize,
         /// The nearest domain the two workers share: `"core"`, `"LLC"`,
-        /// `"NUMA"`, `"package"` or `"machine"`.
+        /// `"NUMA"` (a node within a package), `"package"` or `"machine"`.
         level: &'static str,
     },
     /// This worker went to sleep.
@@ -714,11 +714,12 @@ fn level_name(a: &CurrentPlace, b: &CurrentPlace) -> &'static str {
         "core"
     } else if a.llc == b.llc {
         "LLC"
-    } else if a.numa == b.numa {
+    } else if a.package == b.package && a.numa == b.numa {
         "NUMA"
     } else if a.package == b.package {
         "package"
     } else {
+        // Across packages (a NUMA node that spans them is the machine).
         "machine"
     }
 }

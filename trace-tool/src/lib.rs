@@ -382,7 +382,8 @@ pub fn summary(t: &Trace) -> String {
     );
     for w in &t.workers {
         let polls: Vec<&Poll> = t.polls.iter().filter(|p| p.worker == w.index).collect();
-        let busy: f64 = polls.iter().map(|p| p.dur_us).sum();
+        // From +0.0: an empty float sum is -0.0.
+        let busy = polls.iter().fold(0.0, |a, p| a + p.dur_us);
         let count = |n: &str| {
             t.marks
                 .iter()

@@ -140,15 +140,13 @@ fn svg_is_well_formed_with_a_lane_per_worker_and_a_rect_per_poll() {
     // runtime numbers along the topology.
     let lanes: Vec<usize> = els
         .iter()
-        .filter_map(|(_, a)| {
-            a.iter().any(|(k, v)| k == "class" && v == "lane").then(|| {
-                a.iter()
-                    .find(|(k, _)| k == "data-worker")
-                    .unwrap()
-                    .1
-                    .parse()
-                    .unwrap()
-            })
+        .filter(|(_, a)| a.iter().any(|(k, v)| k == "class" && v == "lane"))
+        .map(|(_, a)| {
+            let w = a
+                .iter()
+                .find(|(k, _)| k == "data-worker")
+                .expect("a lane names its worker");
+            w.1.parse().expect("a worker index")
         })
         .collect();
     assert_eq!(lanes, (0..t.workers().len()).collect::<Vec<_>>());

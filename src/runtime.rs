@@ -372,9 +372,13 @@ impl Builder {
     ///
     /// ```
     /// let rt = hwsched::Runtime::builder().worker_threads(2).trace(4096).build()?;
-    /// rt.block_on(hwsched::spawn(async {})).unwrap();
-    /// let trace = rt.stop_trace();
-    /// assert!(trace.polls().count() >= 1);
+    /// let tracer = rt.tracer();
+    /// rt.block_on(rt.spawn(async {})).unwrap();
+    /// // A poll's end is recorded after its output reaches the awaiter:
+    /// // the shutdown joins the workers, so every poll is complete.
+    /// drop(rt);
+    /// let trace = tracer.stop();
+    /// assert_eq!(trace.polls().count(), 1);
     /// # Ok::<(), hwsched::BuildError>(())
     /// ```
     #[cfg(feature = "trace")]

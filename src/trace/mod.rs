@@ -34,12 +34,16 @@
 //! ```
 //! # #[cfg(feature = "trace")] {
 //! let rt = hwsched::Runtime::builder().worker_threads(2).build().unwrap();
-//! rt.start_trace();
+//! let tracer = rt.tracer();
+//! tracer.start();
 //! rt.block_on(async {
 //!     hwsched::spawn(async { 1 + 1 }).await.unwrap();
 //! });
-//! let trace = rt.stop_trace();
-//! assert!(trace.polls().count() >= 1);
+//! // A poll's end is recorded after its output reaches the awaiter: the
+//! // shutdown joins the workers, so every poll is complete.
+//! drop(rt);
+//! let trace = tracer.stop();
+//! assert_eq!(trace.polls().count(), 1);
 //! let mut json = Vec::new();
 //! trace.write_chrome_json(&mut json).unwrap();
 //! # }

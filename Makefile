@@ -45,6 +45,12 @@ test-unit:
 	$(CARGO) test --features hyper,tokio --test tokio_io
 	$(CARGO) test --features hyper,tokio-compat --test tokio_compat
 	$(CARGO) test --features hyper --doc
+	# The scheduler's trace (the `trace` feature), with and without the I/O
+	# driver, and its doc examples (`cargo test --workspace` above runs the
+	# hwsched-trace tool's tests).
+	$(CARGO) test --features trace --test trace --lib
+	$(CARGO) test --features trace,io --test trace
+	$(CARGO) test --features trace --doc
 
 # Each model in its own process (scripts/loom.sh), so that one failing model
 # does not hide the others; optimized (--release) for speed, with debug

@@ -116,6 +116,7 @@ pub mod hyper;
 #[cfg(feature = "io")]
 pub mod io;
 mod join_set;
+pub mod metrics;
 #[cfg(feature = "io")]
 pub mod net;
 mod place;
@@ -134,6 +135,10 @@ pub mod timing;
 #[cfg(feature = "tokio-compat")]
 mod tokio_compat;
 pub mod topology;
+#[cfg(feature = "trace")]
+pub mod trace;
+#[cfg(not(feature = "trace"))]
+mod trace;
 mod tunables;
 mod wake;
 mod worker;

@@ -54,6 +54,10 @@ pub struct Builder {
     long_poll_threshold: Option<Duration>,
     #[cfg(feature = "tokio-compat")]
     tokio_compat: bool,
+    /// `Builder::trace`: events per worker, and whether to record from
+    /// the start.
+    #[cfg(feature = "trace")]
+    trace: Option<usize>,
 }
 
 impl Default for Builder {
@@ -75,6 +79,8 @@ impl Default for Builder {
             #[cfg(feature = "io")]
             io_pollers: crate::io::IoPollers::One,
             poll_timing: false,
+            #[cfg(feature = "trace")]
+            trace: None,
             long_poll_threshold: None,
             #[cfg(feature = "tokio-compat")]
             tokio_compat: false,
@@ -354,6 +360,33 @@ impl Builder {
         self
     }
 
+    /// Records a trace of the scheduler from the runtime's start (the
+    /// `trace` feature; [`crate::trace`]), keeping the newest
+    /// `capacity_per_worker` events of each worker (a flight recorder; 48
+    /// bytes an event). [`Runtime::stop_trace`] or a [`Tracer`]'s
+    /// [`snapshot`](crate::trace::Tracer::snapshot) reads it. Without this
+    /// option [`Runtime::start_trace`] records with
+    /// [`DEFAULT_CAPACITY`](crate::trace::DEFAULT_CAPACITY).
+    ///
+    /// [`Tracer`]: crate::trace::Tracer
+    ///
+    /// ```
+    /// let rt = hwsched::Runtime::builder().worker_threads(2).trace(4096).build()?;
+    /// let tracer = rt.tracer();
+    /// rt.block_on(rt.spawn(async {})).unwrap();
+    /// // A poll's end is recorded after its output reaches the awaiter:
+    /// // the shutdown joins the workers, so every poll is complete.
+    /// drop(rt);
+    /// let trace = tracer.stop();
+    /// assert_eq!(trace.polls().count(), 1);
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    #[cfg(feature = "trace")]
+    pub fn trace(mut self, capacity_per_worker: usize) -> Self {
+        self.trace = Some(capacity_per_worker);
+        self
+    }
+
     /// Builds the runtime and starts its workers.
     pub fn build(self) -> Result<Runtime, BuildError> {
         let mut this = self;
@@ -488,6 +521,16 @@ impl Builder {
             None
         };
         let start = Instant::now();
+        #[cfg(feature = "trace")]
+        let trace = {
+            let at = (0..n).map(|w| places.current(w)).collect();
+            let cap = self.trace.unwrap_or(crate::trace::DEFAULT_CAPACITY);
+            let r = Arc::new(crate::trace::Recorder::new(at, start, cap));
+            if self.trace.is_some() {
+                r.start();
+            }
+            r
+        };
         let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| Shared {
             // Each blocking thread runs with this runtime as its context. A
             // Weak: the pool lives in `Shared`, so an Arc here would be a
@@ -547,6 +590,10 @@ impl Builder {
                 .unwrap_or(Builder::DEFAULT_LONG_POLL_THRESHOLD)
                 .as_nanos()
                 .min(u64::MAX as u128) as u64,
+            #[cfg(feature = "trace")]
+            trace,
+            #[cfg(not(feature = "trace"))]
+            trace: crate::trace::Recorder,
             #[cfg(feature = "tokio-compat")]
             tokio: bridge.as_ref().map(|b| b.handle.clone()),
         });
@@ -788,6 +835,41 @@ impl Runtime {
     /// is on. See [`Builder::poll_timing`] for an example.
     pub fn long_polls(&self) -> Vec<crate::timing::LongPoll> {
         self.shared.long_polls()
+    }
+
+    /// Starts recording a trace of the scheduler (the `trace` feature;
+    /// [`crate::trace`]): a new window, whose events
+    /// [`stop_trace`](Self::stop_trace) returns.
+    #[cfg(feature = "trace")]
+    pub fn start_trace(&self) {
+        self.shared.trace.start();
+    }
+
+    /// Stops recording and returns the trace of the window since the last
+    /// [`start_trace`](Self::start_trace) (or the build, with
+    /// [`Builder::trace`]).
+    #[cfg(feature = "trace")]
+    pub fn stop_trace(&self) -> crate::trace::Trace {
+        self.shared.trace.stop();
+        self.shared.trace.collect()
+    }
+
+    /// A handle to this runtime's trace recorder, which outlives it: a
+    /// trace can be started before a shutdown and read after it.
+    ///
+    /// ```
+    /// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;
+    /// let tracer = rt.tracer();
+    /// tracer.start();
+    /// rt.spawn(async {});
+    /// drop(rt); // shuts down
+    /// let trace = tracer.stop();
+    /// assert!(trace.events().iter().any(|e| matches!(e.kind, hwsched::trace::EventKind::Spawn { .. })));
+    /// # Ok::<(), hwsched::BuildError>(())
+    /// ```
+    #[cfg(feature = "trace")]
+    pub fn tracer(&self) -> crate::trace::Tracer {
+        crate::trace::Tracer(self.shared.trace.clone())
     }
 
     /// Tasks spawned and not yet finished or dropped.

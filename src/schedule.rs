@@ -27,6 +27,7 @@ use crate::shared::Shared;
 use crate::stats::WorkerCounters;
 use crate::sync::Ordering;
 use crate::task::{drop_task, JoinHandle, Runnable};
+use crate::trace::Decision;
 use crate::tunables::SisMode;
 use crate::wake::{
     prop_depth, select_idle_sibling, IdleView, Outcome, SisConfig, SCAN_COST_SAMPLE,
@@ -83,6 +84,9 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             // The worker's core is borrowed by its own code: use its inbox.
             let stats = &shared.workers[me].stats;
             WorkerCounters::bump(&stats.wakes_by_task, 1);
+            shared
+                .trace
+                .wake(Some(me), r.metadata(), me, Decision::Inbox);
             worker::deliver(shared, Some(me), me, r);
         }
         None => schedule_foreign(shared, r),
@@ -121,12 +125,18 @@ fn schedule_on_core(
             // A wake made by the poller or a timer on this worker: the
             // batch stays here, one decision after it (io/mod.rs).
             WorkerCounters::bump(&stats.wakes_by_driver, 1);
+            shared
+                .trace
+                .wake(Some(me), r.metadata(), me, Decision::Batch);
             core.push_batch(shared, r);
         }
         worker::WakeMode::Yield => {
             // A task whose cooperative budget ran out (io/coop.rs): to
             // the back of the deque, behind its neighbours.
             WorkerCounters::bump(&stats.coop_yields, 1);
+            shared
+                .trace
+                .wake(Some(me), r.metadata(), me, Decision::CoopYield);
             core.push_yield(shared, r);
         }
     }
@@ -149,6 +159,7 @@ fn schedule_foreign(shared: &Shared, r: Runnable) {
         // Nobody to find: to the previous worker, as the search's
         // fallback would.
         WorkerCounters::bump_shared(&shared.external.wake_none_idle, 1);
+        shared.trace.wake(None, meta, target, Decision::NoneIdle);
         worker::deliver(shared, None, target, r);
         return;
     }
@@ -161,7 +172,8 @@ fn schedule_foreign(shared: &Shared, r: Runnable) {
         ),
         _ => scan_depth(shared, target, 0, 0),
     };
-    let (c, _) = place(shared, &shared.external, true, meta, last, target, scan_nr);
+    let (c, _, d) = place(shared, &shared.external, true, meta, last, target, scan_nr);
+    shared.trace.wake(None, meta, c, d);
     worker::deliver(shared, None, c, r);
 }
 
@@ -181,8 +193,14 @@ fn place_from_worker(
         // A self-wake: to the back of the local deque; yield_now's behind
         // the inbox too (Core::push_yield).
         if crate::context::take_yield() {
+            shared
+                .trace
+                .wake(Some(me), r.metadata(), me, Decision::Yield);
             core.push_yield(shared, r);
         } else {
+            shared
+                .trace
+                .wake(Some(me), r.metadata(), me, Decision::SelfWake);
             core.push_local(shared, r);
         }
         return;
@@ -198,6 +216,9 @@ fn place_from_worker(
         // while this one is still in its poll takes it from the slot
         // (idle.rs, "The LIFO slot").
         WorkerCounters::bump(&shared.workers[me].stats.wake_none_idle, 1);
+        shared
+            .trace
+            .wake(Some(me), r.metadata(), me, Decision::NoneIdle);
         core.push_lifo(shared, r);
         return;
     }
@@ -231,6 +252,7 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
         // while this one waits in the LIFO slot goes through
         // select_idle_sibling and spreads.
         WorkerCounters::bump(&stats.wake_local, 1);
+        shared.trace.wake(Some(me), meta, me, Decision::Lifo);
         core.push_lifo(shared, r);
         return;
     }
@@ -246,7 +268,7 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
         core.balance.avg_idle_ns,
         core.avg_scan_cost_ns,
     );
-    let (c, claimed) = place(shared, stats, false, meta, prev, target, scan_nr);
+    let (c, claimed, decision) = place(shared, stats, false, meta, prev, target, scan_nr);
     if let Some(t0) = t0 {
         let cost = shared.now_ns().saturating_sub(t0) as i64;
         let avg = core.avg_scan_cost_ns as i64;
@@ -254,9 +276,13 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
     }
     if c == me {
         WorkerCounters::bump(&stats.wake_local, 1);
+        shared.trace.wake(Some(me), meta, me, decision);
         core.push_lifo(shared, r);
         return;
     }
+    // Recorded before the hand-off (after it the task may be gone); a
+    // deferred wake records where the task went instead, after this.
+    shared.trace.wake(Some(me), meta, c, decision);
     if claimed && shared.idle.parked.contains(c) {
         // The idle worker chosen is parked: the deepest idle state, a
         // futex round trip to leave (where the kernel's idle CPU costs
@@ -265,10 +291,14 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
         // the searcher finds it.
         let placed = handoff::wake_placed(shared, c, r, |r| {
             WorkerCounters::bump(&stats.wake_deferred, 1);
+            shared
+                .trace
+                .wake(Some(me), r.metadata(), me, Decision::Deferred);
             core.push_local(shared, r);
         });
         match placed {
             Placed::Woken(n) => {
+                shared.trace.notify(Some(me), c);
                 WorkerCounters::bump(&stats.searcher_wakes, 1);
                 if n == Notified::Unparked {
                     WorkerCounters::bump(&stats.unparks, 1);
@@ -322,7 +352,7 @@ fn place(
     prev: usize,
     target: usize,
     scan_nr: usize,
-) -> (usize, bool) {
+) -> (usize, bool, Decision) {
     let t = &shared.tunables;
     let cfg = SisConfig {
         recent_used: t.sis_recent_used,
@@ -363,7 +393,16 @@ fn place(
     if c.words > 0 {
         bump(&stats.sis_words, c.words as u64);
     }
-    (c.worker, c.outcome != Outcome::Fallback)
+    let decision = match c.outcome {
+        Outcome::Target => Decision::Target,
+        Outcome::Prev => Decision::Prev,
+        Outcome::RecentHit => Decision::RecentHit,
+        Outcome::IdleCore => Decision::IdleCore,
+        Outcome::IdleCandidate => Decision::IdleCandidate,
+        Outcome::ScanFound => Decision::ScanFound,
+        Outcome::Fallback => Decision::Fallback,
+    };
+    (c.worker, c.outcome != Outcome::Fallback, decision)
 }
 
 /// The runtime's view: its load counters and idle flags.
@@ -417,6 +456,7 @@ where
         Some(w) => WorkerCounters::bump(&this.workers[w].stats.spawned, 1),
         None => WorkerCounters::bump_shared(&this.external.spawned, 1),
     }
+    this.trace.spawn(here, runnable.metadata());
     if this.is_shutdown() {
         // Shut down: the task is dropped at once; its handle says Cancelled.
         drop_task(runnable);
@@ -482,6 +522,7 @@ where
         Some(h) => WorkerCounters::bump(&this.workers[h].stats.spawned, 1),
         None => WorkerCounters::bump_shared(&this.external.spawned, 1),
     }
+    this.trace.spawn(here, runnable.metadata());
     if this.is_shutdown() {
         drop_task(runnable);
         return handle;

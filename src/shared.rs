@@ -106,6 +106,12 @@ pub(crate) struct Shared {
     pub(crate) poll_timing: bool,
     /// Polls longer than this many ns are long polls (timing.rs).
     pub(crate) long_poll_ns: u64,
+    /// The scheduler's trace (trace/mod.rs): with the `trace` feature, the
+    /// recorder (shared with every `Tracer`); without, zero-sized.
+    #[cfg(feature = "trace")]
+    pub(crate) trace: std::sync::Arc<crate::trace::Recorder>,
+    #[cfg(not(feature = "trace"))]
+    pub(crate) trace: crate::trace::Recorder,
     /// The tokio bridge's handle (`Builder::tokio_compat`), which
     /// `block_on` and the shutdown enter.
     #[cfg(feature = "tokio-compat")]

@@ -134,6 +134,9 @@ pub struct TaskMeta {
     /// outside the loom shim: a hint, `Relaxed`, part of no protocol.
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) hog: std::sync::atomic::AtomicBool,
+    /// The task's id in a trace (trace/mod.rs).
+    #[cfg(feature = "trace")]
+    id: u64,
     /// loom only: async-task's state word as loom sees it. Its
     /// read-modify-writes are `std` atomics, invisible to loom, so the
     /// order they give an abort's wake and the next poll (module docs,
@@ -148,6 +151,44 @@ pub struct TaskMeta {
 
 const NO_SLOT: u64 = u64::MAX;
 
+/// Trace ids handed to a thread at a time: a spawn takes the next of its
+/// thread's block, and one shared read-modify-write per block.
+#[cfg(feature = "trace")]
+const TRACE_ID_BLOCK: u64 = 1024;
+
+#[cfg(feature = "trace")]
+static TRACE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+#[cfg(feature = "trace")]
+thread_local! {
+    /// This thread's block of trace ids: the next one and the block's end.
+    static TRACE_BLOCK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+    /// Whether the last poll on this thread finished its task (read by
+    /// the trace's poll end).
+    static POLL_READY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A new task's trace id: unique in the process, never 0.
+#[cfg(feature = "trace")]
+fn next_trace_id() -> u64 {
+    TRACE_BLOCK.with(|b| {
+        let (mut next, mut end) = b.get();
+        if next == end {
+            // Relaxed: unique numbers are all that is asked.
+            next = TRACE_IDS.fetch_add(TRACE_ID_BLOCK, std::sync::atomic::Ordering::Relaxed);
+            end = next + TRACE_ID_BLOCK;
+        }
+        b.set((next + 1, end));
+        next
+    })
+}
+
+/// Whether the last poll on this thread finished its task; clears it.
+#[cfg(feature = "trace")]
+pub(crate) fn take_poll_ready() -> bool {
+    POLL_READY.with(|c| c.replace(false))
+}
+
 impl TaskMeta {
     /// The metadata of a task spawned at the caller's location.
     #[track_caller]
@@ -160,6 +201,8 @@ impl TaskMeta {
             spawned_at: std::panic::Location::caller(),
             runnable_at: std::sync::atomic::AtomicU64::new(0),
             hog: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "trace")]
+            id: next_trace_id(),
             #[cfg(loom)]
             state_order: crate::sync::AtomicUsize::new(0),
         }
@@ -231,6 +274,15 @@ impl TaskMeta {
     #[cfg(loom)]
     fn model_run(&self) {
         self.state_order.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The task's id in a trace (0 without the `trace` feature).
+    #[inline(always)]
+    pub(crate) fn trace_id(&self) -> u64 {
+        #[cfg(feature = "trace")]
+        return self.id;
+        #[cfg(not(feature = "trace"))]
+        0
     }
 
     /// Whether the task was aborted: a worker drops an aborted task instead
@@ -708,6 +760,8 @@ impl<F: Future> Future for TaskFuture<F> {
             }
         };
         this.done = true;
+        #[cfg(feature = "trace")]
+        POLL_READY.with(|c| c.set(true));
         // Drop the finished future here, where a panic in its Drop can be
         // caught and reported, rather than inside async-task.
         let dropped = catch_unwind(AssertUnwindSafe(|| {

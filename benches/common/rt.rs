@@ -271,7 +271,9 @@ impl Rt {
         self.hw().map(|rt| rt.stats())
     }
 
-    /// Spawns from any thread (outside the runtime too).
+    /// Spawns from any thread (outside the runtime too); hwsched records
+    /// the caller's location as the task's spawn location.
+    #[track_caller]
     pub fn spawn<F>(&self, f: F) -> Handle<F::Output>
     where
         F: Future + Send + 'static,

@@ -40,7 +40,11 @@ impl<'a> Driven<'a> {
     /// suspends the idle period; [`wait`](Self::wait) then sleeps.
     pub(super) fn sleep(&mut self, p: &crate::park::Parker) -> std::task::Poll<bool> {
         let Some(d) = self.io.get() else {
-            return std::task::Poll::Ready(p.park());
+            let trace = &self.shared.trace;
+            trace.park(self.index, crate::trace::ParkReason::Condvar);
+            let slept = p.park();
+            trace.unpark(self.index);
+            return std::task::Poll::Ready(slept);
         };
         // Steps 1 and 2 of the hand-off, and 6 when called again: a free
         // poller (its own first) or the thread, `poll_park` with its waker;
@@ -101,12 +105,17 @@ impl<'a> Driven<'a> {
         }
         // Steps 3 and 4 of the hand-off: the turn (or the thread's park),
         // the waker taken back when it returns, before the dispatch.
+        shared
+            .trace
+            .park(self.index, crate::trace::ParkReason::Driver);
         self.sleep.wait(&d.pollers, parker, timeout);
+        shared.trace.unpark(self.index);
         if ext {
             crate::time::wake_sleeper_done(self.timers);
         }
         self.fire_timers(ext);
         let mut core = ctx.core.borrow_mut();
+        shared.trace.poller_turn(self.index, 0, core.batch as usize);
         core.wake_mode = WakeMode::Place;
         if watching {
             let took = core.take_stale(shared);
@@ -124,6 +133,7 @@ impl<'a> Driven<'a> {
                 &self.shared.workers[self.index].stats.timers_fired,
                 n as u64,
             );
+            self.shared.trace.timers_fired(self.index, n);
         }
     }
 
@@ -142,7 +152,11 @@ impl<'a> Driven<'a> {
             let p = &d.pollers[d.poller_of(self.index)];
             if let Some(mut g) = p.try_hold() {
                 WorkerCounters::bump(&shared.workers[self.index].stats.driver_turns, 1);
-                p.turn(&mut g, Some(std::time::Duration::ZERO), || {});
+                let events = p.turn(&mut g, Some(std::time::Duration::ZERO), || {});
+                if events > 0 && shared.trace.is_on() {
+                    let batch = ctx.core.borrow().batch as usize;
+                    shared.trace.poller_turn(self.index, events, batch);
+                }
             }
             self.fire_timers(true);
             let mut core = ctx.core.borrow_mut();

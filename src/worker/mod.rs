@@ -312,6 +312,7 @@ where
         Some(w) => WorkerCounters::bump(&shared.workers[w].stats.spawned, 1),
         None => WorkerCounters::bump_shared(&shared.external.spawned, 1),
     }
+    shared.trace.blocking(here, runnable.metadata());
     if shared.is_shutdown() {
         // Shut down: cancelled at once, as `spawn` does. A call that misses
         // the flag reaches the pool before or after `Runtime::shutdown`
@@ -388,7 +389,8 @@ fn bump_for(
 /// result) for the caller's worker `from`.
 #[inline]
 pub(crate) fn count_wake(shared: &Shared, from: Option<usize>, woke: Option<(usize, Notified)>) {
-    let Some((_, n)) = woke else { return };
+    let Some((w, n)) = woke else { return };
+    shared.trace.notify(from, w);
     bump_for(shared, from, |s| &s.searcher_wakes);
     if n == Notified::Unparked {
         bump_for(shared, from, |s| &s.unparks);
@@ -414,7 +416,11 @@ fn cover_timer(shared: &Shared, me: usize, tick: u64) {
 /// worker, if any): [`handoff::deliver`], counted.
 #[inline]
 pub(crate) fn deliver(shared: &Shared, from: Option<usize>, to: usize, r: Runnable) {
-    count_delivery(shared, from, handoff::deliver(shared, to, r));
+    let d = handoff::deliver(shared, to, r);
+    if matches!(d, Delivery::Unparked) {
+        shared.trace.notify(from, to);
+    }
+    count_delivery(shared, from, d);
 }
 
 /// Counts what a [`handoff::deliver`] did, for the caller's worker `from`.
@@ -430,6 +436,7 @@ pub(crate) fn count_delivery(shared: &Shared, from: Option<usize>, d: Delivery) 
 /// wake in flight: [`handoff::deliver_to_woken`], counted.
 pub(crate) fn deliver_to_woken(shared: &Shared, from: Option<usize>, w: usize, r: Runnable) {
     if handoff::deliver_to_woken(shared, w, r) == Notified::Unparked {
+        shared.trace.notify(from, w);
         bump_for(shared, from, |s| &s.unparks);
     }
 }
@@ -799,6 +806,7 @@ impl Core {
             let st = &shared.workers[self.index].stats;
             WorkerCounters::bump(&st.batch_rescued, n as u64);
             WorkerCounters::bump(&st.long_poll_rescued, long as u64);
+            shared.trace.watcher_take(self.index, n, long);
             self.wake_self_in_driver(shared);
             let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
             count_wake(shared, Some(self.index), woke);
@@ -917,7 +925,7 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
     if shared.poll_timing {
         run_timed(ctx, r);
     } else {
-        poll(st, r);
+        poll(shared, ctx.index, r);
     }
 }
 
@@ -964,13 +972,16 @@ fn poll_maybe_timed(ctx: &WorkerCtx, r: Runnable) {
     if shared.poll_timing {
         run_timed(ctx, r);
     } else {
-        poll(&shared.workers[ctx.index].stats, r);
+        poll(shared, ctx.index, r);
     }
 }
 
-/// Polls `r` once.
+/// Polls `r` once, on worker `w`.
 #[inline(always)]
-fn poll(st: &WorkerCounters, r: Runnable) {
+fn poll(shared: &Shared, w: usize, r: Runnable) {
+    let st = &shared.workers[w].stats;
+    let task = r.metadata().trace_id();
+    shared.trace.poll_start(Some(w), r.metadata());
     // The task wrapper catches panics in poll and drop; this catches what
     // async-task itself might raise, so nothing unwinds into the loop.
     #[cfg(feature = "io")]
@@ -982,6 +993,7 @@ fn poll(st: &WorkerCounters, r: Runnable) {
         // The payload may panic when dropped, too.
         crate::task::discard(p);
     }
+    shared.trace.poll_end(Some(w), task);
 }
 
 /// Polls `r` once, timed (timing.rs): its run-queue delay from the stamp
@@ -1000,7 +1012,7 @@ fn run_timed(ctx: &WorkerCtx, r: Runnable) {
             .store(0, std::sync::atomic::Ordering::Relaxed);
         timing.run_delay.record(start.saturating_sub(queued));
     }
-    poll(&shared.workers[ctx.index].stats, r);
+    poll(shared, ctx.index, r);
     let end = shared.now_ns();
     timing.poll(ctx.index, end - start, end, shared.long_poll_ns, at);
 }
@@ -1114,7 +1126,13 @@ fn run_loop(ctx: &WorkerCtx) {
         #[cfg(feature = "io")]
         let s = step(ctx, |p| driven.sleep(p));
         #[cfg(not(feature = "io"))]
-        let s = step(ctx, |p| std::task::Poll::Ready(p.park()));
+        let s = step(ctx, |p| {
+            let trace = &ctx.shared.trace;
+            trace.park(ctx.index, crate::trace::ParkReason::Condvar);
+            let slept = p.park();
+            trace.unpark(ctx.index);
+            std::task::Poll::Ready(slept)
+        });
         match s {
             Step::Ran => {
                 #[cfg(feature = "io")]

@@ -109,7 +109,9 @@ where
             schedule_domain(&shared, queue, r)
         })
     };
-    bump_for(this, current_worker(this), |s| &s.spawned);
+    let here = current_worker(this);
+    bump_for(this, here, |s| &s.spawned);
+    this.trace.spawn(here, runnable.metadata());
     if this.is_shutdown() {
         drop_task(runnable);
         return handle;
@@ -124,6 +126,13 @@ pub(super) fn schedule_domain(shared: &Shared, queue: usize, r: Runnable) {
     let Some(r) = handoff::admit(shared, r) else {
         return;
     };
+    if shared.trace.is_on() {
+        let to = shared.domains.span(queue).start;
+        let d = crate::trace::Decision::PlaceQueue;
+        shared
+            .trace
+            .wake(current_worker(shared), r.metadata(), to, d);
+    }
     push_domain(shared, queue, r);
 }
 
@@ -161,7 +170,9 @@ where
             schedule_pinned(&shared, w, r)
         })
     };
-    bump_for(this, current_worker(this), |s| &s.spawned);
+    let here = current_worker(this);
+    bump_for(this, here, |s| &s.spawned);
+    this.trace.spawn(here, runnable.metadata());
     if this.is_shutdown() {
         drop_task(runnable);
         return handle;
@@ -177,6 +188,12 @@ pub(super) fn schedule_pinned(shared: &Shared, w: usize, r: Runnable) {
     let Some(r) = handoff::admit(shared, r) else {
         return;
     };
+    if shared.trace.is_on() {
+        let d = crate::trace::Decision::Pinned;
+        shared
+            .trace
+            .wake(current_worker(shared), r.metadata(), w, d);
+    }
     push_pinned(shared, w, r, false);
 }
 
@@ -282,11 +299,20 @@ where
                     &*registry
                 })
             },
-            move |r: Runnable| push_pinned(&shared, w, r, true),
+            move |r: Runnable| {
+                if shared.trace.is_on() {
+                    let d = crate::trace::Decision::Pinned;
+                    shared
+                        .trace
+                        .wake(current_worker(&shared), r.metadata(), w, d);
+                }
+                push_pinned(&shared, w, r, true)
+            },
         );
     let handle = JoinHandle::new(task, &this.registry, runnable.waker());
     LOCAL_TASKS.with(|l| l.borrow_mut().live.insert(key, runnable.waker()));
     WorkerCounters::bump(&this.workers[w].stats.spawned, 1);
+    this.trace.spawn(Some(w), runnable.metadata());
     if this.is_shutdown() {
         // On its own thread: dropped here (its handle says Cancelled).
         drop_task(runnable);

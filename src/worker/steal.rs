@@ -62,6 +62,7 @@ pub(crate) fn steal_from(
             let moved = 1 + core.local.len().saturating_sub(before);
             WorkerCounters::bump(&st.steals_succeeded, 1);
             WorkerCounters::bump(&st.tasks_stolen, moved as u64);
+            shared.trace.steal(core.index, victim, moved);
             return Some((r, moved));
         }
     }

@@ -1,0 +1,509 @@
+//! The scheduler's trace (the `trace` feature): every poll of known tasks
+//! recorded once, on its worker, between a spawn or wake and the poll that
+//! finished it; wake flows join a wake to the task's next poll; placed
+//! tasks' polls in their place's lanes; the Chrome JSON parses back with
+//! its required fields; the ring keeps the newest events and counts those
+//! it dropped; recording across shutdown and `block_on` threads; and a
+//! trace taken while sockets and timers are live (feature `io`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use hwsched::trace::{EventKind, Thread, Trace};
+use hwsched::{Place, Runtime, TopologySource};
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder()
+        .worker_threads(workers)
+        .pin_workers(false)
+        .build()
+        .expect("runtime")
+}
+
+fn synthetic(desc: &str) -> Runtime {
+    Runtime::builder()
+        .topology(TopologySource::Synthetic(desc.into()))
+        .pin_workers(false)
+        .build()
+        .expect("runtime")
+}
+
+/// The trace id of each task a test spawned, from the spawn events of its
+/// spawn line.
+fn ids_spawned_at(t: &Trace, line: u32) -> Vec<u64> {
+    t.events()
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Spawn { task, at }
+                if at.line() == line && at.file().ends_with("trace.rs") =>
+            {
+                Some(task)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The trace of `rt`'s window, read after its shutdown: a task's last
+/// poll ends (and is recorded) after its `JoinHandle` sees the output, so
+/// a trace read at once may lack that poll's end; the shutdown joins the
+/// workers.
+fn finish(rt: Runtime) -> Trace {
+    let tracer = rt.tracer();
+    drop(rt);
+    tracer.stop()
+}
+
+fn json(t: &Trace) -> serde_json::Value {
+    let mut out = Vec::new();
+    t.write_chrome_json(&mut out).expect("written");
+    serde_json::from_slice(&out).expect("the trace is JSON")
+}
+
+#[test]
+fn every_poll_of_known_tasks_appears_once_on_its_worker() {
+    let rt = synthetic("pack:1 l3:1 core:4 pu:1");
+    rt.start_trace();
+    // Each task records the workers it was polled on, in order.
+    let ran: Arc<Mutex<HashMap<usize, Vec<usize>>>> = Arc::default();
+    let line = line!() + 5;
+    rt.block_on(async {
+        let mut hs = Vec::new();
+        for i in 0..64usize {
+            let ran = ran.clone();
+            hs.push(hwsched::spawn(async move {
+                for _ in 0..3 {
+                    let w = hwsched::worker_index().expect("on a worker");
+                    ran.lock().unwrap().entry(i).or_default().push(w);
+                    hwsched::yield_now().await;
+                }
+                let w = hwsched::worker_index().expect("on a worker");
+                ran.lock().unwrap().entry(i).or_default().push(w);
+            }));
+        }
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+    let t = finish(rt);
+    let ids = ids_spawned_at(&t, line);
+    assert_eq!(ids.len(), 64, "one spawn event per task");
+    for w in 0..t.workers().len() {
+        assert_eq!(
+            t.dropped(w),
+            0,
+            "a ring of the default capacity holds this run"
+        );
+    }
+    let polls: Vec<_> = t.polls().collect();
+    let mut by_task: BTreeMap<u64, Vec<hwsched::trace::Poll>> = BTreeMap::new();
+    for p in &polls {
+        by_task.entry(p.task).or_default().push(*p);
+    }
+    // The polls' workers, per task, equal what the tasks saw (each task
+    // polled 4 times), so the trace's sequences as a multiset equal the
+    // tasks'.
+    let mut seen: Vec<Vec<usize>> = ids
+        .iter()
+        .map(|id| {
+            let ps = by_task.get(id).expect("the task's polls are in the trace");
+            ps.iter()
+                .map(|p| match p.thread {
+                    Thread::Worker(w) => w,
+                    Thread::Outside(_) => panic!("a spawned task runs on a worker"),
+                })
+                .collect()
+        })
+        .collect();
+    let mut expected: Vec<Vec<usize>> = ran.lock().unwrap().values().cloned().collect();
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen, expected, "each poll once, on the worker that ran it");
+    // Between a runnable (spawn or wake) and the finish: each poll follows
+    // a spawn or wake of its task since the previous poll began (a task
+    // that wakes itself, as `yield_now` does, is scheduled at the end of
+    // the poll that woke it, before that poll's end is recorded), and only
+    // the last one is ready.
+    for id in &ids {
+        let ps = &by_task[id];
+        assert_eq!(ps.len(), 4);
+        assert!(
+            ps[..3].iter().all(|p| !p.ready) && ps[3].ready,
+            "the last poll finishes"
+        );
+        let mut after = 0;
+        for p in ps {
+            let runnable = t.events().iter().any(|e| {
+                e.ts_ns >= after
+                    && e.ts_ns <= p.start_ns
+                    && matches!(e.kind, EventKind::Spawn { task, .. } | EventKind::Wake { task, .. } if task == *id)
+            });
+            assert!(
+                runnable,
+                "task {id}: a poll at {} without a spawn or wake before it",
+                p.start_ns
+            );
+            after = p.start_ns + 1;
+        }
+    }
+}
+
+#[test]
+fn wake_flows_join_a_wake_to_the_next_poll_of_its_task() {
+    let rt = synthetic("pack:1 l3:1 core:4 pu:1");
+    rt.start_trace();
+    let line = line!() + 3;
+    rt.block_on(async {
+        let (tx, rx) = async_channel::bounded::<u32>(1);
+        let consumer = hwsched::spawn(async move {
+            let mut n = 0;
+            while let Ok(v) = rx.recv().await {
+                n += v;
+            }
+            n
+        });
+        for i in 0..200 {
+            tx.send(i).await.unwrap();
+        }
+        drop(tx);
+        assert_eq!(consumer.await.unwrap(), (0..200).sum::<u32>());
+    });
+    let t = finish(rt);
+    let id = ids_spawned_at(&t, line)[0];
+    let v = json(&t);
+    let events = v["traceEvents"].as_array().unwrap();
+    // Every flow start has one finish with its id, which binds to a poll of
+    // the consumer on the finish's track at the same time.
+    let mut starts = HashMap::new();
+    let mut finishes = HashMap::new();
+    for e in events {
+        match e["ph"].as_str() {
+            Some("s") => assert!(starts.insert(e["id"].as_u64().unwrap(), e).is_none()),
+            Some("f") => assert!(finishes.insert(e["id"].as_u64().unwrap(), e).is_none()),
+            _ => {}
+        }
+    }
+    assert!(
+        starts.len() >= 10,
+        "the consumer was woken by the producer: {} flows",
+        starts.len()
+    );
+    assert_eq!(starts.len(), finishes.len());
+    let polls: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    for (id, s) in &starts {
+        let f = finishes[id];
+        assert!(
+            f["ts"].as_f64() >= s["ts"].as_f64(),
+            "a flow goes forward in time"
+        );
+        let task = f["args"]["task"].as_u64().unwrap();
+        let poll = polls
+            .iter()
+            .find(|p| p["ts"] == f["ts"] && p["tid"] == f["tid"] && p["args"]["task"] == task);
+        assert!(poll.is_some(), "flow {id} ends at a poll of its task");
+        // The wake recorded at the flow's start is the task's last before
+        // that poll.
+        let wake_ts = s["ts"].as_f64().unwrap();
+        let later_wake = events.iter().any(|e| {
+            e["name"] == "wake"
+                && e["ph"] == "i"
+                && e["args"]["task"] == task
+                && e["ts"].as_f64().unwrap() > wake_ts
+                && e["ts"].as_f64().unwrap() < f["ts"].as_f64().unwrap()
+        });
+        assert!(
+            !later_wake,
+            "flow {id} starts at the task's last wake before its poll"
+        );
+    }
+    // The consumer's polls after the first each have a flow to them.
+    let consumer_polls: Vec<_> = t.polls().filter(|p| p.task == id).collect();
+    let flows_to_consumer = finishes
+        .values()
+        .filter(|f| f["args"]["task"].as_u64() == Some(id))
+        .count();
+    assert_eq!(
+        flows_to_consumer,
+        consumer_polls.len() - 1,
+        "one flow per poll after the first"
+    );
+}
+
+#[test]
+fn placed_tasks_polls_lie_in_their_places_lanes() {
+    let rt = synthetic("pack:2 l3:2 core:2 pu:2");
+    rt.start_trace();
+    let line = line!() + 5;
+    rt.block_on(async {
+        let mut hs = Vec::new();
+        for i in 0..32 {
+            let place = if i % 2 == 0 {
+                Place::Package(1)
+            } else {
+                Place::Worker(3)
+            };
+            hs.push(
+                hwsched::spawn_on(place, async {
+                    for _ in 0..4 {
+                        hwsched::yield_now().await;
+                    }
+                })
+                .unwrap(),
+            );
+        }
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+    let t = finish(rt);
+    let ids = ids_spawned_at(&t, line);
+    assert_eq!(ids.len(), 32);
+    let places = t.workers();
+    let mut n = 0;
+    for p in t.polls().filter(|p| ids.contains(&p.task)) {
+        let Thread::Worker(w) = p.thread else {
+            panic!("a placed task runs on a worker")
+        };
+        let i = ids.iter().position(|&x| x == p.task).unwrap();
+        if i % 2 == 0 {
+            assert_eq!(
+                places[w].package, 1,
+                "a task placed on package 1 polled on worker {w}"
+            );
+        } else {
+            assert_eq!(w, 3, "a task pinned to worker 3 polled on worker {w}");
+        }
+        n += 1;
+    }
+    assert_eq!(n, 32 * 5, "every poll of the placed tasks is in the trace");
+}
+
+#[test]
+fn chrome_json_has_required_fields_and_one_track_per_worker_by_topology() {
+    let rt = synthetic("pack:2 l3:2 core:2 pu:1");
+    rt.start_trace();
+    rt.block_on(async {
+        let hs: Vec<_> = (0..100)
+            .map(|_| hwsched::spawn(async { hwsched::yield_now().await }))
+            .collect();
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+    let t = finish(rt);
+    let v = json(&t);
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    for e in events {
+        for f in ["name", "ph", "ts", "pid", "tid"] {
+            assert!(!e[f].is_null(), "an event without {f}: {e}");
+        }
+        assert!(e["ts"].is_number() && e["pid"].is_u64() && e["tid"].is_u64());
+        if e["ph"] == "X" {
+            assert!(e["dur"].as_f64().unwrap() >= 0.0);
+        }
+    }
+    // One named track per worker, in the process of its LLC.
+    let names: Vec<_> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name" && e["args"]["worker"].is_u64())
+        .collect();
+    assert_eq!(names.len(), t.workers().len());
+    for n in names {
+        let w = n["args"]["worker"].as_u64().unwrap() as usize;
+        assert_eq!(n["pid"].as_u64().unwrap(), t.workers()[w].llc as u64 + 1);
+    }
+    let procs = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .count();
+    assert_eq!(
+        procs,
+        4 + 1,
+        "a process per LLC, and one for the outside threads"
+    );
+    let x = events.iter().filter(|e| e["ph"] == "X").count();
+    assert_eq!(x, t.polls().count(), "a complete event per poll");
+    assert_eq!(
+        v["otherData"]["dropped"].as_array().unwrap().len(),
+        t.workers().len()
+    );
+}
+
+#[test]
+fn the_ring_keeps_the_newest_events_and_counts_the_dropped() {
+    let rt = Runtime::builder()
+        .worker_threads(1)
+        .pin_workers(false)
+        .trace(64)
+        .build()
+        .unwrap();
+    let line = line!() + 3;
+    rt.block_on(async {
+        for _ in 0..100 {
+            hwsched::spawn(async {}).await.unwrap();
+        }
+    });
+    let t = finish(rt);
+    let worker: Vec<_> = t
+        .events()
+        .iter()
+        .filter(|e| e.thread == Thread::Worker(0))
+        .collect();
+    assert_eq!(worker.len(), 64, "the ring holds its capacity");
+    assert!(
+        t.dropped(0) >= 100,
+        "it lost the oldest: dropped {}",
+        t.dropped(0)
+    );
+    // The newest kept: the last task's poll is there, the first's is not.
+    let spawned = ids_spawned_at(&t, line);
+    assert_eq!(
+        spawned.len(),
+        100,
+        "spawns from block_on's thread go to the outside ring"
+    );
+    let polled: Vec<u64> = t.polls().map(|p| p.task).collect();
+    assert!(polled.contains(spawned.last().unwrap()));
+    assert!(!polled.contains(&spawned[0]));
+    assert_eq!(t.outside_dropped(), 0);
+}
+
+#[test]
+fn recording_across_shutdown_and_block_on_threads() {
+    let rt = rt(2);
+    let tracer = rt.tracer();
+    tracer.start();
+    let h = rt.handle();
+    let line = line!() + 4;
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                h.block_on(async { hwsched::spawn(async { 7 }).await.unwrap() })
+            })
+        })
+        .collect();
+    for th in threads {
+        assert_eq!(th.join().unwrap(), 7);
+    }
+    // A task pending at shutdown: spawned, polled, never finished.
+    let (tx, rx) = async_channel::bounded::<()>(1);
+    let pending_line = line!() + 1;
+    let pending = rt.spawn(async move { rx.recv().await.ok() });
+    while rt.live_tasks() > 1 {
+        std::thread::yield_now();
+    }
+    drop(h);
+    drop(rt);
+    drop(tx);
+    drop(pending);
+    let t = tracer.stop();
+    assert!(!tracer.is_recording());
+    let ids = ids_spawned_at(&t, line);
+    assert_eq!(ids.len(), 3, "a spawn from each block_on thread");
+    let outside: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            t.events()
+                .iter()
+                .find(|e| matches!(e.kind, EventKind::Spawn { task, .. } if task == *id))
+                .unwrap()
+                .thread
+        })
+        .collect();
+    assert!(outside.iter().all(|th| matches!(th, Thread::Outside(_))));
+    let mut distinct = outside.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "each block_on thread its own track");
+    for id in &ids {
+        assert!(
+            t.polls().any(|p| p.task == *id && p.ready),
+            "each finished on a worker"
+        );
+    }
+    let p = ids_spawned_at(&t, pending_line);
+    assert_eq!(p.len(), 1);
+    let ps: Vec<_> = t.polls().filter(|x| x.task == p[0]).collect();
+    assert!(
+        !ps.is_empty() && ps.iter().all(|x| !x.ready),
+        "polled, never finished"
+    );
+    // The trace is still written after the runtime is gone.
+    let v = json(&t);
+    assert!(v["traceEvents"].as_array().unwrap().len() > 10);
+}
+
+#[cfg(feature = "io")]
+#[test]
+fn a_trace_taken_while_sockets_and_timers_are_live() {
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    use std::time::Duration;
+    let rt = rt(2);
+    rt.start_trace();
+    rt.block_on(async {
+        let listener = hwsched::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = hwsched::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4];
+            for _ in 0..20 {
+                s.read_exact(&mut buf).await.unwrap();
+                s.write_all(&buf).await.unwrap();
+            }
+        });
+        let timers = hwsched::spawn(async {
+            for _ in 0..5 {
+                hwsched::time::sleep(Duration::from_millis(2)).await;
+            }
+        });
+        let mut c = hwsched::net::TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 4];
+        for i in 0..20u32 {
+            c.write_all(&i.to_le_bytes()).await.unwrap();
+            c.read_exact(&mut buf).await.unwrap();
+            assert_eq!(u32::from_le_bytes(buf), i);
+        }
+        server.await.unwrap();
+        timers.await.unwrap();
+    });
+    let t = finish(rt);
+    let timers: usize = t
+        .events()
+        .iter()
+        .map(|e| match e.kind {
+            EventKind::TimersFired { count } => count,
+            _ => 0,
+        })
+        .sum();
+    assert!(timers >= 5, "the sleeps' expiries are recorded: {timers}");
+    let driver_wakes = t
+        .events()
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::Wake {
+                    decision: hwsched::trace::Decision::Batch,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!(
+        driver_wakes >= 5,
+        "readiness and timer wakes are batch wakes: {driver_wakes}"
+    );
+    assert!(t
+        .events()
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::Park { .. })));
+    let v = json(&t);
+    assert!(v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["name"] == "timers fired"));
+}

@@ -66,11 +66,12 @@ fn every_poll_of_known_tasks_appears_once_on_its_worker() {
     rt.start_trace();
     // Each task records the workers it was polled on, in order.
     let ran: Arc<Mutex<HashMap<usize, Vec<usize>>>> = Arc::default();
-    let line = line!() + 5;
+    let line = site("polls");
     rt.block_on(async {
         let mut hs = Vec::new();
         for i in 0..64usize {
             let ran = ran.clone();
+            // site: polls
             hs.push(hwsched::spawn(async move {
                 for _ in 0..3 {
                     let w = hwsched::worker_index().expect("on a worker");
@@ -152,9 +153,10 @@ fn every_poll_of_known_tasks_appears_once_on_its_worker() {
 fn wake_flows_join_a_wake_to_the_next_poll_of_its_task() {
     let rt = synthetic("pack:1 l3:1 core:4 pu:1");
     rt.start_trace();
-    let line = line!() + 3;
+    let line = site("consumer");
     rt.block_on(async {
         let (tx, rx) = async_channel::bounded::<u32>(1);
+        // site: consumer
         let consumer = hwsched::spawn(async move {
             let mut n = 0;
             while let Ok(v) = rx.recv().await {
@@ -233,7 +235,7 @@ fn wake_flows_join_a_wake_to_the_next_poll_of_its_task() {
 fn placed_tasks_polls_lie_in_their_places_lanes() {
     let rt = synthetic("pack:2 l3:2 core:2 pu:2");
     rt.start_trace();
-    let line = line!() + 5;
+    let line = site("placed");
     rt.block_on(async {
         let mut hs = Vec::new();
         for i in 0..32 {
@@ -243,6 +245,7 @@ fn placed_tasks_polls_lie_in_their_places_lanes() {
                 Place::Worker(3)
             };
             hs.push(
+                // site: placed
                 hwsched::spawn_on(place, async {
                     for _ in 0..4 {
                         hwsched::yield_now().await;
@@ -337,9 +340,10 @@ fn the_ring_keeps_the_newest_events_and_counts_the_dropped() {
         .trace(64)
         .build()
         .unwrap();
-    let line = line!() + 3;
+    let line = site("hundred");
     rt.block_on(async {
         for _ in 0..100 {
+            // site: hundred
             hwsched::spawn(async {}).await.unwrap();
         }
     });
@@ -374,11 +378,12 @@ fn recording_across_shutdown_and_block_on_threads() {
     let tracer = rt.tracer();
     tracer.start();
     let h = rt.handle();
-    let line = line!() + 4;
+    let line = site("block-on");
     let threads: Vec<_> = (0..3)
         .map(|_| {
             let h = h.clone();
             std::thread::spawn(move || {
+                // site: block-on
                 h.block_on(async { hwsched::spawn(async { 7 }).await.unwrap() })
             })
         })
@@ -388,7 +393,8 @@ fn recording_across_shutdown_and_block_on_threads() {
     }
     // A task pending at shutdown: spawned, polled, never finished.
     let (tx, rx) = async_channel::bounded::<()>(1);
-    let pending_line = line!() + 1;
+    let pending_line = site("pending");
+    // site: pending
     let pending = rt.spawn(async move { rx.recv().await.ok() });
     while rt.live_tasks() > 1 {
         std::thread::yield_now();
@@ -506,4 +512,17 @@ fn a_trace_taken_while_sockets_and_timers_are_live() {
         .unwrap()
         .iter()
         .any(|e| e["name"] == "timers fired"));
+}
+
+/// The line after the comment `// site: NAME` in this file: a spawn call
+/// whose location a test looks for in the trace, found by its text so that
+/// no line arithmetic can drift from it.
+fn site(name: &str) -> u32 {
+    let tag = format!("// site: {name}");
+    let i = include_str!("trace.rs")
+        .lines()
+        .position(|l| l.trim() == tag)
+        .unwrap_or_else(|| panic!("no line is {tag:?}"));
+    // 1-based, the line after the comment.
+    i as u32 + 2
 }

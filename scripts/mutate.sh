@@ -198,6 +198,7 @@ logic-lifo-recheck-skips-slot @@ src/worker/steal.rs @@ @@ has_work(shared, v) |
 logic-lifo-pending-steal-skips-slot @@ src/worker/idle.rs @@ @@ let r = self.shared.workers[v].lifo.take()?; @@ let r: Runnable = None?; @@ test:conservation:a_task_woken_by @@ The runtime's pending steal (the models' `Worker::steal_from` is their own).
 logic-slot-take-not-exclusive @@ src/queue.rs @@ @@ let old = self.p.swap(std::ptr::null_mut(), Ordering::Acquire); @@ let old = self.p.load(Ordering::Acquire);\n        self.p.store(std::ptr::null_mut(), Ordering::Relaxed); @@ loom:lifo @@
 logic-slot-put-overwrites @@ src/queue.rs @@ @@ if self.p.load(Ordering::Relaxed).is_null() {\n            // Release: pairs @@ if true {\n            // Release: pairs @@ test:reliability test:conservation @@
+logic-lifo-displaced-no-check @@ src/handoff.rs @@ @@     push_local(rt, me, local, queued_bit, prev)\n} @@     let _ = (rt, me, queued_bit);\n    local.push(prev);\n    None\n} @@ loom:lifo @@
 shutdown-no-announce @@ src/shutdown.rs @@ @@ announce_shutdown(rt.flag(), rt.parkers()); @@ let _ = (rt.flag(), rt.parkers()); @@ loom:shutdown loom:pinned @@
 shutdown-announce-flag-not-set @@ src/shared.rs @@ @@ shutdown.store(true, Ordering::Relaxed); @@ shutdown.store(false, Ordering::Relaxed); @@ loom:shutdown loom:pinned @@
 shutdown-announce-no-notify @@ src/shared.rs @@ @@ let _ = p.notify(); @@ let _ = p; @@ loom:shutdown loom:pinned @@

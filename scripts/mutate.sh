@@ -29,6 +29,7 @@
 #
 #   loom:FILE            scripts/loom.sh FILE (every model of that file)
 #   lib:FILTER           cargo test -p hwsched --lib -- FILTER
+#   libio:FILTER         the same with the I/O driver (`--features io`)
 #   test:NAME            cargo test -p hwsched --test NAME
 #   test:NAME:FILTER     cargo test -p hwsched --test NAME -- FILTER
 #
@@ -205,6 +206,9 @@ logic-lifo-pending-steal-skips-slot @@ src/worker/idle.rs @@ @@ let r = self.sha
 logic-slot-take-not-exclusive @@ src/queue.rs @@ @@ let old = self.p.swap(std::ptr::null_mut(), Ordering::Acquire); @@ let old = self.p.load(Ordering::Acquire);\n        self.p.store(std::ptr::null_mut(), Ordering::Relaxed); @@ loom:lifo @@
 logic-slot-put-overwrites @@ src/queue.rs @@ @@ if self.p.load(Ordering::Relaxed).is_null() {\n            // Release: pairs @@ if true {\n            // Release: pairs @@ test:reliability test:conservation @@
 logic-lifo-displaced-no-check @@ src/handoff.rs @@ @@     push_local(rt, me, local, queued_bit, prev)\n} @@     let _ = (rt, me, queued_bit);\n    local.push(prev);\n    None\n} @@ loom:lifo @@
+logic-sio-clear-orders-ticks @@ src/io/scheduled_io.rs @@ @@ (tick_of(s) == ev.tick).then_some(s & !clear) @@ (tick_of(s) <= ev.tick).then_some(s & !clear) @@ loom:readiness libio:a_clear_after_the_tick_wrapped @@
+logic-sio-interest-no-recheck @@ src/io/scheduled_io.rs @@ @@         w.others[k] = (interest, Some(cx.waker().clone()));\n        let s = self.readiness.load(Ordering::Acquire);\n        if let Some(ev) = event(s, interest) {\n            return Poll::Ready(ev);\n        }\n @@         w.others[k] = (interest, Some(cx.waker().clone()));\n @@ loom:readiness @@
+logic-sio-wake-first-interest-only @@ src/io/scheduled_io.rs @@ @@ for (interest, slot) in w.others.iter_mut() { @@ for (interest, slot) in w.others.iter_mut().take(1) { @@ loom:readiness @@
 shutdown-no-announce @@ src/shutdown.rs @@ @@ announce_shutdown(rt.flag(), rt.parkers()); @@ let _ = (rt.flag(), rt.parkers()); @@ loom:shutdown loom:pinned @@
 shutdown-announce-flag-not-set @@ src/shared.rs @@ @@ shutdown.store(true, Ordering::Relaxed); @@ shutdown.store(false, Ordering::Relaxed); @@ loom:shutdown loom:pinned @@
 shutdown-announce-no-notify @@ src/shared.rs @@ @@ let _ = p.notify(); @@ let _ = p; @@ loom:shutdown loom:pinned @@
@@ -388,10 +392,11 @@ run_check() {
                 echo "FAIL: $failing: \"$why\""
             fi
             ;;
-        lib | test)
+        lib | libio | test)
             local sel=()
-            if [ "$kind" = lib ]; then
+            if [ "$kind" = lib ] || [ "$kind" = libio ]; then
                 sel=(--lib)
+                [ "$kind" = libio ] && sel+=(--features io)
                 filter=$arg
             else
                 name=${arg%%:*}

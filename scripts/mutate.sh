@@ -230,6 +230,8 @@ final-drain-no-reap-after-the-wait @@ src/shared.rs @@ @@ wait_running();\n    r
 final-drain-no-close @@ src/shared.rs @@ @@ graveyard.close(drop); @@ let _ = drop; @@ loom:shutdown @@
 worker-loop-ignores-the-flag @@ src/shutdown.rs @@ @@ if w.is_shutdown() {\n        return Idle::Shutdown;\n    } @@  @@ loom:shutdown test:runtime:shutdown test:reliability:shutdown_under_load @@
 worker-exit-keeps-what-it-holds @@ src/shutdown.rs @@ @@ while let Some(t) = w.take_held() { @@ while let Some(t) = None::<T> { @@ loom:shutdown test:runtime:shutdown_drops @@
+worker-exit-keeps-the-private-batch @@ src/worker/mod.rs @@ @@             .or_else(|| c.local.pop())\n            .or_else(|| c.pop_batch(&self.ctx.shared)) @@             .or_else(|| c.local.pop()) @@ test:long_poll:a_shutdown_while_a_private_batch @@
+final-drain-skips-place-queues @@ src/runtime.rs @@ @@             + self.shared.domains.drain(drop_task) @@             + usize::from(self.shared.domains.used()) * 0 @@ test:placement_domains:domain_tasks_are_cancelled_at_shutdown @@
 worker-exit-skips-the-placed @@ src/shutdown.rs @@ @@ w.drop_pinned(); @@  @@ loom:pinned test:placement_api:at_shutdown @@
 watch-owner-fence @@ src/watch.rs @@ 1 @@ fence(Ordering::SeqCst);\n    look_soon(rt, w, me) @@ look_soon(rt, w, me) @@ loom:watch @@
 watch-left-poller-fence @@ src/watch.rs @@ 2 @@ fence(Ordering::SeqCst);\n    look_soon(rt, w, me) @@ look_soon(rt, w, me) @@ loom:long_poll @@

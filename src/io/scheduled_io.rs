@@ -58,8 +58,10 @@
 use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 
-// The sync shim: loom's atomics and mutex under `cfg(loom)`, so the model
-// `loom-tests/tests/driver.rs` (`readiness_*`) checks this protocol.
+// The sync shim: loom's atomics and mutex under `cfg(loom)`, so the models
+// `loom-tests/tests/driver.rs` (`readiness_*`, `two_readers_*`) and
+// `readiness.rs` (the futures' keyed slots, the tick's wrap) check this
+// protocol.
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 /// Readiness bits of a registration.

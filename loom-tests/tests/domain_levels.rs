@@ -1,14 +1,15 @@
 //! The place queues' hand-off (`src/domain.rs`) with a worker in several
 //! domains at once: its core's, its LLC's and its NUMA node's queues,
-//! nearest first. The other place-queue models give each worker exactly
-//! one queue, so none of them sees a take, a re-check or a hand-on that
-//! looks only at the nearest queue. The workers run the production idle
-//! sequence (`hwsched::idle_worker::idle`, over the models' `Worker`); the
-//! pusher runs `hwsched::domain::push`. A worker woken for its LLC's queue
-//! that hands the wake on past its (empty) core queue is
-//! `domain_handover.rs`'s model, whose topology gives worker 1 both.
+//! nearest first. The other place-queue models (but `domain_handover.rs`,
+//! whose worker 1 has a core and an LLC queue) give each worker exactly
+//! one queue, so none of them sees a take or a re-check that looks only at
+//! the nearest queue. The worker runs the production idle sequence
+//! (`hwsched::idle_worker::idle`, over the models' `Worker`); the pusher
+//! runs `hwsched::domain::push`. A worker woken for its LLC's queue that
+//! hands the wake on past its (empty) core queue is `domain_handover.rs`'s
+//! model.
 //!
-//! Each model ends by checking the `Sleepers` counts: a claim of
+//! The model ends by checking the `Sleepers` counts: a claim of
 //! `Sleepers::wake_in` that found no bit to take (the worker cleared its
 //! own, leaving a wait its re-check ended) must be undone, or a searcher
 //! that does not exist stays counted and every later pusher's check skips

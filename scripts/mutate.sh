@@ -29,6 +29,7 @@
 #
 #   loom:FILE            scripts/loom.sh FILE (every model of that file)
 #   lib:FILTER           cargo test -p hwsched --lib -- FILTER
+#   libio:FILTER         the same with the I/O driver (`--features io`)
 #   test:NAME            cargo test -p hwsched --test NAME
 #   test:NAME:FILTER     cargo test -p hwsched --test NAME -- FILTER
 #
@@ -146,6 +147,12 @@ logic-domain-no-left-behind @@ src/idle_worker.rs @@ @@ domain::left_behind(rt, 
 logic-domain-left-behind-no-fence @@ src/domain.rs @@ 4 @@ fence(Ordering::SeqCst); @@  @@ loom:domain_handover @@ Needed in C11, not reached by the model at bound 3: a worker claimed for the queue sees the count without it (the push and the claim happened before its wake), but its look at the `parked` bits must see a worker of the domain that announced its sleep before the pusher's fence and so missed the count in its re-check (the pusher claimed another); that bit is ordered before this look only through the fences' total order (the pusher's fence happens before this one).
 logic-found-work-ignores-own-inbox @@ src/idle_worker.rs @@ @@ || !local.is_empty() || !inbox.is_empty(), @@ || !local.is_empty(), @@ loom:domain_handover @@
 logic-domain-pass-skips-place-queues @@ src/idle_worker.rs @@ @@ if let Some(t) = take_placed(rt, w) {\n            found_work(rt, w); @@ if let Some(t) = None::<T> {\n            found_work(rt, w); @@ loom:domain @@ Benign (argued): a worker whose re-check finds a place queue's task does not sleep, and takes it after its wait (`after_wait`'s look at its own queues, then its place queues); a worker woken for one takes it there too. The pass's look only finds it a wait earlier.
+logic-domain-take-nearest-only @@ src/domain.rs @@ @@ dq.of(me).find_map(|q| pop(&dq.queues[q])) @@ dq.of(me).take(1).find_map(|q| pop(&dq.queues[q])) @@ loom:domain_levels @@
+logic-domain-recheck-nearest-only @@ src/domain.rs @@ @@                 .of(w)\n                .any(|q| @@                 .of(w)\n                .take(1)\n                .any(|q| @@ loom:domain_levels @@
+logic-domain-left-behind-nearest-only @@ src/domain.rs @@ @@ for q in dq.of(me) { @@ for q in dq.of(me).take(1) { @@ loom:domain_handover @@
+logic-domain-claim-not-undone @@ src/idle.rs @@ @@         self.state.fetch_sub(SEARCHING_ONE + 1, Ordering::SeqCst);\n        on_undo(); @@         on_undo(); @@ loom:domain_levels loom:domain @@
+logic-domain-undo-no-recheck @@ src/idle.rs @@ @@         on_undo();\n        None @@         let _ = on_undo;\n        None @@ loom:domain_levels loom:domain @@ Needed (argued at `Sleepers::wake_in`), not reached by the models: while the claim stands it counts a searcher, so a global pusher's check meanwhile skips its wake, and the worker whose bit the claim saw, leaving its wait by itself, is refused as a searcher by that count; after the undo nobody searches for the global push's task. A model needs the domain push, a global delivery, the domain's worker and a parked worker outside the domain: four threads running the idle sequence, beyond the suite's time.
+logic-domain-wake-take-other-span @@ src/idle.rs @@ @@ if let (Some(w), _) = self.parked.take(span, near, Ordering::SeqCst) { @@ if let (Some(w), _) = self.parked.take(&(span.start..span.start + 1), near, Ordering::SeqCst) { @@ loom:domain_levels loom:domain @@
 logic-leave-parked-keeps-its-count @@ src/idle.rs @@ @@ let prev = Counts::of(self.state.fetch_sub(1, Ordering::SeqCst)); @@ let prev = Counts::of(self.state.load(Ordering::SeqCst)); @@ loom:conserve loom:idle_loop loom:queued @@
 idle-scan-first-word-only @@ src/idle.rs @@ @@ w += k; @@ break; @@ lib:idle::tests test:wide_llc @@
 idle-scan-reads-word-zero @@ src/idle.rs @@ @@ let mut v = self.words[wi as usize].load(order) & mask; @@ let mut v = self.words[0].load(order) & mask; @@ lib:idle::tests test:wide_llc @@
@@ -181,8 +188,8 @@ block-on-local-unpark-before-flag @@ src/block_on.rs @@ @@ self.queue.lock().pus
 block-on-wait-any-ignores-locals @@ src/block_on.rs @@ @@ let local = locals.take(); @@ let local = false; @@ loom:block_on test:block_on_local @@
 block-on-locals-not-closed @@ src/block_on.rs @@ @@ l.close();\n @@ \n @@ test:block_on_local @@
 block-on-local-runs-after-shutdown @@ src/block_on.rs @@ @@ let shut_down = keep.is_shutdown(); @@ let shut_down = false; @@ test:block_on_local @@
-join-set-entry-queued-twice @@ src/join_set.rs @@ @@ if st.closed || self.queued.load(std::sync::atomic::Ordering::Relaxed) { @@ if st.closed { @@ lib:join_set test:task_layer test:embedding:join_set @@ Benign: an entry woken while on the list goes on it a second time; `join_next` pops the copy and polls a handle that is already joined (its slot is empty: skipped) or still pending (one extra poll with the same waker). The `queued` flag bounds the list to one entry per task, so that a task woken many times costs one pop: a cost, not a correctness, check.
-join-set-flag-not-cleared @@ src/join_set.rs @@ @@ e.queued.store(false, std::sync::atomic::Ordering::Relaxed); @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
+join-set-entry-queued-twice @@ src/join_set.rs @@ @@ if st.closed || self.queued.load(Ordering::Relaxed) { @@ if st.closed { @@ loom:join_set lib:join_set test:task_layer test:embedding:join_set @@ Benign: an entry woken while on the list goes on it a second time; `join_next` pops the copy and polls a handle that is already joined (its slot is empty: skipped) or still pending (one extra poll with the same waker). The `queued` flag bounds the list to one entry per task, so that a task woken many times costs one pop: a cost, not a correctness, check.
+join-set-flag-not-cleared @@ src/join_set.rs @@ @@ e.queued.store(false, Ordering::Relaxed); @@  @@ loom:join_set lib:join_set test:task_layer test:embedding:join_set @@
 join-set-waiter-not-taken @@ src/join_set.rs @@ @@ st.waiter.take() @@ None::<Waker> @@ lib:join_set test:task_layer test:embedding:join_set @@
 join-set-waiter-not-stored @@ src/join_set.rs @@ @@ w => *w = Some(cx.waker().clone()), @@ _ => {} @@ lib:join_set test:task_layer test:embedding:join_set @@
 join-set-insert-not-queued @@ src/join_set.rs @@ @@ waker.wake_by_ref();\n        let slot = Some(Slot { @@ let slot = Some(Slot { @@ lib:join_set test:task_layer test:embedding:join_set @@
@@ -191,6 +198,7 @@ join-set-drop-not-closed @@ src/join_set.rs @@ @@ st.closed = true; @@  @@ lib:j
 join-set-len-not-decremented @@ src/join_set.rs @@ @@ self.len -= 1; @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
 join-set-slot-not-freed @@ src/join_set.rs @@ @@ self.slots[i] = None; @@  @@ lib:join_set test:task_layer test:embedding:join_set @@
 join-set-late-entry-not-skipped @@ src/join_set.rs @@ @@ if !Arc::ptr_eq(&slot.entry, &entry) { @@ if false { @@ lib:join_set test:task_layer @@ Benign: the entry of a joined task whose slot index was reused is popped after a late wake (a waker clone the old task kept), and the new task's handle is polled with the new entry's own waker (`slot.waker`): one extra poll of a handle, which returns `Pending` (registering the same waker again) or its result, which `join_next` hands out as it would have.
+logic-join-set-clear-after-poll @@ src/join_set.rs @@ @@                         e.queued.store(false, Ordering::Relaxed);\n                        e\n                    }\n                    None => {\n                        match &mut st.waiter {\n                            Some(w) if w.will_wake(cx.waker()) => {}\n                            w => *w = Some(cx.waker().clone()),\n                        }\n                        return Poll::Pending;\n                    }\n                }\n            };\n            let i = entry.index;\n            // An entry of a task already taken out (a late wake): skip it.\n            let Some(slot) = self.slots.get_mut(i).and_then(Option::as_mut) else {\n                continue;\n            };\n            if !Arc::ptr_eq(&slot.entry, &entry) {\n                continue;\n            }\n            let mut tcx = Context::from_waker(&slot.waker);\n            if let Poll::Ready(r) = Pin::new(&mut slot.handle).poll(&mut tcx) { @@                         e\n                    }\n                    None => {\n                        match &mut st.waiter {\n                            Some(w) if w.will_wake(cx.waker()) => {}\n                            w => *w = Some(cx.waker().clone()),\n                        }\n                        return Poll::Pending;\n                    }\n                }\n            };\n            let i = entry.index;\n            // An entry of a task already taken out (a late wake): skip it.\n            let Some(slot) = self.slots.get_mut(i).and_then(Option::as_mut) else {\n                continue;\n            };\n            if !Arc::ptr_eq(&slot.entry, &entry) {\n                continue;\n            }\n            let mut tcx = Context::from_waker(&slot.waker);\n            let polled = Pin::new(&mut slot.handle).poll(&mut tcx);\n            entry.queued.store(false, Ordering::Relaxed);\n            if let Poll::Ready(r) = polled { @@ loom:join_set @@
 logic-lifo-put-no-queued-bit @@ src/handoff.rs @@ @@         rt.sleepers().queued.insert(me, Ordering::Relaxed);\n    }\n    None @@     }\n    None @@ loom:lifo test:conservation:a_task_woken_by @@
 logic-yield-admits-nothing @@ src/worker/mod.rs @@ @@         shared.workers[self.index].mailbox.admit(&self.local);\n @@ @@ test:inbox_order @@
 logic-yield-unmarked @@ src/task.rs @@ @@         crate::context::mark_yield();\n @@ @@ test:inbox_order @@
@@ -198,6 +206,11 @@ logic-lifo-recheck-skips-slot @@ src/worker/steal.rs @@ @@ has_work(shared, v) |
 logic-lifo-pending-steal-skips-slot @@ src/worker/idle.rs @@ @@ let r = self.shared.workers[v].lifo.take()?; @@ let r: Runnable = None?; @@ test:conservation:a_task_woken_by @@ The runtime's pending steal (the models' `Worker::steal_from` is their own).
 logic-slot-take-not-exclusive @@ src/queue.rs @@ @@ let old = self.p.swap(std::ptr::null_mut(), Ordering::Acquire); @@ let old = self.p.load(Ordering::Acquire);\n        self.p.store(std::ptr::null_mut(), Ordering::Relaxed); @@ loom:lifo @@
 logic-slot-put-overwrites @@ src/queue.rs @@ @@ if self.p.load(Ordering::Relaxed).is_null() {\n            // Release: pairs @@ if true {\n            // Release: pairs @@ test:reliability test:conservation @@
+logic-inbox-take-gives-up-on-retry @@ src/park.rs @@ @@                 Steal::Empty => return None,\n                Steal::Retry => continue, @@                 Steal::Empty => return None,\n                Steal::Retry => return None, @@ loom:inbox @@
+logic-lifo-displaced-no-check @@ src/handoff.rs @@ @@     push_local(rt, me, local, queued_bit, prev)\n} @@     let _ = (rt, me, queued_bit);\n    local.push(prev);\n    None\n} @@ loom:lifo @@
+logic-sio-clear-orders-ticks @@ src/io/scheduled_io.rs @@ @@ (tick_of(s) == ev.tick).then_some(s & !clear) @@ (tick_of(s) <= ev.tick).then_some(s & !clear) @@ loom:readiness libio:a_clear_after_the_tick_wrapped @@
+logic-sio-interest-no-recheck @@ src/io/scheduled_io.rs @@ @@         w.others[k] = (interest, Some(cx.waker().clone()));\n        let s = self.readiness.load(Ordering::Acquire);\n        if let Some(ev) = event(s, interest) {\n            return Poll::Ready(ev);\n        }\n @@         w.others[k] = (interest, Some(cx.waker().clone()));\n @@ loom:readiness @@
+logic-sio-wake-first-interest-only @@ src/io/scheduled_io.rs @@ @@ for (interest, slot) in w.others.iter_mut() { @@ for (interest, slot) in w.others.iter_mut().take(1) { @@ loom:readiness @@
 shutdown-no-announce @@ src/shutdown.rs @@ @@ announce_shutdown(rt.flag(), rt.parkers()); @@ let _ = (rt.flag(), rt.parkers()); @@ loom:shutdown loom:pinned @@
 shutdown-announce-flag-not-set @@ src/shared.rs @@ @@ shutdown.store(true, Ordering::Relaxed); @@ shutdown.store(false, Ordering::Relaxed); @@ loom:shutdown loom:pinned @@
 shutdown-announce-no-notify @@ src/shared.rs @@ @@ let _ = p.notify(); @@ let _ = p; @@ loom:shutdown loom:pinned @@
@@ -217,6 +230,8 @@ final-drain-no-reap-after-the-wait @@ src/shared.rs @@ @@ wait_running();\n    r
 final-drain-no-close @@ src/shared.rs @@ @@ graveyard.close(drop); @@ let _ = drop; @@ loom:shutdown @@
 worker-loop-ignores-the-flag @@ src/shutdown.rs @@ @@ if w.is_shutdown() {\n        return Idle::Shutdown;\n    } @@  @@ loom:shutdown test:runtime:shutdown test:reliability:shutdown_under_load @@
 worker-exit-keeps-what-it-holds @@ src/shutdown.rs @@ @@ while let Some(t) = w.take_held() { @@ while let Some(t) = None::<T> { @@ loom:shutdown test:runtime:shutdown_drops @@
+worker-exit-keeps-the-private-batch @@ src/worker/mod.rs @@ @@             .or_else(|| c.local.pop())\n            .or_else(|| c.pop_batch(&self.ctx.shared)) @@             .or_else(|| c.local.pop()) @@ test:long_poll:a_shutdown_while_a_private_batch @@
+final-drain-skips-place-queues @@ src/runtime.rs @@ @@             + self.shared.domains.drain(drop_task) @@             + usize::from(self.shared.domains.used()) * 0 @@ test:placement_domains:domain_tasks_are_cancelled_at_shutdown @@
 worker-exit-skips-the-placed @@ src/shutdown.rs @@ @@ w.drop_pinned(); @@  @@ loom:pinned test:placement_api:at_shutdown @@
 watch-owner-fence @@ src/watch.rs @@ 1 @@ fence(Ordering::SeqCst);\n    look_soon(rt, w, me) @@ look_soon(rt, w, me) @@ loom:watch @@
 watch-left-poller-fence @@ src/watch.rs @@ 2 @@ fence(Ordering::SeqCst);\n    look_soon(rt, w, me) @@ look_soon(rt, w, me) @@ loom:long_poll @@
@@ -245,6 +260,7 @@ logic-time-insert-never-wakes-sleeper @@ src/time/ops.rs @@ @@         if l.wake
 logic-time-no-scan @@ src/time/ops.rs @@ @@     if rt.cover.due(now) { @@     if false { @@ test:long_poll:timer_of @@
 logic-time-sleeper-covers-own-wheel-only @@ src/time/ops.rs @@ @@         let next = rt.cover.sleep_until(theirs.unwrap_or(NONE)); @@         let next = rt.shards[me].next.load(Ordering::Relaxed).min(theirs.unwrap_or(NONE)); @@ test:long_poll:timer_of @@
 logic-time-uncovered-never-asks @@ src/worker/mod.rs @@ @@         cover_timer(shared, ctx.index, tick); @@         let _ = tick; @@ test:long_poll:timer_of @@
+logic-time-cancel-on-the-current-wheel @@ src/time/ops.rs @@ 2 @@ let s = &rt.shards[w]; @@ let s = &rt.shards[worker_of(rt).unwrap_or(w)]; @@ test:time_socket_edges:a_timer_dropped_on_another_worker @@
 EOF
 )
 
@@ -381,10 +397,11 @@ run_check() {
                 echo "FAIL: $failing: \"$why\""
             fi
             ;;
-        lib | test)
+        lib | libio | test)
             local sel=()
-            if [ "$kind" = lib ]; then
+            if [ "$kind" = lib ] || [ "$kind" = libio ]; then
                 sel=(--lib)
+                [ "$kind" = libio ] && sel+=(--features io)
                 filter=$arg
             else
                 name=${arg%%:*}
@@ -393,7 +410,7 @@ run_check() {
                 sel=(--test "$name")
                 # The I/O driver's test files need its feature.
                 case $name in
-                    io | io_emfile | signal | net_udp_unix | long_poll) sel+=(--features io) ;;
+                    io | io_emfile | signal | net_udp_unix | long_poll | time_socket_edges) sel+=(--features io) ;;
                 esac
             fi
             if ! (cd "$SCRATCH" && $CARGO test -p hwsched --target-dir "$TEST_TARGET_DIR" "${sel[@]}" --no-run) >"$out" 2>&1; then

@@ -95,8 +95,11 @@
 //!
 //! Model-checked: `loom-tests/tests/domain.rs` (a push while the
 //! domain's worker goes to sleep), `domain_handover.rs` (a worker woken
-//! for the domain that finds other work first) and `domain_burst.rs` (a
-//! push while two workers of the domain go to sleep; two pushes).
+//! for the domain that finds other work first, and hands the wake on past
+//! its nearest, empty queue), `domain_burst.rs` (a push while two workers
+//! of the domain go to sleep; two pushes) and `domain_levels.rs` (a push
+//! into the farthest of a worker's three queues while it goes to sleep;
+//! the counts after a claim that found no bit and was undone).
 
 use std::ops::Range;
 

@@ -752,6 +752,11 @@ impl Sleepers {
         // do (as in `wake_one`); the caller's pusher's check has its own
         // fence.
         self.state.fetch_sub(SEARCHING_ONE + 1, Ordering::SeqCst);
+        // Then the caller's `on_undo` (the global pusher's check): while
+        // the claim stood it counted a searcher, so a global push meanwhile
+        // skipped its wake, and the worker whose bit was seen, leaving its
+        // wait by itself, may have been refused as a searcher by that
+        // count; after the undo nobody may search for that push's task.
         on_undo();
         None
     }

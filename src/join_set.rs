@@ -29,9 +29,13 @@
 //!   wake of one (a waker clone the task kept) may still queue it, and
 //!   `join_next` skips what is on the list but no longer in the slab.
 //!
-//! This is not a scheduling protocol of the runtime (no loom model): one
-//! `std` mutex, outside the loom shim, whose lock orders everything above.
-//! Each step is checked by a test that fails (with a deadline, not a hang)
+//! One mutex (the sync shim's: loom's under `cfg(loom)`) orders everything
+//! above. The list's steps are written once in [`ReadySet`], generic over
+//! what it polls ([`Member`]): [`JoinSet`] is a `ReadySet` of
+//! [`JoinHandle`]s, and the loom model `loom-tests/tests/join_set.rs` runs
+//! it over a stand-in handle whose completion races `join_next` (a wake
+//! between the pop and the poll, or during the waiter's store). Each step
+//! is also checked by a test that fails (with a deadline, not a hang)
 //! when it is skipped: `tests/task_layer.rs` (`join_next` woken by each
 //! completion, `len`, drops) and this file's unit test (a wake after the
 //! set is dropped queues nothing); see the logic mutations of
@@ -40,10 +44,11 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::handle::Handle;
+use crate::sync::{AtomicBool, Mutex, MutexGuard, Ordering};
 use crate::task::{JoinError, JoinHandle};
 
 /// A set of spawned tasks whose outputs are taken in the order the tasks
@@ -71,18 +76,36 @@ use crate::task::{JoinError, JoinHandle};
 /// # Ok::<(), hwsched::BuildError>(())
 /// ```
 pub struct JoinSet<T> {
-    /// The tasks, indexed by their entry's `index`; `None`: a free slot.
-    slots: Vec<Option<Slot<T>>>,
+    set: ReadySet<JoinHandle<T>>,
+}
+
+/// What a [`ReadySet`] polls: a task's handle, which it can abort.
+pub trait Member: Future + Unpin {
+    /// Aborts the task (its poll then yields its cancellation).
+    fn abort(&self);
+}
+
+impl<T> Member for JoinHandle<T> {
+    fn abort(&self) {
+        JoinHandle::abort(self);
+    }
+}
+
+/// The ready list of the [module docs](self) over members `H`: what
+/// [`JoinSet`] is made of (public under `cfg(loom)` for the model).
+pub struct ReadySet<H> {
+    /// The members, indexed by their entry's `index`; `None`: a free slot.
+    slots: Vec<Option<Slot<H>>>,
     /// Free indices of `slots`.
     free: Vec<usize>,
-    /// Tasks in the set.
+    /// Members in the set.
     len: usize,
     ready: Arc<ReadyList>,
 }
 
 /// One task of the set.
-struct Slot<T> {
-    handle: JoinHandle<T>,
+struct Slot<H> {
+    handle: H,
     entry: Arc<Entry>,
     /// `entry` as a waker: the handle is always polled with it.
     waker: Waker,
@@ -104,10 +127,9 @@ struct ReadyState {
 }
 
 impl ReadyList {
-    /// Locks the state, ignoring poisoning: no critical section can panic
-    /// midway (pushes and pops of a `VecDeque`, flag writes).
+    /// Locks the state (the shim's mutex does not poison).
     fn lock(&self) -> MutexGuard<'_, ReadyState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 }
 
@@ -119,7 +141,7 @@ struct Entry {
     /// Whether the entry is on the ready list. Read and written only under
     /// the ready list's mutex (a plain `bool` would need an `UnsafeCell`;
     /// the mutex gives every ordering).
-    queued: std::sync::atomic::AtomicBool,
+    queued: AtomicBool,
     ready: Arc<ReadyList>,
 }
 
@@ -135,11 +157,10 @@ impl Wake for Entry {
         let waiter = {
             let mut st = self.ready.lock();
             // Relaxed: under the mutex, which orders it (module docs).
-            if st.closed || self.queued.load(std::sync::atomic::Ordering::Relaxed) {
+            if st.closed || self.queued.load(Ordering::Relaxed) {
                 return;
             }
-            self.queued
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+            self.queued.store(true, Ordering::Relaxed);
             st.list.push_back(self.clone());
             st.waiter.take()
         };
@@ -152,7 +173,9 @@ impl Wake for Entry {
 
 impl<T> std::fmt::Debug for JoinSet<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JoinSet").field("len", &self.len).finish()
+        f.debug_struct("JoinSet")
+            .field("len", &self.set.len)
+            .finish()
     }
 }
 
@@ -166,6 +189,50 @@ impl<T> JoinSet<T> {
     /// An empty set.
     pub fn new() -> Self {
         JoinSet {
+            set: ReadySet::new(),
+        }
+    }
+
+    /// Tasks in the set: spawned and not yet taken out by `join_next`.
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Whether the set holds no task.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// Aborts every task in the set. They stay in the set: `join_next`
+    /// yields each one's result (`Cancelled`, or its output if it finished
+    /// first).
+    pub fn abort_all(&mut self) {
+        self.set.abort_all();
+    }
+
+    /// Polls for the next finished task: its result, or `None` when the set
+    /// is empty.
+    pub fn poll_join_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, JoinError>>> {
+        self.set.poll_next(cx)
+    }
+
+    /// Waits for the next task to finish and returns its result, or `None`
+    /// when the set is empty.
+    pub async fn join_next(&mut self) -> Option<Result<T, JoinError>> {
+        std::future::poll_fn(|cx| self.poll_join_next(cx)).await
+    }
+}
+
+impl<H> Default for ReadySet<H> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<H> ReadySet<H> {
+    /// An empty set.
+    pub fn new() -> Self {
+        ReadySet {
             slots: Vec::new(),
             free: Vec::new(),
             len: 0,
@@ -179,32 +246,23 @@ impl<T> JoinSet<T> {
         }
     }
 
-    /// Tasks in the set: spawned and not yet taken out by `join_next`.
+    /// Members in the set: inserted and not yet taken out by `poll_next`.
     pub fn len(&self) -> usize {
         self.len
     }
 
-    /// Whether the set holds no task.
+    /// Whether the set holds no member.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    /// Aborts every task in the set. They stay in the set: `join_next`
-    /// yields each one's result (`Cancelled`, or its output if it finished
-    /// first).
-    pub fn abort_all(&mut self) {
-        for s in self.slots.iter().flatten() {
-            s.handle.abort();
-        }
-    }
-
     /// Adds `handle` to the set, on the ready list so that its first poll
     /// gives it its entry's waker.
-    fn insert(&mut self, handle: JoinHandle<T>) {
+    pub fn insert(&mut self, handle: H) {
         let index = self.free.pop().unwrap_or(self.slots.len());
         let entry = Arc::new(Entry {
             index,
-            queued: std::sync::atomic::AtomicBool::new(false),
+            queued: AtomicBool::new(false),
             ready: self.ready.clone(),
         });
         let waker = Waker::from(entry.clone());
@@ -225,10 +283,19 @@ impl<T> JoinSet<T> {
         }
         self.len += 1;
     }
+}
 
-    /// Polls for the next finished task: its result, or `None` when the set
-    /// is empty.
-    pub fn poll_join_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, JoinError>>> {
+impl<H: Member> ReadySet<H> {
+    /// Aborts every member. They stay in the set.
+    pub fn abort_all(&mut self) {
+        for s in self.slots.iter().flatten() {
+            s.handle.abort();
+        }
+    }
+
+    /// Polls for the next finished member: its output, or `None` when the
+    /// set is empty.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<H::Output>> {
         if self.len == 0 {
             return Poll::Ready(None);
         }
@@ -238,7 +305,7 @@ impl<T> JoinSet<T> {
                 match st.list.pop_front() {
                     Some(e) => {
                         // Cleared before the poll below (module docs).
-                        e.queued.store(false, std::sync::atomic::Ordering::Relaxed);
+                        e.queued.store(false, Ordering::Relaxed);
                         e
                     }
                     None => {
@@ -267,12 +334,6 @@ impl<T> JoinSet<T> {
             }
         }
     }
-
-    /// Waits for the next task to finish and returns its result, or `None`
-    /// when the set is empty.
-    pub async fn join_next(&mut self) -> Option<Result<T, JoinError>> {
-        std::future::poll_fn(|cx| self.poll_join_next(cx)).await
-    }
 }
 
 impl<T: Send + 'static> JoinSet<T> {
@@ -298,14 +359,14 @@ impl<T: Send + 'static> JoinSet<T> {
     {
         let h = handle.spawn(future);
         let abort = h.abort_handle();
-        self.insert(h);
+        self.set.insert(h);
         abort
     }
 }
 
-impl<T> Drop for JoinSet<T> {
+impl<H> Drop for ReadySet<H> {
     fn drop(&mut self) {
-        self.abort_all();
+        // (A `JoinSet` aborts its tasks in its own drop, before this one.)
         // Later wakes queue nothing; what is queued is dropped here, which
         // breaks the cycle list -> entry -> list.
         let queued = {
@@ -315,6 +376,13 @@ impl<T> Drop for JoinSet<T> {
             std::mem::take(&mut st.list)
         };
         drop(queued);
+    }
+}
+
+impl<T> Drop for JoinSet<T> {
+    fn drop(&mut self) {
+        self.abort_all();
+        // Then `ReadySet`'s drop closes the list.
     }
 }
 
@@ -360,7 +428,7 @@ mod tests {
         assert!(set
             .poll_join_next(&mut Context::from_waker(&waker))
             .is_pending());
-        let ready = Arc::downgrade(&set.ready);
+        let ready = Arc::downgrade(&set.set.ready);
         drop(set);
         release_tx.send(()).expect("release");
         let t0 = Instant::now();

@@ -115,7 +115,6 @@ mod handle;
 pub mod hyper;
 #[cfg(feature = "io")]
 pub mod io;
-mod join_set;
 pub mod metrics;
 #[cfg(feature = "io")]
 pub mod net;
@@ -165,6 +164,10 @@ mod idle;
 pub mod idle_worker;
 #[cfg(not(loom))]
 mod idle_worker;
+#[cfg(loom)]
+pub mod join_set;
+#[cfg(not(loom))]
+mod join_set;
 #[cfg(loom)]
 pub mod load;
 #[cfg(not(loom))]

@@ -11,7 +11,9 @@
 //! crossbeam-deque is not loom-instrumented and is not ours to prove; under
 //! `cfg(loom)` they are replaced with the same API: `Local`/`Stealer` by a
 //! loom `Mutex<VecDeque<T>>`, and `Inbox` by a few loom `AtomicPtr` slots
-//! (push: a `Release` CAS into a free slot; steal: `Acquire` loads and CAS).
+//! (push: a `Release` CAS into a free slot; steal: `Acquire` loads and CAS;
+//! a steal whose CAS loses the item to another taker reports `Retry`, as
+//! crossbeam's does under contention).
 //! The atomic inbox matters: a steal that finds it empty has only loaded
 //! nulls and synchronizes with nobody, as with crossbeam's `Injector`,
 //! whereas a mutex stand-in would order every empty steal before the next
@@ -275,18 +277,25 @@ mod imp {
         }
         /// Takes one item. A steal that finds every slot empty has only
         /// loaded nulls: it synchronizes with nobody, like crossbeam's
-        /// `Injector::steal` returning `Empty`.
+        /// `Injector::steal` returning `Empty`. A steal that loses the item
+        /// it saw to another taker (its CAS fails) reports `Retry`, as
+        /// crossbeam's does under contention, though other slots may hold
+        /// items: a taker that gives up on `Retry` is then seen leaving
+        /// work behind (loom: `inbox.rs`).
         pub fn steal(&self) -> Steal<T> {
             use loom::sync::atomic::Ordering::{Acquire, Relaxed};
             for s in self.slots.iter() {
                 let p = s.load(Acquire);
-                if !p.is_null()
-                    && s.compare_exchange(p, std::ptr::null_mut(), Acquire, Relaxed)
-                        .is_ok()
-                {
-                    // SAFETY: the slot owned the Box; we took it out.
-                    return Steal::Success(*unsafe { Box::from_raw(p) });
+                if p.is_null() {
+                    continue;
                 }
+                if s.compare_exchange(p, std::ptr::null_mut(), Acquire, Relaxed)
+                    .is_err()
+                {
+                    return Steal::Retry;
+                }
+                // SAFETY: the slot owned the Box; we took it out.
+                return Steal::Success(*unsafe { Box::from_raw(p) });
             }
             Steal::Empty
         }

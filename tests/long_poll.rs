@@ -508,3 +508,84 @@ fn a_block_on_timer_fires_while_a_worker_is_in_a_long_poll() {
         }
     });
 }
+
+/// Counts its drops (a task's future owns one).
+struct Probe(Arc<AtomicUsize>);
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// One worker; ten sockets made readable while it runs a blocking task,
+/// so that its next poller turn returns the ten readiness edges together:
+/// one task in its LIFO slot, the rest in its private batch (no other
+/// worker to watch it). The first task to run stays in its poll while the
+/// runtime shuts down. When the shutdown returns, every socket task's
+/// future has been dropped, none polled after the flag: the worker's exit
+/// drops its private batch too, not only its LIFO slot and deque.
+#[test]
+fn a_shutdown_while_a_private_batch_holds_tasks_drops_them() {
+    with_timeout_alone(60, "shutdown_private_batch", || {
+        let rt = Builder::new().worker_threads(1).build().unwrap();
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (first_tx, first_rx) = std::sync::mpsc::channel::<()>();
+        let first_tx = Arc::new(Mutex::new(Some(first_tx)));
+        let mut clients = Vec::new();
+        for _ in 0..10 {
+            let c = std::net::TcpStream::connect(addr).unwrap();
+            let (mut s, _) = rt.block_on(listener.accept()).unwrap();
+            let probe = Probe(dropped.clone());
+            let (ran, first_tx) = (ran.clone(), first_tx.clone());
+            rt.spawn(async move {
+                use futures_lite::AsyncReadExt;
+                let _probe = probe;
+                let mut b = [0u8; 1];
+                if let Ok(1) = s.read(&mut b).await {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    if let Some(tx) = first_tx.lock().unwrap().take() {
+                        let _ = tx.send(());
+                        // Stays in its poll while the runtime shuts down.
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                }
+            });
+            clients.push(c);
+        }
+        // The worker blocked in a task while the ten sockets become
+        // readable: its next poller turn returns them together.
+        let written = Arc::new(AtomicBool::new(false));
+        let blocker = {
+            let written = written.clone();
+            rt.spawn(async move {
+                let t = Instant::now();
+                while !written.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(5) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        };
+        // Let the blocker start and every socket task wait on its read.
+        std::thread::sleep(Duration::from_millis(50));
+        for c in clients.iter_mut() {
+            c.write_all(b"x").unwrap();
+        }
+        written.store(true, Ordering::SeqCst);
+        first_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no socket task ran");
+        drop(blocker);
+        let stats = rt.stats().to_string();
+        assert!(rt.shutdown_timeout(Duration::from_secs(10)), "joined");
+        let (ran, dropped) = (ran.load(Ordering::SeqCst), dropped.load(Ordering::SeqCst));
+        assert_eq!(
+            (ran, dropped),
+            (1, 10),
+            "after the shutdown: socket tasks run, and futures dropped (the worker's exit \
+             keeps its private batch?):\n{stats}"
+        );
+    });
+}

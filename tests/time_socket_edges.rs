@@ -619,3 +619,50 @@ fn a_socket_made_outside_any_runtime_names_only_functions_that_exist() {
         assert!(!m.contains("Handle::enter"), "{m}");
     });
 }
+
+/// A timer registered by a task on worker 0 (its wheel's first entry) and
+/// dropped by a task on worker 1, which has a timer of its own (its wheel's
+/// first entry too: the same slot key, in another wheel). The cancel must
+/// remove the dropped timer from its owner's wheel (worker 0's, under that
+/// wheel's lock), not from the wheel of the thread that drops it: there
+/// the key names worker 1's own timer, which would then never fire.
+#[test]
+fn a_timer_dropped_on_another_worker_is_removed_from_its_owners_wheel() {
+    use hwsched::Place;
+    with_timeout(30, "cancel_on_another_worker", || {
+        let rt = Runtime::builder().worker_threads(2).build().unwrap();
+        let (tx, rx) = mpsc::channel::<Pin<Box<hwsched::time::Sleep>>>();
+        let (mine_tx, mine_rx) = mpsc::channel::<()>();
+        let owner = rt
+            .spawn_on(Place::Worker(0), async move {
+                let mut far = Box::pin(sleep(Duration::from_secs(3600)));
+                // Registered on worker 0's wheel by its first poll.
+                assert!(futures_lite::future::poll_once(far.as_mut())
+                    .await
+                    .is_none());
+                // Sent once worker 1's timer is in its wheel.
+                mine_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+                tx.send(far).unwrap();
+            })
+            .unwrap();
+        let dropper = rt
+            .spawn_on(Place::Worker(1), async move {
+                let mut mine = Box::pin(sleep(Duration::from_millis(20)));
+                assert!(futures_lite::future::poll_once(mine.as_mut())
+                    .await
+                    .is_none());
+                mine_tx.send(()).unwrap();
+                let far = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+                // The cancel, on worker 1's thread.
+                drop(far);
+                timeout(Duration::from_secs(5), mine).await.is_ok()
+            })
+            .unwrap();
+        rt.block_on(owner).unwrap();
+        assert!(
+            rt.block_on(dropper).unwrap(),
+            "worker 1's timer did not fire within 5 s once worker 0's timer was dropped on \
+             worker 1 (the cancel removed it from the wrong wheel?)"
+        );
+    });
+}

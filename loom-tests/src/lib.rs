@@ -7,14 +7,15 @@
 //!
 //! The models drive production code: under `RUSTFLAGS="--cfg loom"`,
 //! `hwsched::sync` swaps in loom's atomics, mutex and condvar, and the
-//! protocol modules (`idle`, `load`, `park`, `queue`, `shared`, `task`, and
-//! of the I/O driver, which this crate enables with the `io` feature,
-//! `io::handoff` and `io::scheduled_io`) become public so a model can call
-//! their functions. crossbeam's deques are
-//! not ours to prove and are replaced (`src/queue.rs`): a worker's deque by
+//! protocol modules (`idle`, `join_set`, `load`, `park`, `queue`,
+//! `shared`, `task`, and of the I/O driver, which this crate enables with
+//! the `io` feature, `io::handoff` and `io::scheduled_io`) become public so
+//! a model can call their functions. crossbeam's deques are not ours to
+//! prove and are replaced (`src/queue.rs`): a worker's deque by
 //! a loom `Mutex<VecDeque>`, the inbox by a few loom `AtomicPtr` slots, so
 //! that an empty steal synchronizes with nobody, as with crossbeam's
-//! `Injector`.
+//! `Injector`, and a steal that loses its item to another taker reports
+//! `Retry`, as crossbeam's does under contention.
 //!
 //! # Running
 //!

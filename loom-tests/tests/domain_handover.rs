@@ -13,8 +13,6 @@
 //! `loom-tests/README.md` ("Logic mutations").
 
 #![cfg(loom)]
-// One-domain spans are the models' topology, not a mistaken range.
-#![allow(clippy::single_range_in_vec_init)]
 
 use hwsched::handoff;
 use loom::thread;
@@ -28,14 +26,16 @@ const CASES: &[&str] = &[
     "slept, then took the placed task",
 ];
 
-/// Three workers, domain {1, 2}: worker 0 pushes a task into the domain's
-/// queue and delivers another to worker 1's inbox (a plain task, which
-/// any worker may take). Workers 1 and 2 each run one idle period, run
+/// Three workers, domain {1, 2} (an LLC), and domain {1} (worker 1's core,
+/// whose queue stays empty: worker 1's nearest queue): worker 0 pushes a
+/// task into the LLC's queue and delivers another to worker 1's inbox (a
+/// plain task, which any worker may take). Workers 1 and 2 each run one idle period, run
 /// the task it found, and then stay in that task's poll (a long poll: they
 /// never look at a queue again). So the worker that takes the plain task
 /// (perhaps woken for the placed one) must leave the placed task to the
 /// other: the domain check of a take that leaves work, or of a worker
-/// leaving its idle period with other work (`domain::left_behind`).
+/// leaving its idle period with other work (`domain::left_behind`, which
+/// must look at each of the worker's queues, not only its nearest).
 #[test]
 fn a_worker_woken_for_the_domain_hands_the_wake_on() {
     let cases = Cases::new(CASES);
@@ -43,7 +43,7 @@ fn a_worker_woken_for_the_domain_hands_the_wake_on() {
         let cases = cases.clone();
         move || {
             let ledger = Ledger::new(2);
-            let (rt, mut locals) = Rt::with_domains(3, &[1..3]);
+            let (rt, mut locals) = Rt::with_domains(3, &[1..2, 1..3]);
             let local2 = locals.pop().expect("worker 2's deque");
             let local1 = locals.pop().expect("worker 1's deque");
             let idle = |me: usize, local| {
@@ -57,7 +57,9 @@ fn a_worker_woken_for_the_domain_hands_the_wake_on() {
             let w1 = idle(1, local1);
             let w2 = idle(2, local2);
             let dq = rt.domains.as_ref().unwrap();
-            let _ = hwsched::domain::push(&*rt, dq, 0, 1, ledger.task(0));
+            let llc = dq.of(1).last().unwrap();
+            assert_eq!(dq.of(1).count(), 2, "worker 1 is in two domains");
+            let _ = hwsched::domain::push(&*rt, dq, llc, 1, ledger.task(0));
             let _ = handoff::deliver(&*rt, 1, ledger.task(1));
             w1.join().unwrap();
             w2.join().unwrap();

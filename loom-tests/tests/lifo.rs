@@ -9,6 +9,11 @@
 //! `has_work` counts the slot and whose pending steal takes from it, as
 //! the runtime's do.
 //!
+//! A put that finds the slot full replaces its occupant, which goes to the
+//! owner's deque with the pusher's check (`handoff::push_lifo`'s
+//! `replaced`): the third model puts twice while the only other worker
+//! may already sleep.
+//!
 //! # Mutations
 //!
 //! Logic mutations each model catches are listed in `loom-tests/README.md`
@@ -126,6 +131,78 @@ fn the_owner_and_an_idle_worker_race_for_the_slot() {
             }
             let ran = ran + w1.join().unwrap();
             assert_eq!(ran, 1, "the task ran exactly once");
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+/// Worker 0, in a poll (a task that wakes two others), puts task 0 in its
+/// LIFO slot and then task 1: the second put replaces the first, which
+/// goes to worker 0's deque. When the poll returns, worker 0 takes its
+/// slot and runs that task for good (a long poll: it never looks at its
+/// deque again). Worker 1 is idle from the start and may have parked
+/// before either put (a put into an empty slot wakes nobody: the owner
+/// runs the task next). The displaced task is stealable work behind a
+/// worker that will not get to it: it needs the pusher's check, which
+/// wakes worker 1. Without the check worker 1 sleeps for good next to it
+/// (loom reports the deadlock, or the spin below exhausts its branches).
+#[test]
+fn a_displaced_occupant_gets_the_pushers_check() {
+    let cases = Cases::new(&[
+        "the owner ran the task",
+        "the walk found the item",
+        "the re-check took the task from the LIFO slot",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(2);
+            let (rt, mut locals) = Rt::with_locals(2);
+            let local1 = locals.pop().expect("worker 1's deque");
+            let local0 = locals.pop().expect("worker 0's deque");
+            let w1 = {
+                let (rt, cases) = (rt.clone(), cases.clone());
+                thread::spawn(move || {
+                    let mut w = Worker::new(rt, 1, local1, cases);
+                    let mut ran = 0;
+                    while let Some(t) = w.idle() {
+                        t.run();
+                        ran += 1;
+                    }
+                    ran
+                })
+            };
+            let mut queued_bit = false;
+            for id in 0..2 {
+                let _ = handoff::push_lifo(
+                    &*rt,
+                    0,
+                    &rt.lifos[0],
+                    &local0,
+                    &mut queued_bit,
+                    ledger.task(id),
+                );
+            }
+            // The poll returns: the owner takes its slot, and that task's
+            // poll never returns.
+            let mut ran = 0;
+            if let Some(t) = rt.lifos[0].take() {
+                t.run();
+                ran += 1;
+                cases.hit("the owner ran the task");
+            }
+            // The model's end: once worker 1 ran the rest, shut down (the
+            // flag, then every parker notified, as `Runtime::shutdown`).
+            while ledger.ran(0) + ledger.ran(1) < 2 {
+                thread::yield_now();
+            }
+            rt.shutdown.store(true, Ordering::Relaxed);
+            for m in &rt.mailboxes {
+                let _ = m.parker.notify();
+            }
+            let ran = ran + w1.join().unwrap();
+            assert_eq!(ran, 2, "each task ran exactly once");
             ledger.assert_each_once();
         }
     });

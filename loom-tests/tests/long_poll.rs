@@ -16,6 +16,8 @@
 //! ("Logic mutations").
 
 #![cfg(loom)]
+// One-span ranges are the models' topology, not a mistaken range.
+#![allow(clippy::single_range_in_vec_init)]
 
 use hwsched::queue::{Local, Steal};
 use hwsched::watch::{self, Stale, Watch};

@@ -3,7 +3,7 @@
 //! One [`ScheduledIo`] per registered socket. Its state is one word:
 //!
 //! ```text
-//! | unused | tick: 15 bits | readiness: 16 bits |
+//! | shutdown: 1 bit | tick: 15 bits | readiness: 16 bits |
 //! ```
 //!
 //! - The driver **sets** readiness when epoll reports an edge: it ORs the
@@ -58,8 +58,10 @@
 use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 
-// The sync shim: loom's atomics and mutex under `cfg(loom)`, so the model
-// `loom-tests/tests/driver.rs` (`readiness_*`) checks this protocol.
+// The sync shim: loom's atomics and mutex under `cfg(loom)`, so the models
+// `loom-tests/tests/driver.rs` (`readiness_*`, `two_readers_*`) and
+// `readiness.rs` (the futures' keyed slots, the tick's wrap) check this
+// protocol.
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 /// Readiness bits of a registration.
@@ -184,11 +186,28 @@ impl ReadyEvent {
     pub fn is_shutdown(&self) -> bool {
         self.shutdown
     }
+
+    /// The tick the readiness was read at (a loom model's view).
+    #[cfg(loom)]
+    pub fn tick(&self) -> u16 {
+        self.tick
+    }
 }
 
 const READY_MASK: usize = 0xffff;
 const TICK_SHIFT: u32 = 16;
-const TICK_MASK: usize = 0x7fff << TICK_SHIFT;
+/// Bits of the tick: 15. A loom model shrinks it to 2, so that a few sets
+/// wrap it (`loom-tests/tests/readiness.rs`); the word's layout and the
+/// comparison are the same.
+#[cfg(not(loom))]
+pub const TICK_BITS: u32 = 15;
+/// Bits of the tick: 15 in the runtime; 2 under loom, so that a model
+/// wraps it in a few sets.
+#[cfg(loom)]
+pub const TICK_BITS: u32 = 2;
+/// The largest tick; the next set wraps it to 0.
+const TICK_MAX: usize = (1 << TICK_BITS) - 1;
+const TICK_MASK: usize = TICK_MAX << TICK_SHIFT;
 /// The runtime shut down (module docs, "Shutdown"): final.
 const SHUTDOWN: usize = 1 << 31;
 
@@ -272,7 +291,7 @@ impl ScheduledIo {
         let _ = self
             .readiness
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                let tick = (tick_of(s) as usize + 1) & 0x7fff;
+                let tick = (tick_of(s) as usize + 1) & TICK_MAX;
                 Some((s & !TICK_MASK) | (tick << TICK_SHIFT) | ready.0 as usize)
             });
     }
@@ -283,7 +302,10 @@ impl ScheduledIo {
         let clear = (ev.ready.0 & !(Ready::READ_CLOSED.0 | Ready::WRITE_CLOSED.0)) as usize;
         // AcqRel: pairs with set_readiness's RMW; both are on the same word,
         // so a set between the task's read and this clear moves the tick and
-        // the CAS below gives up.
+        // the CAS below gives up. The tick wraps (15 bits): it is compared
+        // for equality only, never ordered, so a set that wraps it from
+        // `TICK_MAX` to 0 during a read loop still moves it (loom:
+        // `readiness.rs`; this file's `a_clear_after_the_tick_wrapped`).
         let _ = self
             .readiness
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
@@ -409,7 +431,7 @@ impl ScheduledIo {
     /// registration with others (`readable()`, `ready()`): its waker lives
     /// in its own slot `*key` (allocated on first use, freed by
     /// [`drop_waiter`](Self::drop_waiter)).
-    pub(crate) fn poll_interest(
+    pub fn poll_interest(
         &self,
         cx: &mut Context<'_>,
         interest: Ready,
@@ -450,7 +472,7 @@ impl ScheduledIo {
     }
 
     /// Frees the waiter slot of a `readable()`-style future.
-    pub(crate) fn drop_waiter(&self, key: usize) {
+    pub fn drop_waiter(&self, key: usize) {
         let mut w = self.waiters.lock();
         if key < w.others.len() {
             w.others[key] = (Ready::EMPTY, None);
@@ -492,6 +514,31 @@ mod tests {
         assert!(io
             .poll_ready(&mut Context::from_waker(Waker::noop()), Direction::Read)
             .is_pending());
+    }
+
+    /// A read loop that saw the readiness at the last tick (`TICK_MAX`),
+    /// then an edge that wraps the tick to 0 before the loop's clear: the
+    /// clear must keep the new readiness (a comparison that orders the
+    /// ticks would take 0 for older and clear it, and the task would wait
+    /// with data in the socket).
+    #[test]
+    fn a_clear_after_the_tick_wrapped_keeps_the_new_readiness() {
+        let io = ScheduledIo::new();
+        for _ in 0..TICK_MAX {
+            io.set_readiness(Ready::READABLE);
+        }
+        let Poll::Ready(ev) =
+            io.poll_ready(&mut Context::from_waker(Waker::noop()), Direction::Read)
+        else {
+            panic!("readable")
+        };
+        assert_eq!(ev.tick as usize, TICK_MAX, "the read saw the last tick");
+        io.set_readiness(Ready::READABLE);
+        io.clear_readiness(ev);
+        assert!(
+            io.readiness().is_readable(),
+            "an edge that wrapped the tick was cleared by an older read's clear"
+        );
     }
 
     #[test]

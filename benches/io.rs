@@ -9,6 +9,8 @@
 //! cargo bench --features hyper --bench io -- [--runs 5] [--secs 3] [--workers 2] [--only echo|http] [--conns 64]
 //! cargo bench --features hyper --bench io -- --only mixed [--runs 5] [--secs 3] [--workers 2] \
 //!     [--conns 64] [--slow-conns 1] [--slow-us 1000] [--kinds hwsched,tokio]
+//! cargo bench --features server,tokio-compat --bench io -- --only axum|reqwest [--runs 5] [--secs 3] \
+//!     [--workers 2] [--conns 64]
 //! ```
 //!
 //! `HWSCHED_TUNE` sets hwsched's tunables for both hwsched rows (as in the
@@ -29,7 +31,20 @@
 //! gives medians and the median of the per-round ratios of hwsched to the
 //! best peer.
 //!
-//! Without `--only`, both of those run. `--only mixed` runs instead the
+//! `--only axum` serves an axum Router as its user would: on hwsched with
+//! `hwsched::hyper::serve` (its own sockets, HTTP/1 and HTTP/2, a header
+//! read timeout), on tokio with `axum::serve`; wrk as above asks for `GET
+//! /` (a text hello), then `GET /json` (a small struct serialized, the
+//! Router's state read). `--only reqwest` runs reqwest's client against a
+//! hyper hello server on tokio in a child process (one thread): one task
+//! GETting back to back, then `--conns` such tasks sharing one
+//! `reqwest::Client`, in hwsched tasks through the tokio bridge
+//! (`Builder::tokio_compat`) against tokio tasks on tokio's multi-thread
+//! runtime, `--workers` threads each; requests per second, the client
+//! process's CPU per request (the bridge's thread included), and the
+//! requests' p50 and p99.
+//!
+//! Without `--only`, echo and http run. `--only mixed` runs instead the
 //! **mixed** bench: does cheap work wait behind expensive work? The HTTP
 //! server has two routes: `/`, the hello above, and `/slow`, which holds its
 //! worker for `--slow-us` microseconds (default 1000; spinning on
@@ -102,6 +117,25 @@ enum Bench {
     Http,
     /// HTTP with a cheap route `/` and an expensive `/slow`.
     Mixed,
+    /// An axum Router (`GET /`, a text hello): `hwsched::hyper::serve` on
+    /// hwsched's sockets against `axum::serve` on tokio (`server` feature).
+    Axum,
+    /// The same Router's JSON route (`GET /json`, a serialized struct).
+    AxumJson,
+    /// reqwest's client against a local hyper server (a child process):
+    /// in hwsched tasks through the tokio bridge against tokio tasks
+    /// (`tokio-compat` feature).
+    Reqwest,
+}
+
+impl Bench {
+    /// The path wrk asks for.
+    fn path(self) -> &'static str {
+        match self {
+            Bench::AxumJson => "/json",
+            _ => "/",
+        }
+    }
 }
 
 /// A server running on one runtime; dropping it stops the runtime.
@@ -212,6 +246,9 @@ async fn serve_async_io(
                     )
                     .await;
             })),
+            Bench::Axum | Bench::AxumJson | Bench::Reqwest => {
+                unreachable!("{bench:?} has servers of its own")
+            }
         }
     }
 }
@@ -238,11 +275,17 @@ async fn serve_hwsched(listener: hwsched::net::TcpListener, bench: Bench) {
                     .serve_connection(s, hyper::service::service_fn(mixed))
                     .await;
             })),
+            Bench::Axum | Bench::AxumJson | Bench::Reqwest => {
+                unreachable!("{bench:?} has servers of its own")
+            }
         }
     }
 }
 
 fn start(kind: Kind, bench: Bench, workers: usize) -> Server {
+    if matches!(bench, Bench::Axum | Bench::AxumJson) {
+        return start_axum(kind, workers);
+    }
     match kind {
         Kind::HwIo => {
             // HWSCHED_TUNE applies (benches/common/rt.rs, `env_tunables`).
@@ -312,6 +355,9 @@ fn start(kind: Kind, bench: Bench, workers: usize) -> Server {
                                 )
                                 .await;
                         }),
+                        Bench::Axum | Bench::AxumJson | Bench::Reqwest => {
+                            unreachable!("{bench:?} has servers of its own")
+                        }
                     };
                 }
             });
@@ -350,6 +396,294 @@ fn start(kind: Kind, bench: Bench, workers: usize) -> Server {
             }
         }
     }
+}
+
+/// The axum benches' Router: `GET /` answers a text hello, `GET /json` a
+/// small struct as JSON (the Router's state read on every request).
+#[cfg(feature = "server")]
+fn axum_app(runtime: &'static str) -> axum::Router {
+    #[derive(serde::Serialize)]
+    struct Greeting {
+        message: &'static str,
+        runtime: &'static str,
+        id: u64,
+    }
+    let ids = Arc::new(AtomicU64::new(0));
+    axum::Router::new()
+        .route("/", axum::routing::get(|| async { "Hello, world!\n" }))
+        .route(
+            "/json",
+            axum::routing::get(
+                |axum::extract::State((rt, ids)): axum::extract::State<(
+                    &'static str,
+                    Arc<AtomicU64>,
+                )>| async move {
+                    axum::Json(Greeting {
+                        message: "Hello, world!",
+                        runtime: rt,
+                        id: ids.fetch_add(1, Relaxed),
+                    })
+                },
+            ),
+        )
+        .with_state((runtime, ids))
+}
+
+/// The axum benches' servers, each as its user would write it:
+/// `hwsched::hyper::serve` (defaults: HTTP/1 and HTTP/2, a 30 s header
+/// read timeout) on hwsched's own listener, and `axum::serve` on tokio's.
+#[cfg(feature = "server")]
+fn start_axum(kind: Kind, workers: usize) -> Server {
+    match kind {
+        Kind::HwIo => {
+            let rt = hwsched::Runtime::builder()
+                .tunables(rt::env_tunables(Default::default()))
+                .worker_threads(workers)
+                .build()
+                .expect("hwsched runtime");
+            let listener = rt
+                .block_on(hwsched::net::TcpListener::bind("127.0.0.1:0"))
+                .expect("bind");
+            let addr = listener.local_addr().unwrap();
+            drop(rt.spawn(async move {
+                let _ = hwsched::hyper::serve(listener, axum_app("hwsched")).await;
+            }));
+            Server {
+                addr,
+                rt: Rt::Hw(rt),
+            }
+        }
+        Kind::Tokio => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            let listener = rt
+                .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+                .expect("bind");
+            let addr = listener.local_addr().unwrap();
+            rt.spawn(async move {
+                let _ = axum::serve(listener, axum_app("tokio")).await;
+            });
+            Server {
+                addr,
+                rt: Rt::Tokio(rt),
+            }
+        }
+        other => panic!(
+            "the axum benches run hwsched and tokio, not {}",
+            other.name()
+        ),
+    }
+}
+
+#[cfg(not(feature = "server"))]
+fn start_axum(_: Kind, _: usize) -> Server {
+    panic!("the axum benches need the `server` feature: cargo bench --features server,tokio-compat --bench io")
+}
+
+/// One reqwest client loop: GETs `url` one after the other until
+/// `deadline` (the request in flight then is finished and counted), each
+/// body read whole. Returns the requests made and their latencies (ns).
+#[cfg(feature = "tokio-compat")]
+async fn reqwest_loop(client: reqwest::Client, url: String, deadline: Instant) -> Vec<u64> {
+    let mut lat = Vec::with_capacity(1 << 14);
+    let mut now = Instant::now();
+    while now < deadline {
+        let body = client
+            .get(&url)
+            .send()
+            .await
+            .expect("a GET")
+            .bytes()
+            .await
+            .expect("a body");
+        assert_eq!(&body[..], b"Hello, world!\n");
+        let t = Instant::now();
+        lat.push((t - now).as_nanos() as u64);
+        now = t;
+    }
+    lat
+}
+
+/// One round of the reqwest bench: `tasks` tasks sharing one
+/// `reqwest::Client`, each GETting `url` back to back for `secs`; in
+/// hwsched tasks on a runtime with the tokio bridge (`Kind::HwIo`), or in
+/// tokio tasks on tokio's multi-thread runtime (`Kind::Tokio`), `workers`
+/// threads either way. The figures: requests per second, this process's
+/// CPU time per request (the server is another process; the bridge's
+/// thread is charged to hwsched), its voluntary context switches per
+/// request, and the requests' p50 and p99 latency (us).
+#[cfg(feature = "tokio-compat")]
+fn measure_reqwest(
+    kind: Kind,
+    addr: SocketAddr,
+    workers: usize,
+    tasks: usize,
+    secs: u64,
+) -> [f64; 5] {
+    let url = format!("http://{addr}/");
+    type Loop = std::pin::Pin<Box<dyn std::future::Future<Output = Vec<u64>> + Send>>;
+    let run = move |spawn: &dyn Fn(Loop) -> Loop| {
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let handles: Vec<_> = (0..tasks)
+            .map(|_| {
+                spawn(Box::pin(reqwest_loop(
+                    client.clone(),
+                    url.clone(),
+                    deadline,
+                )))
+            })
+            .collect();
+        async move {
+            let mut all = Vec::new();
+            for h in handles {
+                all.extend(h.await);
+            }
+            all
+        }
+    };
+    let (lat, wall, cpu, csw) = match kind {
+        Kind::HwIo => {
+            let rt = hwsched::Runtime::builder()
+                .tunables(rt::env_tunables(Default::default()))
+                .worker_threads(workers)
+                .tokio_compat(true)
+                .build()
+                .expect("hwsched runtime with the tokio bridge");
+            let (cpu0, csw0) = usage();
+            let t0 = Instant::now();
+            let lat = rt.block_on(async {
+                run(&|f| {
+                    let h = hwsched::spawn(f);
+                    Box::pin(async move { h.await.expect("a client task") })
+                })
+                .await
+            });
+            let wall = t0.elapsed();
+            let (cpu1, csw1) = usage();
+            drop(rt);
+            (lat, wall, cpu1 - cpu0, csw1 - csw0)
+        }
+        Kind::Tokio => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            let (cpu0, csw0) = usage();
+            let t0 = Instant::now();
+            let lat = rt.block_on(async {
+                run(&|f| {
+                    let h = tokio::spawn(f);
+                    Box::pin(async move { h.await.expect("a client task") })
+                })
+                .await
+            });
+            let wall = t0.elapsed();
+            let (cpu1, csw1) = usage();
+            drop(rt);
+            (lat, wall, cpu1 - cpu0, csw1 - csw0)
+        }
+        other => panic!(
+            "the reqwest bench runs hwsched and tokio, not {}",
+            other.name()
+        ),
+    };
+    let mut lat = lat;
+    lat.sort_unstable();
+    let n = lat.len() as f64;
+    [
+        n / wall.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / n,
+        csw as f64 / n,
+        quantile(&lat, 0.5) as f64 / 1e3,
+        quantile(&lat, 0.99) as f64 / 1e3,
+    ]
+}
+
+/// The reqwest bench: a hyper hello server on tokio (one thread, in a
+/// child process of this binary: `--serve tokio`), and the client in this
+/// process, sequential (one task) and concurrent (`--conns` tasks, default
+/// 64), `runs` rounds alternating the runtimes; medians and hwsched / tokio.
+#[cfg(feature = "tokio-compat")]
+fn run_reqwest(runs: usize, workers: usize, secs: u64, conns: usize) {
+    let mut server = Command::new(std::env::current_exe().unwrap())
+        .args(["--serve", "tokio", "--only", "http", "--workers", "1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the server process");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .expect("the server's address");
+    let addr: SocketAddr = line.trim().parse().expect("the server's address");
+    println!(
+        "\n## reqwest: GET / of a hyper hello server on tokio (1 thread, another process), \
+         client on {workers} workers, {secs} s per round"
+    );
+    println!("requests/s, client CPU us per request, voluntary csw per request, p50 / p99 us");
+    for tasks in [1, conns] {
+        let kinds = [Kind::HwIo, Kind::Tokio];
+        let mut all: [Vec<[f64; 5]>; 2] = [Vec::new(), Vec::new()];
+        for round in 0..runs {
+            for j in 0..2 {
+                let k = (round + j) % 2;
+                let s = measure_reqwest(kinds[k], addr, workers, tasks, secs);
+                println!(
+                    "round {round} {tasks:>3} tasks {:>8} {:>9.0} req/s {:>7.2} us/req {:>6.3} csw/req  p50 {:>8.1}  p99 {:>8.1} us",
+                    kinds[k].name(),
+                    s[0],
+                    s[1],
+                    s[2],
+                    s[3],
+                    s[4]
+                );
+                all[k].push(s);
+            }
+        }
+        let med = |k: usize, i: usize| median(all[k].iter().map(|s| s[i]).collect());
+        println!("medians over {runs} rounds, {tasks} tasks:");
+        for (k, kind) in kinds.iter().enumerate() {
+            println!(
+                "{:>15} {:>9.0} req/s {:>7.2} us/req {:>6.3} csw/req  p50 {:>8.1}  p99 {:>8.1} us",
+                kind.name(),
+                med(k, 0),
+                med(k, 1),
+                med(k, 2),
+                med(k, 3),
+                med(k, 4)
+            );
+        }
+        let ratio = |i: usize| -> (f64, String) {
+            let r: Vec<f64> = (0..runs).map(|x| all[0][x][i] / all[1][x][i]).collect();
+            let rounds = r
+                .iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            (median(r), rounds)
+        };
+        let (tp, tp_rounds) = ratio(0);
+        println!(
+            "hwsched / tokio, medians of the per-round ratios: throughput {tp:.2} (rounds {tp_rounds}), \
+             CPU per request {:.2}, p50 {:.2}, p99 {:.2}",
+            ratio(1).0,
+            ratio(3).0,
+            ratio(4).0
+        );
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[cfg(not(feature = "tokio-compat"))]
+fn run_reqwest(_: usize, _: usize, _: u64, _: usize) {
+    panic!("the reqwest bench needs the `tokio-compat` feature: cargo bench --features server,tokio-compat --bench io")
 }
 
 /// CPU time (user + system) and voluntary context switches of this process.
@@ -450,14 +784,14 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
             P99.with(|c| c.set(p99_ns / 1e3));
             ((CLIENTS * ROUNDS) as f64, ns / 1e9)
         }
-        Bench::Http => {
+        Bench::Http | Bench::Axum | Bench::AxumJson => {
             let out = Command::new("wrk")
                 .args([
                     "-t1",
                     "--latency",
                     &format!("-c{}", WRK_CONNS.load(std::sync::atomic::Ordering::Relaxed)),
                     &format!("-d{secs}s"),
-                    &format!("http://{}/", server.addr),
+                    &format!("http://{}{}", server.addr, bench.path()),
                 ])
                 .output()
                 .expect("run wrk (apt-get install wrk)");
@@ -494,7 +828,7 @@ fn measure(kind: Kind, bench: Bench, workers: usize, secs: u64) -> Sample {
             P99.with(|c| c.set(p99));
             (total, total / rps)
         }
-        Bench::Mixed => unreachable!("the mixed bench is measured by measure_mixed"),
+        Bench::Mixed | Bench::Reqwest => unreachable!("{bench:?} is measured on its own"),
     };
     let (cpu1, csw1) = usage();
     let wakes = match (&server.rt, stats0) {
@@ -851,6 +1185,8 @@ fn main() {
         let bench = match val("--only").as_deref() {
             Some("echo") => Bench::Echo,
             Some("mixed") => Bench::Mixed,
+            Some("axum") => Bench::Axum,
+            Some("axum-json") => Bench::AxumJson,
             _ => Bench::Http,
         };
         let server = start(kind, bench, workers);
@@ -865,14 +1201,19 @@ fn main() {
         Some("echo") => vec![Bench::Echo],
         Some("http") => vec![Bench::Http],
         Some("mixed") => vec![Bench::Mixed],
+        Some("axum") => vec![Bench::Axum, Bench::AxumJson],
+        Some("reqwest") => vec![Bench::Reqwest],
         None => vec![Bench::Echo, Bench::Http],
-        Some(o) => panic!("--only echo|http|mixed, not {o}"),
+        Some(o) => panic!("--only echo|http|mixed|axum|reqwest, not {o}"),
     };
     let all_kinds = [Kind::HwIo, Kind::HwNoIo, Kind::Tokio, Kind::Ae];
     // `--kinds a,b` runs only those servers (for profiling one of them).
     let kinds: Vec<Kind> = match val("--kinds") {
-        // The mixed bench compares the two runtimes with their own drivers.
-        None if benches == [Bench::Mixed] => vec![Kind::HwIo, Kind::Tokio],
+        // The mixed, axum and reqwest benches compare the two runtimes
+        // with their own drivers.
+        None if !benches.contains(&Bench::Echo) && !benches.contains(&Bench::Http) => {
+            vec![Kind::HwIo, Kind::Tokio]
+        }
         None => all_kinds.to_vec(),
         Some(list) => list
             .split(',')
@@ -892,7 +1233,11 @@ fn main() {
     for bench in benches {
         let unit = match bench {
             Bench::Echo => "round trips/s",
-            Bench::Http => "requests/s",
+            Bench::Http | Bench::Axum | Bench::AxumJson => "requests/s",
+            Bench::Reqwest => {
+                run_reqwest(runs, workers, secs, WRK_CONNS.load(Relaxed));
+                continue;
+            }
             Bench::Mixed => {
                 let m = MixedCfg {
                     workers,
@@ -938,8 +1283,23 @@ fn main() {
                 median(samples.iter().map(|s| s.p99_us).collect()),
             );
         }
+        let (Some(h), Some(t)) = (pos(Kind::HwIo), pos(Kind::Tokio)) else {
+            continue;
+        };
+        let vs_tokio = |f: fn(&Sample) -> f64| -> Vec<f64> {
+            (0..runs).map(|r| f(&all[h][r]) / f(&all[t][r])).collect()
+        };
+        let tp = vs_tokio(|s| s.ops_per_s);
+        println!(
+            "hwsched / tokio, medians of the per-round ratios: throughput {:.2} (rounds {:?}), \
+             CPU per op {:.2}, p99 {:.2}",
+            median(tp.clone()),
+            tp.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
+            median(vs_tokio(|s| s.cpu_us_per_op)),
+            median(vs_tokio(|s| s.p99_us)),
+        );
         // Per-round ratios of hwsched (its own driver) to the best peer.
-        let (Some(h), Some(t), Some(a)) = (pos(Kind::HwIo), pos(Kind::Tokio), pos(Kind::Ae)) else {
+        let Some(a) = pos(Kind::Ae) else {
             continue;
         };
         let ratios: Vec<f64> = (0..runs)
@@ -959,16 +1319,6 @@ fn main() {
             median(ratios.clone()),
             ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
             median(cpu_ratios),
-        );
-        let vs_tokio = |f: fn(&Sample) -> f64| -> Vec<f64> {
-            (0..runs).map(|r| f(&all[h][r]) / f(&all[t][r])).collect()
-        };
-        let tp = vs_tokio(|s| s.ops_per_s);
-        println!(
-            "hwsched / tokio: throughput {:.2} (rounds {:?}), CPU per op {:.2}",
-            median(tp.clone()),
-            tp.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
-            median(vs_tokio(|s| s.cpu_us_per_op)),
         );
     }
 }

@@ -248,7 +248,8 @@ impl CostModel {
     ///   no idling in between), less the model's own 72 ns (poll, queue
     ///   and inbox costs: 1 worker, the whole burst queued at time 0).
     ///
-    /// [LL]: BENCHMARKS.md, "Light load", hwsched on 2 workers.
+    /// [LL]: the light-load bench at 213b982, hwsched on 2 workers
+    /// (SIMULATION.md, "Calibration").
     pub fn vm() -> Self {
         CostModel {
             name: "vm".into(),

@@ -6,7 +6,16 @@
 //! cargo run --release --features hyper --example http_server -- [--addr 127.0.0.1:8080] [--secs N] [--workers N] [--topology SYNTHETIC] [--stats]
 //! curl http://127.0.0.1:8080/
 //! wrk -t1 -c64 -d5s http://127.0.0.1:8080/
+//!
+//! cargo run --release --features hyper,trace --example http_server -- --secs 5 --trace http.json
+//! cargo run --release -p hwsched-trace -- summary http.json
 //! ```
+//!
+//! `--trace FILE` (the `trace` feature) records the scheduler's trace from
+//! the start to the shutdown, the last `--trace-events N` events of each
+//! worker (default 65,536: a flight recorder), and writes it as Chrome
+//! Trace Event JSON (Perfetto's UI and `chrome://tracing` open it;
+//! `hwsched-trace svg` draws it).
 //!
 //! Stops on Ctrl-C (`hwsched::signal::ctrl_c`) or after `--secs`;
 //! connections still open are dropped with the runtime, and the driver's
@@ -35,6 +44,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut workers: Option<usize> = None;
     let mut print_stats = false;
     let mut topology: Option<String> = None;
+    let mut trace_out: Option<String> = None;
+    let mut trace_events: usize = 1 << 16;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -47,6 +58,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--topology" => topology = Some(val()?),
             // The runtime's whole Stats table at the end.
             "--stats" => print_stats = true,
+            "--trace" => trace_out = Some(val()?),
+            "--trace-events" => trace_events = val()?.parse()?,
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -57,7 +70,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(t) = topology {
         b = b.topology(hwsched::TopologySource::Synthetic(t));
     }
+    #[cfg(feature = "trace")]
+    if trace_out.is_some() {
+        b = b.trace(trace_events);
+    }
+    #[cfg(not(feature = "trace"))]
+    if trace_out.is_some() {
+        let _ = trace_events;
+        return Err("--trace needs the `trace` feature: --features hyper,trace".into());
+    }
     let rt = b.build()?;
+    #[cfg(feature = "trace")]
+    let tracer = rt.tracer();
     let served = rt.block_on(async move {
         let listener = hwsched::net::TcpListener::bind(addr).await?;
         println!(
@@ -99,6 +123,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let stats = rt.stats();
     drop(rt);
+    #[cfg(feature = "trace")]
+    if let Some(path) = &trace_out {
+        // After the shutdown: every poll recorded has ended.
+        let trace = tracer.stop();
+        let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        trace.write_chrome_json(file)?;
+        println!(
+            "http_server: trace of {} events written to {path}",
+            trace.events().len()
+        );
+    }
     if print_stats {
         println!("{stats}");
     }

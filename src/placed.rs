@@ -1,8 +1,8 @@
 //! Places: where a user says a task runs ([`Place`], checked into a
 //! [`Target`] or refused with a [`PlaceError`]) and where the calling code
 //! runs ([`CurrentPlace`]). The queues behind a place are a worker's
-//! pinned queue (park.rs, "Pinned tasks") and a domain's place queue
-//! (domain.rs); the spawns are worker/placed.rs's `spawn_pinned`,
+//! pinned queue (sched/park.rs, "Pinned tasks") and a domain's place queue
+//! (sched/place_queue.rs); the spawns are worker/placed.rs's `spawn_pinned`,
 //! `spawn_domain` and `spawn_local`.
 
 use std::fmt;
@@ -23,7 +23,7 @@ use crate::topology::{LevelKind, Topology};
 /// every wake: it waits in the domain's own queue, which no other worker
 /// looks at (stealing never moves it out), and inside the domain work
 /// conservation holds (an idle worker of the domain takes it, and a
-/// parked one is woken for it when none is awake: domain.rs). An index
+/// parked one is woken for it when none is awake: sched/place_queue.rs). An index
 /// past the last domain of its kind that has workers is
 /// [`PlaceError::DomainOutOfRange`]; nothing is spawned then.
 ///
@@ -201,7 +201,7 @@ const KINDS: [LevelKind; 4] = [
 pub(crate) struct Places {
     spans: [Vec<Range<usize>>; 4],
     of: Box<[[usize; 4]]>,
-    /// Per kind, each domain's place queue (domain.rs): an index into the
+    /// Per kind, each domain's place queue (sched/place_queue.rs): an index into the
     /// runtime's `DomainQueues`, set by [`Places::set_queues`].
     queue: [Vec<usize>; 4],
 }
@@ -213,7 +213,7 @@ pub(crate) enum Target {
     Worker(usize),
     /// An ordinary task, started at one worker.
     Near(usize),
-    /// Queued in a domain's place queue (domain.rs), taken by its workers
+    /// Queued in a domain's place queue (sched/place_queue.rs), taken by its workers
     /// only.
     Domain {
         /// The queue's index.

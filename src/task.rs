@@ -98,7 +98,7 @@ use std::task::{Context, Poll, Waker};
 
 use crossbeam_utils::CachePadded;
 
-use crate::park::NO_WORKER;
+use crate::sched::park::NO_WORKER;
 use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, Ordering};
 
 /// Per-task scheduling metadata, read and written by placement.
@@ -129,7 +129,7 @@ pub struct TaskMeta {
     /// outside the loom shim: statistics, `Relaxed`, part of no protocol.
     pub(crate) runnable_at: std::sync::atomic::AtomicU64,
     /// A watcher took private work from behind one of this task's polls
-    /// (watch.rs, "Long polls"): before its next poll with private work
+    /// (sched/watch.rs, "Long polls"): before its next poll with private work
     /// behind it, its worker makes that work stealable. A `std` atomic,
     /// outside the loom shim: a hint, `Relaxed`, part of no protocol.
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
@@ -306,7 +306,7 @@ impl TaskMeta {
 /// task exists (until async-task destroys it, after its future and every
 /// handle are gone): the runtime's spawns have `schedule` own the
 /// `Arc<Shared>` that holds it (module docs).
-// Called by schedule.rs's `spawn` and by the loom models (blocking.rs builds
+// Called by worker/schedule.rs's `spawn` and by the loom models (blocking.rs builds
 // its tasks with the same calls and its own schedule function).
 #[track_caller]
 pub unsafe fn build<F, S>(

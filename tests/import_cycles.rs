@@ -5,8 +5,8 @@
 //! - **top-level modules**: a folder (`io/`, `time/`, `worker/`) counts as
 //!   one module with everything under it, so that a layer whose files do not
 //!   import each other in a circle still cannot import, as a whole, a layer
-//!   that imports it back (`shared.rs` -> `io::driver` while
-//!   `io::registration` -> `shared.rs`).
+//!   that imports it back (`worker/shared.rs` -> `io::driver` while
+//!   `io::registration` -> `worker/shared.rs`).
 //!
 //! Each file is a module (a folder's `mod.rs` is the folder's module, its
 //! other files its submodules). Module A depends on module B when A's code

@@ -1,4 +1,4 @@
-//! The place queues' hand-off (`src/domain.rs`) when a worker woken for a
+//! The place queues' hand-off (`src/sched/place_queue.rs`) when a worker woken for a
 //! domain's task finds other work first: the wake is handed on
 //! (`domain::left_behind`, and the worker's own inbox counted as work left
 //! behind by `idle_worker::found_work`). The workers run the production
@@ -14,7 +14,7 @@
 
 #![cfg(loom)]
 
-use hwsched::handoff;
+use hwsched::sched::push;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt, Task, Worker};
 
@@ -59,8 +59,8 @@ fn a_worker_woken_for_the_domain_hands_the_wake_on() {
             let dq = rt.domains.as_ref().unwrap();
             let llc = dq.of(1).last().unwrap();
             assert_eq!(dq.of(1).count(), 2, "worker 1 is in two domains");
-            let _ = hwsched::domain::push(&*rt, dq, llc, 1, ledger.task(0));
-            let _ = handoff::deliver(&*rt, 1, ledger.task(1));
+            let _ = hwsched::sched::place_queue::push(&*rt, dq, llc, 1, ledger.task(0));
+            let _ = push::deliver(&*rt, 1, ledger.task(1));
             w1.join().unwrap();
             w2.join().unwrap();
             ledger.assert_each_once();

@@ -1,6 +1,6 @@
 //! Placed and local tasks (`spawn_on`, `spawn_local`): their schedule
-//! functions, the queues they go back to (a worker's pinned queue: park.rs,
-//! "Pinned tasks"; a domain's place queue: domain.rs), the count of their
+//! functions, the queues they go back to (a worker's pinned queue: sched/park.rs,
+//! "Pinned tasks"; a domain's place queue: sched/place_queue.rs), the count of their
 //! polls by place ([`OnPlace`]), and the local tasks' drop on their own
 //! thread at shutdown.
 
@@ -26,7 +26,7 @@ where
             w,
             OnPlace::new(future, w..w + 1, PlaceKind::Worker),
         )),
-        // Near a worker: an ordinary task (schedule.rs, `spawn_on`).
+        // Near a worker: an ordinary task (worker/schedule.rs, `spawn_on`).
         Target::Near(_) => unreachable!("schedule::spawn_on spawns a task near a worker"),
         Target::Domain { queue, kind } => {
             let span = shared.domains.span(queue).clone();
@@ -88,7 +88,7 @@ impl<F: Future> Future for OnPlace<F> {
 /// Spawns `future` into place queue `queue` (a checked domain
 /// [`Place`](crate::Place)): its schedule function, [`schedule_domain`],
 /// sends it back to that queue at every wake, which only the domain's
-/// workers take from (domain.rs). A task without a place never runs this
+/// workers take from (sched/place_queue.rs). A task without a place never runs this
 /// code.
 #[track_caller]
 pub(crate) fn spawn_domain<F>(
@@ -121,9 +121,9 @@ where
 }
 
 /// The schedule function of a task placed in a domain: after shutdown it
-/// is buried ([`handoff::admit`]); else back to its place queue.
+/// is buried ([`push::admit`]); else back to its place queue.
 pub(super) fn schedule_domain(shared: &Shared, queue: usize, r: Runnable) {
-    let Some(r) = handoff::admit(shared, r) else {
+    let Some(r) = push::admit(shared, r) else {
         return;
     };
     if shared.trace.is_on() {
@@ -136,7 +136,7 @@ pub(super) fn schedule_domain(shared: &Shared, queue: usize, r: Runnable) {
     push_domain(shared, queue, r);
 }
 
-/// The pusher's steps of a place queue ([`domain::push`](crate::domain::push)),
+/// The pusher's steps of a place queue ([`domain::push`](crate::sched::place_queue::push)),
 /// counted for the calling worker (if any): the wake looks first at the
 /// caller's worker when it is one of the domain's, else at the domain's
 /// first.
@@ -147,13 +147,13 @@ pub(super) fn push_domain(shared: &Shared, queue: usize, r: Runnable) {
         Some(w) if span.contains(&w) => w,
         _ => span.start,
     };
-    let woke = crate::domain::push(shared, &shared.domains, queue, near, r);
+    let woke = crate::sched::place_queue::push(shared, &shared.domains, queue, near, r);
     count_wake(shared, from, woke);
 }
 
 /// Spawns `future` pinned to worker `w` (a checked [`Place`](crate::Place)):
 /// its schedule function, [`schedule_pinned`], sends it to `w`'s pinned
-/// queue at every wake, which only `w` takes from (park.rs, "Pinned
+/// queue at every wake, which only `w` takes from (sched/park.rs, "Pinned
 /// tasks"). A task without a place never runs this code.
 #[track_caller]
 pub(crate) fn spawn_pinned<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
@@ -182,10 +182,10 @@ where
 }
 
 /// The schedule function of a task pinned to worker `w`: after shutdown it
-/// is buried, as every task is ([`handoff::admit`]); else it goes back to
+/// is buried, as every task is ([`push::admit`]); else it goes back to
 /// `w`'s pinned queue.
 pub(super) fn schedule_pinned(shared: &Shared, w: usize, r: Runnable) {
-    let Some(r) = handoff::admit(shared, r) else {
+    let Some(r) = push::admit(shared, r) else {
         return;
     };
     if shared.trace.is_on() {
@@ -201,7 +201,7 @@ pub(super) fn schedule_pinned(shared: &Shared, w: usize, r: Runnable) {
 /// `w` itself while it runs (its core free and not asleep in the driver),
 /// a push alone, since `w` looks at the queue before it waits; from
 /// anywhere else a delivery with the notify that `w`'s wait cannot sleep
-/// through (park.rs, "Pinned tasks").
+/// through (sched/park.rs, "Pinned tasks").
 pub(super) fn push_pinned(shared: &Shared, w: usize, r: Runnable, local: bool) {
     let m = &shared.workers[w].mailbox;
     let (own, from) = with_core(shared, |c| match c {

@@ -1,4 +1,4 @@
-//! Stealing: the idle walk over the levels (balance.rs), a steal from one
+//! Stealing: the idle walk over the levels (policy/balance.rs), a steal from one
 //! victim, and the re-check's look at the `queued` set.
 
 #[allow(unused_imports)]
@@ -11,8 +11,8 @@ pub(super) fn has_work(shared: &Shared, v: usize) -> bool {
 }
 
 /// The re-check of the last searcher leaving, or of a worker parking with
-/// no searcher left (idle.rs, steps 2 and 3): a worker other than `me`
-/// whose queue holds work (its deque, its inbox or its LIFO slot: idle.rs,
+/// no searcher left (sched/sleepers.rs, steps 2 and 3): a worker other than `me`
+/// whose queue holds work (its deque, its inbox or its LIFO slot: sched/sleepers.rs,
 /// "The LIFO slot"), found through the `queued` set nearest first.
 /// Call after the fence of `leave_searching` / `to_parked`.
 pub(super) fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
@@ -69,7 +69,7 @@ pub(crate) fn steal_from(
     None
 }
 
-/// Steals from the busiest other group of `level` (see balance.rs).
+/// Steals from the busiest other group of `level` (see policy/balance.rs).
 pub(super) fn steal_from_level(
     shared: &Shared,
     core: &mut Core,
@@ -79,8 +79,9 @@ pub(super) fn steal_from_level(
     let lvl = &shared.topology.levels(core.index)[level];
     let st = &shared.workers[core.index].stats;
     let start = core.rand(lvl.groups.len());
-    let mut best =
-        crate::balance::busiest_group(&lvl.groups, searched, start, |g| shared.load.load(g));
+    let mut best = crate::policy::balance::busiest_group(&lvl.groups, searched, start, |g| {
+        shared.load.load(g)
+    });
     if best.is_none() {
         // The counters show nothing queued here, but they lag (and a worker
         // stuck in a long poll never publishes): the `queued` set is exact
@@ -137,7 +138,7 @@ pub(super) fn steal_from_level(
     found
 }
 
-/// The idle walk; see balance.rs.
+/// The idle walk; see policy/balance.rs.
 pub(super) fn walk(
     shared: &Shared,
     core: &mut Core,

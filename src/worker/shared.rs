@@ -1,5 +1,5 @@
-//! The state every worker shares: below the API (`runtime.rs`,
-//! `handle.rs`) and the mechanism (`worker/`, `schedule.rs`) that use it,
+//! The state every worker shares: below the API (`runtime/mod.rs`,
+//! `runtime/handle.rs`) and the mechanism (`worker/`, `worker/schedule.rs`) that use it,
 //! so the dependency arrows run one way (DESIGN section 12). Below it, and
 //! never naming it: the task layer, the blocking pool, and the driver
 //! (`io/`, `time/`, `signal.rs`), whose handle it holds.
@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::idle::Sleepers;
-use crate::load::LoadMap;
-use crate::park::Mailbox;
-use crate::park::Parker;
-use crate::queue::{Inbox, Steal, Stealer};
+use crate::policy::load::LoadMap;
+use crate::sched::park::Mailbox;
+use crate::sched::park::Parker;
+use crate::sched::queue::{Inbox, Steal, Stealer};
+use crate::sched::sleepers::Sleepers;
 use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::task::{drop_task, Registry, Runnable};
@@ -24,10 +24,10 @@ pub(crate) struct WorkerShared {
     pub(crate) mailbox: CachePadded<Mailbox<Runnable>>,
     pub(crate) stealer: Stealer<Runnable>,
     /// The worker's LIFO slot: its next task, which another worker takes
-    /// when the owner does not get to it (idle.rs, "The LIFO slot").
-    pub(crate) lifo: CachePadded<crate::queue::Slot<Runnable>>,
+    /// when the owner does not get to it (sched/sleepers.rs, "The LIFO slot").
+    pub(crate) lifo: CachePadded<crate::sched::queue::Slot<Runnable>>,
     /// The worker's private batch queue, which only a watcher takes from,
-    /// and only once stale (watch.rs).
+    /// and only once stale (sched/watch.rs).
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) batch: Stealer<Runnable>,
     pub(crate) stats: CachePadded<WorkerCounters>,
@@ -37,13 +37,13 @@ pub(crate) struct WorkerShared {
     pub(crate) llc_hint: usize,
     pub(crate) pinned: AtomicBool,
     /// Set by a watcher that took this worker's private work because its
-    /// poll ran long (watch.rs, "Long polls"); the worker marks the task it
+    /// poll ran long (sched/watch.rs, "Long polls"); the worker marks the task it
     /// was polling a hog when the poll returns.
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) long_poll_taken: AtomicBool,
     /// The worker thread's CPU-time clock (`pthread_getcpuclockid`; -1
     /// until the thread set it, or if it has none), read by watchers
-    /// (watch.rs, "Long polls").
+    /// (sched/watch.rs, "Long polls").
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) cpu_clock: std::sync::atomic::AtomicI64,
 }
@@ -59,10 +59,10 @@ pub(crate) struct Shared {
     pub(crate) llc_idle_cores: Box<[CachePadded<AtomicBool>]>,
     pub(crate) shutdown: CachePadded<AtomicBool>,
     /// The wake protocol's shared state: searching count, parked, idle
-    /// and queued sets (see idle.rs).
+    /// and queued sets (see sched/sleepers.rs).
     pub(crate) idle: Sleepers,
-    /// The watch over private batch queues (watch.rs).
-    pub(crate) watch: crate::watch::Watch,
+    /// The watch over private batch queues (sched/watch.rs).
+    pub(crate) watch: crate::sched::watch::Watch,
     /// Every worker: `0..workers`.
     pub(crate) all: std::ops::Range<usize>,
     /// Per LLC (indexed by `WorkerShared::llc_hint`), on a machine whose
@@ -77,8 +77,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     /// The domains users name in a `Place`, and each worker's.
     pub(crate) places: crate::placed::Places,
-    /// The place queues of the domains (domain.rs).
-    pub(crate) domains: crate::domain::DomainQueues<Runnable>,
+    /// The place queues of the domains (sched/place_queue.rs).
+    pub(crate) domains: crate::sched::place_queue::DomainQueues<Runnable>,
     pub(crate) external: CachePadded<WorkerCounters>,
     pub(crate) park_cost_ns: AtomicU64,
     pub(crate) start: Instant,
@@ -175,7 +175,7 @@ impl Shared {
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
-        // Relaxed: see park.rs, "shutdown": the flag is published by the
+        // Relaxed: see sched/park.rs, "shutdown": the flag is published by the
         // notify that follows its store.
         self.shutdown.load(Ordering::Relaxed)
     }
@@ -371,12 +371,12 @@ pub fn drain_inboxes<'a, T: 'a>(
 }
 
 /// The start of the shutdown sequence (step 1 of
-/// [`shutdown::shutdown`](crate::shutdown::shutdown)): sets the shutdown
+/// [`shutdown::shutdown`](crate::sched::shutdown::shutdown)): sets the shutdown
 /// flag, then notifies every worker's parker so that each wakes, sees the
 /// flag and leaves its loop.
 pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<Item = &'a Parker>) {
     // Relaxed: published to each worker (and to any deliverer) by the
-    // parker RMW that follows; see park.rs, "shutdown".
+    // parker RMW that follows; see sched/park.rs, "shutdown".
     shutdown.store(true, Ordering::Relaxed);
     for p in parkers {
         let _ = p.notify();
@@ -384,7 +384,7 @@ pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<I
 }
 
 /// The end of the shutdown sequence (step 4 of
-/// [`shutdown::shutdown`](crate::shutdown::shutdown)), once the workers
+/// [`shutdown::shutdown`](crate::sched::shutdown::shutdown)), once the workers
 /// have left their loops. In this order:
 ///
 /// 1. **Cancel what is pending**: drop what is still queued in the inboxes

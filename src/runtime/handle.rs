@@ -4,10 +4,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::shared::Shared;
 use crate::stats::Stats;
 use crate::task::JoinHandle;
 use crate::worker;
+use crate::worker::shared::Shared;
 
 /// A reference to a [`Runtime`](crate::Runtime): spawn onto it, block on it,
 /// read its stats, from anywhere.
@@ -72,7 +72,7 @@ impl Handle {
     /// assert!(hwsched::Handle::try_current().is_none());
     /// ```
     pub fn try_current() -> Option<Handle> {
-        crate::shared::current().map(|shared| Handle { shared })
+        crate::worker::shared::current().map(|shared| Handle { shared })
     }
 
     /// Spawns a task onto this runtime; it starts running on some worker at
@@ -84,7 +84,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::schedule::spawn(&self.shared, future)
+        crate::worker::schedule::spawn(&self.shared, future)
     }
 
     /// Spawns a task that runs only at `place`; see
@@ -100,7 +100,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::schedule::spawn_on(&self.shared, place, future)
+        crate::worker::schedule::spawn_on(&self.shared, place, future)
     }
 
     /// Where the caller runs, if it is a worker of this runtime; see
@@ -137,7 +137,7 @@ impl Handle {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         #[cfg(feature = "tokio-compat")]
         let _tokio = self.shared.tokio.as_ref().map(|h| h.enter());
-        crate::block_on::block_on(&self.shared, future)
+        crate::runtime::block_on::block_on(&self.shared, future)
     }
 
     /// A snapshot of the runtime's counters.

@@ -50,11 +50,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::context::on_worker_thread;
-use crate::shared::Shared;
-use crate::shared::BLOCK_ON;
 use crate::stats::WorkerCounters;
 use crate::sync::{AtomicBool, Mutex, Ordering};
 use crate::task::{drop_task, JoinHandle, Runnable, TaskFuture, TaskMeta};
+use crate::worker::shared::Shared;
+use crate::worker::shared::BLOCK_ON;
 
 /// The wake flag of one `block_on` call: the waker sets it, then unparks
 /// the thread; the loop consumes it, parking until it is set. The loom
@@ -72,7 +72,7 @@ impl WakeFlag {
     /// (`unpark`). The other order loses the wake: the loop could take the
     /// unpark's token in a park that returns at once, find the flag still
     /// clear, and park again, and the flag set afterwards has no unpark
-    /// left to end that park (the loom model `block_on.rs` finds it).
+    /// left to end that park (the loom model `runtime/block_on.rs` finds it).
     #[inline]
     pub fn wake(&self, unpark: impl FnOnce()) {
         self.set();

@@ -1,6 +1,6 @@
 //! Where a woken task goes: the mechanism around the wakeup placement
-//! policy (`wake.rs`'s `select_idle_sibling`) and the external spawn
-//! placement (`place.rs`'s `find_idlest_group`). The policies are pure
+//! policy (`policy/wake.rs`'s `select_idle_sibling`) and the external spawn
+//! placement (`policy/spawn_place.rs`'s `find_idlest_group`). The policies are pure
 //! functions over views; the views over the runtime's shared state, the
 //! wake path of every task (`schedule`) and its hand-off to the wake
 //! protocol live here.
@@ -18,21 +18,21 @@ use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::handoff::{self, Placed};
-use crate::load::Load;
-use crate::park::{Notified, NO_WORKER};
-use crate::place::PlacementView;
-use crate::place::{External, ExternalView};
-use crate::shared::Shared;
+use crate::policy::load::Load;
+use crate::policy::spawn_place::PlacementView;
+use crate::policy::spawn_place::{External, ExternalView};
+use crate::policy::wake::{
+    prop_depth, select_idle_sibling, IdleView, Outcome, SisConfig, SCAN_COST_SAMPLE,
+};
+use crate::sched::park::{Notified, NO_WORKER};
+use crate::sched::push::{self, Placed};
 use crate::stats::WorkerCounters;
 use crate::sync::Ordering;
 use crate::task::{drop_task, JoinHandle, Runnable};
 use crate::trace::Decision;
 use crate::tunables::SisMode;
-use crate::wake::{
-    prop_depth, select_idle_sibling, IdleView, Outcome, SisConfig, SCAN_COST_SAMPLE,
-};
 use crate::worker;
+use crate::worker::shared::Shared;
 use crate::worker::{current_worker, deliver, deliver_to_woken, wake_spans, with_core};
 
 /// The runtime's idle view.
@@ -43,7 +43,7 @@ impl IdleView for RuntimeIdle<'_> {
         self.0.idle.idle.contains(w)
     }
     fn claim(&self, w: usize) -> bool {
-        // Relaxed: a placement hint (idle.rs).
+        // Relaxed: a placement hint (sched/sleepers.rs).
         self.0.idle.idle.remove(w, Ordering::Relaxed)
     }
     fn has_idle_cores(&self, w: usize) -> bool {
@@ -75,7 +75,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
     }
     // After shutdown: buried, not dropped here (we are inside a waker
     // call, see Shared::bury).
-    let Some(r) = handoff::admit(shared, r) else {
+    let Some(r) = push::admit(shared, r) else {
         return;
     };
     worker::with_core(shared, |cur| match cur {
@@ -214,7 +214,7 @@ fn place_from_worker(
         // here, in the LIFO slot (tokio's `schedule_local`), with no search
         // and no look at another worker's queues. A worker that goes idle
         // while this one is still in its poll takes it from the slot
-        // (idle.rs, "The LIFO slot").
+        // (sched/sleepers.rs, "The LIFO slot").
         WorkerCounters::bump(&shared.workers[me].stats.wake_none_idle, 1);
         shared
             .trace
@@ -235,7 +235,7 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
     // wake_affine: the waker's worker, unless prev is idle and shares
     // the waker's LLC, or the waker is loaded and prev is not (the policy's
     // `wake_affine`).
-    let target = crate::wake::wake_affine(
+    let target = crate::policy::wake::wake_affine(
         &shared.topology,
         me,
         (last != NO_WORKER).then_some(last),
@@ -286,10 +286,10 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
     if claimed && shared.idle.parked.contains(c) {
         // The idle worker chosen is parked: the deepest idle state, a
         // futex round trip to leave (where the kernel's idle CPU costs
-        // an IPI). Wake it only as the one wake in flight (idle.rs);
+        // an IPI). Wake it only as the one wake in flight (sched/sleepers.rs);
         // while another wake is in flight, queue the task here, where
         // the searcher finds it.
-        let placed = handoff::wake_placed(shared, c, r, |r| {
+        let placed = push::wake_placed(shared, c, r, |r| {
             WorkerCounters::bump(&stats.wake_deferred, 1);
             shared
                 .trace
@@ -318,7 +318,7 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
 /// mask per 64 workers of the LLC (and one for `last` when it is in
 /// another LLC), where the search it saves reads the other workers'
 /// queues and scans. `Relaxed`: a placement hint, as every read of the
-/// idle mask (idle.rs); a worker that becomes idle just after finds the
+/// idle mask (sched/sleepers.rs); a worker that becomes idle just after finds the
 /// task by stealing, or is woken by the pusher's check.
 #[inline]
 fn idle_near(shared: &Shared, llc: &Range<usize>, last: usize) -> bool {
@@ -335,7 +335,7 @@ fn prev_idle_elsewhere(shared: &Shared, llc: &Range<usize>, last: usize) -> bool
 #[inline]
 fn scan_depth(shared: &Shared, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
     let llc = shared.topology.llc_span(target);
-    crate::wake::scan_depth(
+    crate::policy::wake::scan_depth(
         shared.tunables.sis,
         llc.len(),
         avg_idle_ns,
@@ -425,7 +425,7 @@ impl PlacementView for RuntimeView<'_> {
 }
 
 thread_local! {
-    /// Round-robin ticket of this thread's external spawns (see place.rs).
+    /// Round-robin ticket of this thread's external spawns (see policy/spawn_place.rs).
     static SPAWN_RR: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
@@ -559,7 +559,7 @@ pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
 }
 
 /// Placement of a task spawned from outside the runtime: the policy's
-/// [`place_external`](crate::place::place_external) decides (an awake idle
+/// [`place_external`](crate::policy::spawn_place::place_external) decides (an awake idle
 /// worker, else a parked one woken to search, else the burst's target
 /// while that wake is in flight, else `find_idlest_group`) over
 /// [`ExternalRuntimeView`], this delivers: without a futex wake to an
@@ -571,7 +571,11 @@ fn place_external(shared: &Shared, r: Runnable) {
         x.set(v);
         v
     });
-    match crate::place::place_external(&shared.topology, &ExternalRuntimeView(shared), rr) {
+    match crate::policy::spawn_place::place_external(
+        &shared.topology,
+        &ExternalRuntimeView(shared),
+        rr,
+    ) {
         External::AwakeIdle(w) => {
             WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
             deliver(shared, None, w, r)
@@ -588,14 +592,14 @@ fn place_external(shared: &Shared, r: Runnable) {
     }
 }
 
-/// The runtime's [`ExternalView`]: the wake protocol's atomics (idle.rs)
+/// The runtime's [`ExternalView`]: the wake protocol's atomics (sched/sleepers.rs)
 /// and the burst target; the load counters through
-/// [`RuntimeView`](crate::schedule::RuntimeView).
+/// [`RuntimeView`](crate::worker::schedule::RuntimeView).
 struct ExternalRuntimeView<'a>(&'a Shared);
 
-impl crate::place::PlacementView for ExternalRuntimeView<'_> {
+impl crate::policy::spawn_place::PlacementView for ExternalRuntimeView<'_> {
     #[inline]
-    fn load(&self, span: &crate::topology::Span) -> crate::load::Load {
+    fn load(&self, span: &crate::topology::Span) -> crate::policy::load::Load {
         RuntimeView(self.0).load(span)
     }
     #[inline]

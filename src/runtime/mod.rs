@@ -1,5 +1,17 @@
 //! `Builder`, `Runtime`, and the state every worker shares.
 
+// `block_on`'s protocol, which the loom models drive: public under
+// `cfg(loom)`.
+#[cfg(loom)]
+pub mod block_on;
+#[cfg(not(loom))]
+pub(crate) mod block_on;
+pub(crate) mod handle;
+#[cfg(loom)]
+pub mod join_set;
+#[cfg(not(loom))]
+pub(crate) mod join_set;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::thread;
@@ -9,11 +21,10 @@ use crossbeam_utils::CachePadded;
 
 use crate::config::Hook;
 use crate::error::BuildError;
-use crate::idle::Sleepers;
-use crate::load::LoadMap;
-use crate::park::Mailbox;
-use crate::queue::Local;
-use crate::shared::{Latch, Shared, WorkerShared};
+use crate::policy::load::LoadMap;
+use crate::sched::park::Mailbox;
+use crate::sched::queue::Local;
+use crate::sched::sleepers::Sleepers;
 use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::task::drop_task;
@@ -21,6 +32,7 @@ use crate::task::{JoinHandle, Registry, Runnable};
 use crate::topology::{Topology, TopologySource};
 use crate::tunables::Tunables;
 use crate::worker;
+use crate::worker::shared::{Latch, Shared, WorkerShared};
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -470,14 +482,14 @@ impl Builder {
         // On a hybrid machine, the runs of each LLC's most capable workers.
         let capable: Box<[Box<[std::ops::Range<usize>]>]> = llc_spans
             .iter()
-            .map(|span| crate::spans::capable_runs(&topology, span.clone()))
+            .map(|span| crate::policy::search_order::capable_runs(&topology, span.clone()))
             .collect();
         let workers = (0..n)
             .map(|w| WorkerShared {
                 mailbox: CachePadded::new(Mailbox::new()),
                 stealer: locals[w].stealer(),
                 batch: batches[w].stealer(),
-                lifo: CachePadded::new(crate::queue::Slot::new()),
+                lifo: CachePadded::new(crate::sched::queue::Slot::new()),
                 stats: CachePadded::new(WorkerCounters::default()),
                 timing: CachePadded::new(crate::timing::WorkerTiming::default()),
                 llc_hint: llc_hint[w],
@@ -488,7 +500,7 @@ impl Builder {
             .collect();
         let park_cost = match (self.tunables.park_cost, self.tunables.idle) {
             (Some(c), _) => c,
-            (None, crate::IdleMode::Governed) => crate::park::measure_park_cost(),
+            (None, crate::IdleMode::Governed) => crate::sched::park::measure_park_cost(),
             (None, _) => Duration::ZERO,
         };
         let (masks, blocking_mask_of) = if self.blocking_affinity && topology.is_system() {
@@ -506,7 +518,8 @@ impl Builder {
             masks,
         };
         let mut places = crate::placed::Places::new(&topology);
-        let (domains, queue_ids) = crate::domain::DomainQueues::new(n, &places.all_spans());
+        let (domains, queue_ids) =
+            crate::sched::place_queue::DomainQueues::new(n, &places.all_spans());
         places.set_queues(&queue_ids);
         // Per worker, the OS index of its CPU (the I/O driver maps an
         // accepted socket's `SO_INCOMING_CPU` to a poller with it).
@@ -538,7 +551,9 @@ impl Builder {
             blocking: crate::blocking::BlockingPool::new(blocking_config, {
                 let weak = weak.clone();
                 Arc::new(move || match weak.upgrade() {
-                    Some(s) => Box::new(crate::block_on::enter(s)) as Box<dyn std::any::Any>,
+                    Some(s) => {
+                        Box::new(crate::runtime::block_on::enter(s)) as Box<dyn std::any::Any>
+                    }
                     None => Box::new(()),
                 })
             }),
@@ -553,7 +568,7 @@ impl Builder {
             workers,
             shutdown: CachePadded::new(AtomicBool::new(false)),
             idle: Sleepers::new(n, &llc_spans),
-            watch: crate::watch::Watch::new(n, &llc_spans),
+            watch: crate::sched::watch::Watch::new(n, &llc_spans),
             capable,
             all: 0..n,
             burst_target: AtomicUsize::new(0),
@@ -563,7 +578,7 @@ impl Builder {
             external: CachePadded::new(WorkerCounters::default()),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
             start,
-            graveyard: crate::shared::Graveyard::new(),
+            graveyard: crate::worker::shared::Graveyard::new(),
             starting: Latch::new(n),
             #[cfg(feature = "io")]
             driver: {
@@ -727,7 +742,7 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::schedule::spawn(&self.shared, future)
+        crate::worker::schedule::spawn(&self.shared, future)
     }
 
     /// Spawns a task that runs only at `place`, now and after every wake
@@ -757,7 +772,7 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::schedule::spawn_on(&self.shared, place, future)
+        crate::worker::schedule::spawn_on(&self.shared, place, future)
     }
 
     /// Runs the blocking function `f` on the runtime's blocking pool (not on
@@ -778,7 +793,7 @@ impl Runtime {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         #[cfg(feature = "tokio-compat")]
         let _tokio = self.shared.tokio.as_ref().map(|h| h.enter());
-        crate::block_on::block_on(&self.shared, future)
+        crate::runtime::block_on::block_on(&self.shared, future)
     }
 
     /// A [`Handle`](crate::Handle) to this runtime: cloneable, `Send + Sync`,
@@ -903,7 +918,7 @@ impl Runtime {
         // or `hwsched::spawn_blocking` gets a handle that resolves to
         // `Cancelled` at once (a spawn after shutdown), not a panic about a
         // missing runtime.
-        let _context = crate::block_on::enter(shared.clone());
+        let _context = crate::runtime::block_on::enter(shared.clone());
         // And tokio's, for the destructors of tasks that hold tokio
         // resources (the bridge still runs).
         #[cfg(feature = "tokio-compat")]
@@ -911,7 +926,7 @@ impl Runtime {
         // The sequence (announce, close the blocking pool, join, final
         // drain) is `shutdown::shutdown`'s: see there, and the worker's
         // module docs, "Shutdown".
-        let joined = crate::shutdown::shutdown(&mut Stop {
+        let joined = crate::sched::shutdown::shutdown(&mut Stop {
             shared,
             threads: &mut self.threads,
             deadline: timeout.map(|t| Instant::now() + t),
@@ -928,7 +943,7 @@ impl Runtime {
     }
 }
 
-/// The runtime as the shutdown sequence ([`crate::shutdown::shutdown`])
+/// The runtime as the shutdown sequence ([`crate::sched::shutdown::shutdown`])
 /// sees it: its workers' threads, with the shutdown's deadline.
 struct Stop<'a> {
     shared: &'a Shared,
@@ -936,12 +951,12 @@ struct Stop<'a> {
     deadline: Option<Instant>,
 }
 
-impl crate::shutdown::Stopping<Runnable> for Stop<'_> {
+impl crate::sched::shutdown::Stopping<Runnable> for Stop<'_> {
     fn flag(&self) -> &AtomicBool {
         &self.shared.shutdown
     }
 
-    fn parkers(&self) -> impl Iterator<Item = &crate::park::Parker> {
+    fn parkers(&self) -> impl Iterator<Item = &crate::sched::park::Parker> {
         self.shared.workers.iter().map(|w| &w.mailbox.parker)
     }
 
@@ -980,15 +995,17 @@ impl crate::shutdown::Stopping<Runnable> for Stop<'_> {
         all_joined
     }
 
-    fn graveyard(&self) -> &crate::shared::Graveyard<Runnable> {
+    fn graveyard(&self) -> &crate::worker::shared::Graveyard<Runnable> {
         &self.shared.graveyard
     }
 
     fn drain_inboxes(&self) -> usize {
         // The place queues of the domains are drained with the inboxes
-        // (`DomainQueues::drain` fences first: domain.rs).
-        crate::shared::drain_inboxes(self.shared.workers.iter().map(|w| &*w.mailbox), drop_task)
-            + self.shared.domains.drain(drop_task)
+        // (`DomainQueues::drain` fences first: sched/place_queue.rs).
+        crate::worker::shared::drain_inboxes(
+            self.shared.workers.iter().map(|w| &*w.mailbox),
+            drop_task,
+        ) + self.shared.domains.drain(drop_task)
     }
 
     fn wake_waiting(&self) {
@@ -1214,7 +1231,7 @@ where
 {
     match worker::current_shared_worker() {
         Some((shared, w)) => worker::spawn_local(&shared, w, future),
-        None => crate::block_on::spawn_local(future).unwrap_or_else(|| {
+        None => crate::runtime::block_on::spawn_local(future).unwrap_or_else(|| {
             panic!(
                 "hwsched::spawn_local called off a worker thread and outside Runtime::block_on: \
                  a local task stays on the thread that spawns it, so call it from a task running \

@@ -1,12 +1,12 @@
 //! The shutdown sequence (the [worker](crate::worker)'s module docs,
 //! "Shutdown", steps 1-7), written once over small views so that the
-//! runtime (`Runtime::shutdown` in `runtime.rs`, the worker's loop and exit
+//! runtime (`Runtime::shutdown` in `runtime/mod.rs`, the worker's loop and exit
 //! in `worker/mod.rs`) and the loom models (`loom-tests/tests/shutdown.rs`)
 //! run the same steps. The protocols it calls are elsewhere: the flag and
 //! the notifies ([`announce_shutdown`]), the burial and the final drain
-//! ([`Graveyard`], [`final_drain`]) in `shared.rs`; the wait that sees the
-//! flag ([`Mailbox::wait_with`](crate::park::Mailbox::wait_with), park.rs
-//! "shutdown"); the schedule path's check ([`handoff::admit`](crate::handoff::admit)).
+//! ([`Graveyard`], [`final_drain`]) in `worker/shared.rs`; the wait that sees the
+//! flag ([`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with), sched/park.rs
+//! "shutdown"); the schedule path's check ([`handoff::admit`](crate::sched::push::admit)).
 //!
 //! # The steps
 //!
@@ -15,7 +15,7 @@
 //!
 //! 1. **Announce**: set the flag, then notify every worker's parker
 //!    ([`announce_shutdown`]). A worker asleep wakes and sees the flag; a
-//!    delivery racing the announce sees it or is seen (park.rs,
+//!    delivery racing the announce sees it or is seen (sched/park.rs,
 //!    "shutdown").
 //! 2. **Close the blocking pool** ([`Stopping::close_blocking`]): it
 //!    refuses new closures and cancels those not yet started; it waits for
@@ -35,7 +35,7 @@
 //! - Each step of its loop takes its next task with [`next`]: the flag is
 //!   looked at first (before its own queues), so a worker that saw it
 //!   polls nothing more; an idle period that sees it (its wait returns
-//!   [`Wait::Shutdown`](crate::park::Wait::Shutdown)) ends the loop too.
+//!   [`Wait::Shutdown`](crate::sched::park::Wait::Shutdown)) ends the loop too.
 //! - On the way out, [`exit`] drops every task it still holds (its LIFO
 //!   slot, its deque, its private batch), then what must be dropped on its
 //!   own thread (tasks placed on it, its local tasks). The inboxes are the
@@ -48,9 +48,9 @@
 //! Model-checked in `loom-tests/tests/shutdown.rs`, which drives these
 //! functions with the models' runtime (`loom_tests::Rt`) and workers.
 
-use crate::idle_worker::Idle;
-use crate::park::Parker;
-use crate::shared::{announce_shutdown, final_drain, Graveyard};
+use crate::sched::idle_steps::Idle;
+use crate::sched::park::Parker;
+use crate::worker::shared::{announce_shutdown, final_drain, Graveyard};
 use crate::sync::AtomicBool;
 
 /// The runtime as the shutdown sequence sees it.
@@ -100,7 +100,7 @@ pub fn shutdown<T>(rt: &mut impl Stopping<T>) -> bool {
 
 /// A worker's loop as [`next`] sees it.
 pub trait Running<T> {
-    /// Whether the shutdown flag is set (a relaxed load: park.rs,
+    /// Whether the shutdown flag is set (a relaxed load: sched/park.rs,
     /// "shutdown").
     fn is_shutdown(&self) -> bool;
     /// Whether an idle period is suspended (the worker slept in the I/O
@@ -109,7 +109,7 @@ pub trait Running<T> {
     /// The next task on the worker's own queues (its LIFO slot, deque,
     /// inbox).
     fn next_own(&mut self) -> Option<T>;
-    /// The idle sequence ([`idle_worker::idle`](crate::idle_worker::idle)).
+    /// The idle sequence ([`idle_worker::idle`](crate::sched::idle_steps::idle)).
     fn idle(&mut self) -> Idle<T>;
 }
 

@@ -18,7 +18,7 @@
 //! counter read digit by digit down the tree (mixed radix), so consecutive
 //! spawns go to different packages, then different caches, then cores.
 
-use crate::load::Load;
+use crate::policy::load::Load;
 use crate::topology::{Span, Topology};
 
 /// What placement reads: group loads and idle flags.
@@ -41,19 +41,19 @@ pub trait PlacementView {
 }
 
 /// What [`place_external`] reads and claims besides the load counters: the
-/// wake protocol's state (idle.rs). The runtime implements it over its
+/// wake protocol's state (sched/sleepers.rs). The runtime implements it over its
 /// atomics (worker/mod.rs), a simulator over its own state.
 pub trait ExternalView: PlacementView {
     /// Claims an idle worker that is awake (walking or spinning, not
-    /// parked), scanning the idle set from worker `from`'s word: idle.rs
+    /// parked), scanning the idle set from worker `from`'s word: sched/sleepers.rs
     /// `Sleepers::claim_awake_idle`.
     fn claim_awake_idle(&self, from: usize) -> Option<usize>;
     /// The pusher's check: nobody searches and someone is parked
-    /// (idle.rs `Sleepers::needs_wake`).
+    /// (sched/sleepers.rs `Sleepers::needs_wake`).
     fn needs_wake(&self) -> bool;
     /// Claims the parked worker nearest to `near` (in [`wake_spans`]
     /// order) as the one searcher in flight, counting it awake
-    /// (idle.rs `Sleepers::wake_one`); `None` if nobody needs waking.
+    /// (sched/sleepers.rs `Sleepers::wake_one`); `None` if nobody needs waking.
     ///
     /// [`wake_spans`]: crate::policy::wake_spans
     fn wake_one(&self, near: usize) -> Option<usize>;

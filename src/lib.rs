@@ -115,7 +115,7 @@ pub mod io;
 pub mod metrics;
 #[cfg(feature = "io")]
 pub mod net;
-mod placed;
+mod place;
 pub mod policy;
 #[cfg(feature = "io")]
 pub mod signal;
@@ -154,7 +154,7 @@ pub mod worker;
 mod worker;
 
 pub use error::BuildError;
-pub use placed::{CurrentPlace, Place, PlaceError};
+pub use place::{CurrentPlace, Place, PlaceError};
 pub use runtime::handle::Handle;
 pub use runtime::join_set::JoinSet;
 pub use runtime::{

@@ -517,7 +517,7 @@ impl Builder {
             on_stop: self.on_stop.as_ref().map(|h| h.0.clone()),
             masks,
         };
-        let mut places = crate::placed::Places::new(&topology);
+        let mut places = crate::place::Places::new(&topology);
         let (domains, queue_ids) =
             crate::sched::place_queue::DomainQueues::new(n, &places.all_spans());
         places.set_queues(&queue_ids);

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
-use crate::placed::CurrentPlace;
+use crate::place::CurrentPlace;
 use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::task::TaskMeta;
 

@@ -19,7 +19,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    use crate::placed::{PlaceKind, Target};
+    use crate::place::{PlaceKind, Target};
     match shared.places.check(place, current_worker(shared))? {
         Target::Worker(w) => Ok(spawn_pinned(
             shared,
@@ -46,11 +46,11 @@ where
 pub(crate) struct OnPlace<F> {
     inner: F,
     span: std::ops::Range<usize>,
-    kind: crate::placed::PlaceKind,
+    kind: crate::place::PlaceKind,
 }
 
 impl<F> OnPlace<F> {
-    fn new(inner: F, span: std::ops::Range<usize>, kind: crate::placed::PlaceKind) -> Self {
+    fn new(inner: F, span: std::ops::Range<usize>, kind: crate::place::PlaceKind) -> Self {
         OnPlace { inner, span, kind }
     }
 }
@@ -66,7 +66,7 @@ impl<F: Future> Future for OnPlace<F> {
             // SAFETY: the counters live in the runtime that the worker's
             // context holds alive while `h` is valid (context.rs).
             let c = unsafe { &*h.counters };
-            use crate::placed::PlaceKind;
+            use crate::place::PlaceKind;
             let kc = match self.kind {
                 PlaceKind::Worker => &c.placed_polls_worker,
                 PlaceKind::Core => &c.placed_polls_core,

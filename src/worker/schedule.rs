@@ -485,7 +485,7 @@ where
     match place {
         crate::Place::NearWorker(_) | crate::Place::NearHere => {
             match shared.places.check(place, current_worker(shared))? {
-                crate::placed::Target::Near(w) => Ok(spawn_near(shared, w, future)),
+                crate::place::Target::Near(w) => Ok(spawn_near(shared, w, future)),
                 _ => unreachable!("a near place checks to a worker to start at"),
             }
         }

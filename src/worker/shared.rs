@@ -76,7 +76,7 @@ pub(crate) struct Shared {
     pub(crate) burst_target: AtomicUsize,
     pub(crate) registry: Registry,
     /// The domains users name in a `Place`, and each worker's.
-    pub(crate) places: crate::placed::Places,
+    pub(crate) places: crate::place::Places,
     /// The place queues of the domains (sched/place_queue.rs).
     pub(crate) domains: crate::sched::place_queue::DomainQueues<Runnable>,
     pub(crate) external: CachePadded<WorkerCounters>,

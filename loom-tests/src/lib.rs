@@ -277,7 +277,7 @@ mod imp {
         pub shutdown: loom::sync::atomic::AtomicBool,
         /// Where tasks found after the shutdown flag are buried
         /// (`Workers::bury`, `Shared::bury`'s body).
-        pub graveyard: hwsched::worker::shared::Graveyard<Task>,
+        pub graveyard: hwsched::sched::shutdown::Graveyard<Task>,
         /// The model's bookkeeping (`std`, outside loom's view): set by a
         /// model's schedule path once its task passed `handoff::admit`,
         /// so that a burial after it is named the delivery's re-check.
@@ -325,7 +325,7 @@ mod imp {
                 lifos: (0..n).map(|_| hwsched::sched::queue::Slot::new()).collect(),
                 all: 0..n,
                 shutdown: loom::sync::atomic::AtomicBool::new(false),
-                graveyard: hwsched::worker::shared::Graveyard::new(),
+                graveyard: hwsched::sched::shutdown::Graveyard::new(),
                 admitted: std::sync::atomic::AtomicBool::new(false),
                 stopped: std::sync::atomic::AtomicBool::new(false),
                 cases: std::sync::OnceLock::new(),
@@ -759,7 +759,7 @@ mod imp {
             }
             true
         }
-        fn graveyard(&self) -> &hwsched::worker::shared::Graveyard<Task> {
+        fn graveyard(&self) -> &hwsched::sched::shutdown::Graveyard<Task> {
             &self.rt.graveyard
         }
         fn drain_inboxes(&self) -> usize {
@@ -767,7 +767,7 @@ mod imp {
             // `Graveyard::close`'s (the loop ends with a drain that found
             // nothing, after a reap that found nothing).
             self.drains.set(self.drains.get() + 1);
-            hwsched::worker::shared::drain_inboxes(self.rt.mailboxes.iter(), |t| {
+            hwsched::sched::shutdown::drain_inboxes(self.rt.mailboxes.iter(), |t| {
                 self.cases.hit("dropped by the shutdown's inbox drain");
                 self.cancel(t);
             })

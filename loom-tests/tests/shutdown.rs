@@ -4,7 +4,7 @@
 //! Every side of it is the production code:
 //! - the runtime's side is `hwsched::sched::shutdown::shutdown` (announce: the
 //!   flag, then every parker's `notify`; the blocking pool's close; the
-//!   join of the workers; `shared::final_drain`: the inbox drain, the
+//!   join of the workers; `shutdown::final_drain`: the inbox drain, the
 //!   registry's wake-up, reap and drain until both are empty, the wait for
 //!   the running closures, the last reap and `Graveyard::close`), over
 //!   `loom_tests::Stop`, a view of the models' runtime `loom_tests::Rt`;

@@ -578,7 +578,7 @@ impl Builder {
             external: CachePadded::new(WorkerCounters::default()),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
             start,
-            graveyard: crate::worker::shared::Graveyard::new(),
+            graveyard: crate::sched::shutdown::Graveyard::new(),
             starting: Latch::new(n),
             #[cfg(feature = "io")]
             driver: {
@@ -995,14 +995,14 @@ impl crate::sched::shutdown::Stopping<Runnable> for Stop<'_> {
         all_joined
     }
 
-    fn graveyard(&self) -> &crate::worker::shared::Graveyard<Runnable> {
+    fn graveyard(&self) -> &crate::sched::shutdown::Graveyard<Runnable> {
         &self.shared.graveyard
     }
 
     fn drain_inboxes(&self) -> usize {
         // The place queues of the domains are drained with the inboxes
         // (`DomainQueues::drain` fences first: sched/place_queue.rs).
-        crate::worker::shared::drain_inboxes(
+        crate::sched::shutdown::drain_inboxes(
             self.shared.workers.iter().map(|w| &*w.mailbox),
             drop_task,
         ) + self.shared.domains.drain(drop_task)

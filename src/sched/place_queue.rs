@@ -90,7 +90,7 @@
 //! final drain makes a `fence(SeqCst)` before it drains the queues
 //! ([`DomainQueues::drain`]): store-buffering between the flag and the
 //! push, so a push the drain does not see sees the flag and drains the
-//! queue itself (the graveyard's argument, `worker/shared.rs`). Nothing else
+//! queue itself (the graveyard's argument, `sched/shutdown.rs`). Nothing else
 //! drains them: the workers leave them to the final drain.
 //!
 //! Model-checked: `loom-tests/tests/domain.rs` (a push while the

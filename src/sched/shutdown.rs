@@ -2,11 +2,12 @@
 //! "Shutdown", steps 1-7), written once over small views so that the
 //! runtime (`Runtime::shutdown` in `runtime/mod.rs`, the worker's loop and exit
 //! in `worker/mod.rs`) and the loom models (`loom-tests/tests/shutdown.rs`)
-//! run the same steps. The protocols it calls are elsewhere: the flag and
-//! the notifies ([`announce_shutdown`]), the burial and the final drain
-//! ([`Graveyard`], [`final_drain`]) in `worker/shared.rs`; the wait that sees the
-//! flag ([`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with), sched/park.rs
-//! "shutdown"); the schedule path's check ([`handoff::admit`](crate::sched::push::admit)).
+//! run the same steps. The flag and the notifies ([`announce_shutdown`]),
+//! the burial and the final drain ([`Graveyard`], [`final_drain`]) are
+//! here, below the sequence; the wait that sees the flag
+//! ([`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with),
+//! sched/park.rs "shutdown") and the schedule path's check
+//! ([`push::admit`](crate::sched::push::admit)) are in their protocols.
 //!
 //! # The steps
 //!
@@ -50,8 +51,9 @@
 
 use crate::sched::idle_steps::Idle;
 use crate::sched::park::Parker;
-use crate::worker::shared::{announce_shutdown, final_drain, Graveyard};
-use crate::sync::AtomicBool;
+use crate::sched::park::Mailbox;
+use crate::sched::queue::{Inbox, Steal};
+use crate::sync::{fence, AtomicBool, Ordering};
 
 /// The runtime as the shutdown sequence sees it.
 pub trait Stopping<T> {
@@ -153,4 +155,197 @@ pub fn exit<T>(w: &mut impl Exiting<T>) -> usize {
     }
     w.drop_pinned();
     n
+}
+
+/// Tasks found after shutdown started, queued to be dropped by the shutdown
+/// sequence rather than where they were found.
+///
+/// A task found after shutdown is not dropped there: that may be inside a
+/// waker call, and the waker's caller may hold a lock that the task's
+/// destructor needs (dropping an `async_channel::Sender` wakes receivers
+/// from inside event-listener's lock; dropping a receiver's future there
+/// would take that lock again). The shutdown sequence ([`final_drain`])
+/// drops buried tasks outside any wake. Once it has finished
+/// ([`Graveyard::close`]), nobody else will: a burial then drops at once.
+///
+/// Burial and the last reap race store-buffering style:
+///
+/// | `bury` | `close` |
+/// | --- | --- |
+/// | push onto the graveyard | `reaper_done = true` |
+/// | `fence(SeqCst)` | `fence(SeqCst)` |
+/// | read `reaper_done`; if set, reap | reap |
+///
+/// Whichever fence comes second, its side sees the other's store: the
+/// push is reaped by `close`, or the burier reaps it itself (possibly both
+/// reap; each task is taken once). Model-checked in
+/// `loom-tests/tests/shutdown.rs`.
+pub struct Graveyard<T> {
+    queue: Inbox<T>,
+    /// Set when the shutdown sequence has reaped for the last time.
+    reaper_done: AtomicBool,
+}
+
+impl<T> Default for Graveyard<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Graveyard<T> {
+    /// An empty graveyard, still reaped by the shutdown sequence.
+    pub fn new() -> Self {
+        Graveyard {
+            queue: Inbox::new(),
+            reaper_done: AtomicBool::new(false),
+        }
+    }
+
+    /// Buries `t`; drops it (with `drop`) at once, and whatever else is
+    /// buried, if the shutdown sequence has already finished reaping.
+    pub fn bury(&self, t: T, drop: impl FnMut(T)) {
+        self.queue.push(t);
+        // SeqCst fence: pairs with the one in `close` (store-buffering):
+        // either `close`'s reap (after its fence) sees this push, or this
+        // load sees `reaper_done` and we reap (type docs).
+        fence(Ordering::SeqCst);
+        if self.reaper_done.load(Ordering::Relaxed) {
+            self.reap(drop);
+        }
+    }
+
+    /// Drops every buried task with `drop`; returns how many.
+    pub fn reap(&self, drop: impl FnMut(T)) -> usize {
+        drain_queue(&self.queue, drop)
+    }
+
+    /// The shutdown sequence's last reap: from now on a burial drops its
+    /// task itself. Returns how many tasks it dropped.
+    pub fn close(&self, drop: impl FnMut(T)) -> usize {
+        debug_assert!(
+            !self.reaper_done.load(Ordering::Relaxed),
+            "the graveyard is closed once"
+        );
+        self.reaper_done.store(true, Ordering::Relaxed);
+        // SeqCst fence: pairs with the one in `bury` (see there).
+        fence(Ordering::SeqCst);
+        self.reap(drop)
+    }
+
+    /// Whether nothing is buried (a snapshot).
+    // Used by the loom models.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
+/// Takes everything out of `q`, handing each item to `f`; returns how many.
+pub fn drain_queue<T>(q: &Inbox<T>, mut f: impl FnMut(T)) -> usize {
+    let mut n = 0;
+    loop {
+        match q.steal() {
+            Steal::Success(t) => {
+                f(t);
+                n += 1;
+            }
+            Steal::Empty => return n,
+            Steal::Retry => continue,
+        }
+    }
+}
+
+/// Drops everything in the inboxes `mailboxes` with `drop` (never call
+/// this inside a wake: see [`Shared::bury`]); returns how many tasks it
+/// dropped.
+pub fn drain_inboxes<'a, T: 'a>(
+    mailboxes: impl IntoIterator<Item = &'a Mailbox<T>>,
+    mut drop: impl FnMut(T),
+) -> usize {
+    mailboxes
+        .into_iter()
+        .map(|m| drain_queue(&m.inbox, &mut drop) + m.drain_pinned(&mut drop))
+        .sum()
+}
+
+/// The start of the shutdown sequence (step 1 of
+/// [`shutdown::shutdown`](crate::sched::shutdown::shutdown)): sets the shutdown
+/// flag, then notifies every worker's parker so that each wakes, sees the
+/// flag and leaves its loop.
+pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<Item = &'a Parker>) {
+    // Relaxed: published to each worker (and to any deliverer) by the
+    // parker RMW that follows; see sched/park.rs, "shutdown".
+    shutdown.store(true, Ordering::Relaxed);
+    for p in parkers {
+        let _ = p.notify();
+    }
+}
+
+/// The end of the shutdown sequence (step 4 of
+/// [`shutdown::shutdown`](crate::sched::shutdown::shutdown)), once the workers
+/// have left their loops. In this order:
+///
+/// 1. **Cancel what is pending**: drop what is still queued in the inboxes
+///    (`drain_inboxes`, which returns how many it dropped), wake every task
+///    that is pending on a waker (`wake_waiting`: its schedule sees the
+///    shutdown and buries it), then reap the graveyard and drain the
+///    inboxes until both are empty (dropping a task may wake others: a
+///    dropped channel sender wakes its receivers, which are buried in
+///    turn).
+/// 2. **Wait for what runs outside the workers** (`wait_running`: the
+///    blocking pool's closures, up to the shutdown's deadline). A closure
+///    that waits on a task (a channel whose sender a task holds, a
+///    `JoinHandle`) has seen it cancelled in step 1 and returns; waiting
+///    first would wait on it forever, since the task it waits on would
+///    only be dropped after the wait.
+/// 3. Reap and drain again until both are empty (tasks that the closures'
+///    wakes buried during step 2), and close the graveyard
+///    ([`Graveyard::close`]): from then on a burial drops its task itself.
+///
+/// Never call it inside a wake. Model-checked, with a blocking closure
+/// waiting on a pending task, in `loom-tests/tests/shutdown.rs`.
+pub fn final_drain<T>(
+    graveyard: &Graveyard<T>,
+    mut drain_inboxes: impl FnMut() -> usize,
+    wake_waiting: impl FnOnce(),
+    wait_running: impl FnOnce(),
+    mut drop: impl FnMut(T),
+) {
+    // What was queued when the workers left. Not needed for the count
+    // (each pass of the loop below drains the inboxes too, and these tasks
+    // are not pending on a waker, so the wake-up does not touch them): it
+    // drops them before the wake-up's burials.
+    drain_inboxes();
+    wake_waiting();
+    reap_until_empty(graveyard, &mut drain_inboxes, &mut drop);
+    wait_running();
+    reap_until_empty(graveyard, &mut drain_inboxes, &mut drop);
+    graveyard.close(drop);
+}
+
+/// Reaps `graveyard` and drains the inboxes until a pass finds nothing in
+/// either.
+///
+/// One pass does for a cascade of drops in the graveyard: a reap steals
+/// until the graveyard is empty, so what its drops bury meanwhile is taken
+/// by the same call. The passes after it are for what a pass's inbox
+/// drain buries (a drop there that wakes another task) and for a burial
+/// that lands after the reap saw the graveyard empty (a deliverer racing
+/// the flag, whose re-check buries): with one pass those would wait for
+/// the reap after the wait for the blocking pool, and a closure waiting on
+/// one of them would hold the shutdown until its deadline. The models do
+/// not make that case (it needs a racing deliverer, a cascade from an
+/// inbox and a closure in one model); the logic row
+/// `final-drain-reap-loop-one-pass` says so.
+fn reap_until_empty<T>(
+    graveyard: &Graveyard<T>,
+    drain_inboxes: &mut impl FnMut() -> usize,
+    drop: &mut impl FnMut(T),
+) {
+    loop {
+        let n = graveyard.reap(&mut *drop) + drain_inboxes();
+        if n == 0 {
+            break;
+        }
+    }
 }

@@ -79,7 +79,7 @@
 //!
 //! The sequence is written once, in [`shutdown`](crate::sched::shutdown): the
 //! runtime's side (steps 1 and 2, the join, and the rest of steps 5-7,
-//! which is `shared::final_drain`) is `shutdown::shutdown` over a view of the
+//! which is `shutdown::final_drain`) is `shutdown::shutdown` over a view of the
 //! runtime (`Runtime::shutdown` passes its threads and deadline), a
 //! worker's side is `shutdown::next` (each step of its loop: the flag
 //! before its own queues) and `shutdown::exit` (step 4). The loom models

@@ -2,8 +2,8 @@
 //! [`Target`] or refused with a [`PlaceError`]) and where the calling code
 //! runs ([`CurrentPlace`]). The queues behind a place are a worker's
 //! pinned queue (sched/park.rs, "Pinned tasks") and a domain's place queue
-//! (sched/place_queue.rs); the spawns are worker/placed.rs's `spawn_pinned`,
-//! `spawn_domain` and `spawn_local`.
+//! (sched/place_queue.rs); the spawns are worker/spawn.rs's `spawn_on`
+//! and `spawn_local`.
 
 use std::fmt;
 use std::ops::Range;

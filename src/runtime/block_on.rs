@@ -52,7 +52,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use crate::context::on_worker_thread;
 use crate::stats::WorkerCounters;
 use crate::sync::{AtomicBool, Mutex, Ordering};
-use crate::task::{drop_task, JoinHandle, Runnable, TaskFuture, TaskMeta};
+use crate::task::{drop_task, JoinHandle, Runnable};
 use crate::worker::shared::Shared;
 use crate::worker::shared::BLOCK_ON;
 
@@ -327,23 +327,18 @@ where
     let queue = locals.queue.clone();
     let thread = std::thread::current();
     let keep = shared.clone();
-    let (runnable, task) = async_task::Builder::new()
-        .metadata(TaskMeta::new())
-        .spawn_local(
-            move |meta: &TaskMeta| {
-                // SAFETY: the registry lives in `Shared`, which the
-                // schedule function of this task keeps alive (`keep`), as
-                // in `spawn`.
-                TaskFuture::new(LocalFuture { inner: future, key }, meta, unsafe {
-                    &*registry
-                })
-            },
+    // SAFETY: the registry lives in `Shared`, which the schedule function
+    // of this task keeps alive (`keep`), as in `spawn`.
+    let (runnable, handle) = unsafe {
+        crate::task::build_local(
+            LocalFuture { inner: future, key },
+            registry,
             move |r: Runnable| {
                 let shut_down = keep.is_shutdown();
                 queue.push((r, shut_down), || thread.unpark());
             },
-        );
-    let handle = JoinHandle::new(task, &shared.registry, runnable.waker());
+        )
+    };
     locals.live.borrow_mut().insert(key, runnable.waker());
     WorkerCounters::bump_shared(&shared.external.spawned, 1);
     runnable.schedule();

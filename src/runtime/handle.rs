@@ -84,7 +84,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::worker::schedule::spawn(&self.shared, future)
+        crate::worker::spawn::spawn(&self.shared, crate::worker::spawn::Home::Free, future)
     }
 
     /// Spawns a task that runs only at `place`; see
@@ -100,7 +100,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::worker::schedule::spawn_on(&self.shared, place, future)
+        crate::worker::spawn::spawn_on(&self.shared, place, future)
     }
 
     /// Where the caller runs, if it is a worker of this runtime; see
@@ -115,7 +115,9 @@ impl Handle {
     /// # Ok::<(), hwsched::BuildError>(())
     /// ```
     pub fn current_place(&self) -> Option<crate::CurrentPlace> {
-        worker::current_worker(&self.shared).map(|w| self.shared.places.current(w))
+        self.shared
+            .current_worker()
+            .map(|w| self.shared.places.current(w))
     }
 
     /// Runs the blocking function `f` on this runtime's blocking pool; see

@@ -742,7 +742,7 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::worker::schedule::spawn(&self.shared, future)
+        crate::worker::spawn::spawn(&self.shared, crate::worker::spawn::Home::Free, future)
     }
 
     /// Spawns a task that runs only at `place`, now and after every wake
@@ -772,7 +772,7 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::worker::schedule::spawn_on(&self.shared, place, future)
+        crate::worker::spawn::spawn_on(&self.shared, place, future)
     }
 
     /// Runs the blocking function `f` on the runtime's blocking pool (not on
@@ -1230,7 +1230,7 @@ where
     F::Output: 'static,
 {
     match worker::current_shared_worker() {
-        Some((shared, w)) => worker::spawn_local(&shared, w, future),
+        Some((shared, w)) => crate::worker::spawn::spawn_local(&shared, w, future),
         None => crate::runtime::block_on::spawn_local(future).unwrap_or_else(|| {
             panic!(
                 "hwsched::spawn_local called off a worker thread and outside Runtime::block_on: \

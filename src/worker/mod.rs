@@ -111,6 +111,7 @@ mod driven;
 mod idle;
 mod placed;
 pub(crate) mod schedule;
+pub(crate) mod spawn;
 // The shared state, whose drains the loom models drive: public under
 // `cfg(loom)`.
 #[cfg(loom)]
@@ -242,12 +243,6 @@ fn with_ctx<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
     f(ctx)
 }
 
-/// The index of this thread's worker, if it is a worker of `shared`.
-#[inline]
-pub(crate) fn current_worker(shared: &Shared) -> Option<usize> {
-    shared.current_worker()
-}
-
 /// Where this thread's worker is, in whichever runtime.
 pub(crate) fn current_place() -> Option<crate::CurrentPlace> {
     with_ctx(|c| c.map(|c| c.shared.places.current(c.index)))
@@ -292,7 +287,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let here = current_worker(shared);
+    let here = shared.current_worker();
     let mask = match here {
         Some(w) if !shared.blocking_mask_of.is_empty() => Some(shared.blocking_mask_of[w]),
         _ => None,

@@ -14,9 +14,7 @@
 //! the cost of a load, when every worker is busy (message passing under
 //! load). The search runs only when an idle worker may exist.
 
-use std::future::Future;
 use std::ops::Range;
-use std::sync::Arc;
 
 use crate::policy::load::Load;
 use crate::policy::spawn_place::PlacementView;
@@ -28,12 +26,12 @@ use crate::sched::park::{Notified, NO_WORKER};
 use crate::sched::push::{self, Placed};
 use crate::stats::WorkerCounters;
 use crate::sync::Ordering;
-use crate::task::{drop_task, JoinHandle, Runnable};
+use crate::task::Runnable;
 use crate::trace::Decision;
 use crate::tunables::SisMode;
 use crate::worker;
 use crate::worker::shared::Shared;
-use crate::worker::{current_worker, deliver, deliver_to_woken, wake_spans, with_core};
+use crate::worker::{deliver, deliver_to_woken, wake_spans, with_core};
 
 /// The runtime's idle view.
 struct RuntimeIdle<'a>(&'a Shared);
@@ -405,19 +403,25 @@ fn place(
     (c.worker, c.outcome != Outcome::Fallback, decision)
 }
 
-/// The runtime's view: its load counters and idle flags.
+/// The runtime's view for the placement policies: its load counters and
+/// idle flags ([`PlacementView`]), and for a spawn from outside the wake
+/// protocol's atomics and the burst target ([`ExternalView`]).
 pub(crate) struct RuntimeView<'a>(pub(crate) &'a Shared);
 
 impl PlacementView for RuntimeView<'_> {
+    #[inline]
     fn load(&self, span: &crate::topology::Span) -> Load {
         self.0.load.load(span)
     }
+    #[inline]
     fn claim_idle(&self, w: usize) -> bool {
         self.0.idle.idle.remove(w, crate::sync::Ordering::Relaxed)
     }
+    #[inline]
     fn is_parked(&self, w: usize) -> bool {
         self.0.idle.parked.contains(w)
     }
+    #[inline]
     fn backlog(&self, w: usize) -> usize {
         let ws = &self.0.workers[w];
         ws.mailbox.inbox.len() + ws.stealer.len()
@@ -429,115 +433,8 @@ thread_local! {
     static SPAWN_RR: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Spawns `future` on this runtime; placement depends on the caller (a
-/// worker pushes to its own deque, anyone else uses find_idlest_group).
-#[track_caller]
-pub(crate) fn spawn<F>(shared: &Arc<Shared>, future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let here = current_worker(shared);
-    let this = shared;
-    let shared = this.clone();
-    // SAFETY: the registry lives in `Shared`, which the schedule function
-    // (owned by this same task) keeps alive, at the same address, for as
-    // long as the task exists; see task.rs's module docs.
-    let (runnable, handle) = unsafe {
-        crate::task::build(
-            future,
-            &this.registry,
-            async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
-                schedule(&shared, r, info)
-            }),
-        )
-    };
-    match here {
-        Some(w) => WorkerCounters::bump(&this.workers[w].stats.spawned, 1),
-        None => WorkerCounters::bump_shared(&this.external.spawned, 1),
-    }
-    this.trace.spawn(here, runnable.metadata());
-    if this.is_shutdown() {
-        // Shut down: the task is dropped at once; its handle says Cancelled.
-        drop_task(runnable);
-        return handle;
-    }
-    if this.poll_timing {
-        stamp_runnable(this, &runnable);
-    }
-    place_spawn(this, here, runnable);
-    handle
-}
-
-/// Spawns `future` at `place` ([`Place`](crate::Place)): near a worker, an
-/// ordinary task ([`spawn_near`]); pinned or in a domain, a placed task
-/// (worker/placed.rs).
-#[track_caller]
-pub(crate) fn spawn_on<F>(
-    shared: &Arc<Shared>,
-    place: crate::Place,
-    future: F,
-) -> Result<JoinHandle<F::Output>, crate::PlaceError>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    match place {
-        crate::Place::NearWorker(_) | crate::Place::NearHere => {
-            match shared.places.check(place, current_worker(shared))? {
-                crate::place::Target::Near(w) => Ok(spawn_near(shared, w, future)),
-                _ => unreachable!("a near place checks to a worker to start at"),
-            }
-        }
-        _ => worker::spawn_on(shared, place, future),
-    }
-}
-
-/// Spawns `future` as an ordinary task that starts at worker `w`
-/// ([`Place::NearWorker`](crate::Place::NearWorker)): on `w`'s own deque
-/// when `w` spawns it, else into `w`'s inbox (stealable, with the pusher's
-/// check), its previous worker recorded as `w` so that its first wake is
-/// placed near `w` too. Nothing confines it afterwards.
-#[track_caller]
-pub(crate) fn spawn_near<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let here = current_worker(shared);
-    let this = shared;
-    let shared = this.clone();
-    // SAFETY: as in `spawn`: the schedule function owns the `Arc<Shared>`
-    // that holds the registry.
-    let (runnable, handle) = unsafe {
-        crate::task::build(
-            future,
-            &this.registry,
-            async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
-                schedule(&shared, r, info)
-            }),
-        )
-    };
-    match here {
-        Some(h) => WorkerCounters::bump(&this.workers[h].stats.spawned, 1),
-        None => WorkerCounters::bump_shared(&this.external.spawned, 1),
-    }
-    this.trace.spawn(here, runnable.metadata());
-    if this.is_shutdown() {
-        drop_task(runnable);
-        return handle;
-    }
-    runnable.metadata().last_worker.store(w, Ordering::Relaxed);
-    if here == Some(w) {
-        place_spawn(this, here, runnable);
-    } else {
-        deliver(this, here, w, runnable);
-    }
-    handle
-}
-
 /// Places a newly spawned task: on the spawning worker's own deque, or (from
-/// outside) see [`place_external`].
+/// outside) see [`deliver_from_outside`].
 pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
     if here.is_some() {
         let pushed = with_core(shared, |c| match c {
@@ -555,27 +452,23 @@ pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
             Some(r) => return deliver(shared, here, here.unwrap_or(0), r),
         }
     }
-    place_external(shared, r);
+    deliver_from_outside(shared, r);
 }
 
 /// Placement of a task spawned from outside the runtime: the policy's
 /// [`place_external`](crate::policy::spawn_place::place_external) decides (an awake idle
 /// worker, else a parked one woken to search, else the burst's target
 /// while that wake is in flight, else `find_idlest_group`) over
-/// [`ExternalRuntimeView`], this delivers: without a futex wake to an
+/// [`RuntimeView`], this delivers: without a futex wake to an
 /// awake worker, with the woken worker's notify to a woken one.
-fn place_external(shared: &Shared, r: Runnable) {
+fn deliver_from_outside(shared: &Shared, r: Runnable) {
     let c = &shared.external;
     let rr = SPAWN_RR.with(|x| {
         let v = x.get().wrapping_add(1);
         x.set(v);
         v
     });
-    match crate::policy::spawn_place::place_external(
-        &shared.topology,
-        &ExternalRuntimeView(shared),
-        rr,
-    ) {
+    match crate::policy::spawn_place::place_external(&shared.topology, &RuntimeView(shared), rr) {
         External::AwakeIdle(w) => {
             WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
             deliver(shared, None, w, r)
@@ -592,31 +485,10 @@ fn place_external(shared: &Shared, r: Runnable) {
     }
 }
 
-/// The runtime's [`ExternalView`]: the wake protocol's atomics (sched/sleepers.rs)
-/// and the burst target; the load counters through
-/// [`RuntimeView`](crate::worker::schedule::RuntimeView).
-struct ExternalRuntimeView<'a>(&'a Shared);
-
-impl crate::policy::spawn_place::PlacementView for ExternalRuntimeView<'_> {
-    #[inline]
-    fn load(&self, span: &crate::topology::Span) -> crate::policy::load::Load {
-        RuntimeView(self.0).load(span)
-    }
-    #[inline]
-    fn claim_idle(&self, w: usize) -> bool {
-        RuntimeView(self.0).claim_idle(w)
-    }
-    #[inline]
-    fn is_parked(&self, w: usize) -> bool {
-        RuntimeView(self.0).is_parked(w)
-    }
-    #[inline]
-    fn backlog(&self, w: usize) -> usize {
-        RuntimeView(self.0).backlog(w)
-    }
-}
-
-impl ExternalView for ExternalRuntimeView<'_> {
+/// The spawn placement policy's view of the runtime beyond the load
+/// counters: the wake protocol's atomics (sched/sleepers.rs) and the burst
+/// target.
+impl ExternalView for RuntimeView<'_> {
     #[inline]
     fn claim_awake_idle(&self, from: usize) -> Option<usize> {
         self.0.idle.claim_awake_idle(from)

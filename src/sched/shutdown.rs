@@ -256,7 +256,7 @@ pub fn drain_queue<T>(q: &Inbox<T>, mut f: impl FnMut(T)) -> usize {
 }
 
 /// Drops everything in the inboxes `mailboxes` with `drop` (never call
-/// this inside a wake: see [`Shared::bury`]); returns how many tasks it
+/// this inside a wake: see [`Shared::bury`](crate::worker::shared::Shared::bury)); returns how many tasks it
 /// dropped.
 pub fn drain_inboxes<'a, T: 'a>(
     mailboxes: impl IntoIterator<Item = &'a Mailbox<T>>,

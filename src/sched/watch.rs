@@ -51,7 +51,7 @@
 //!   private work.
 //! - **The owner's check.** An owner whose private work goes from none
 //!   to some sets its bit, then (after a fence) reads the count; if it is
-//!   zero, it claims a parked worker ([`Sleepers::wake_in`]), marks it
+//!   zero, it claims a parked worker ([`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in)), marks it
 //!   *called* and notifies it: that worker finds nothing to steal, parks
 //!   again and, called, watches. A called worker that finds other work
 //!   instead leaves as a watcher does (below), so that its call is passed
@@ -154,7 +154,7 @@
 //!    does not watch) against the last of them leaving: the sleeper set
 //!    its `parked` bit, fenced, and read the count; the leaver decrements,
 //!    fences, and reads the count, `private` and the `parked` set (in
-//!    [`Sleepers::wake_in`]). Either the sleeper read the count after the
+//!    [`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in)). Either the sleeper read the count after the
 //!    decrement (and found room, or another watcher), or the leaver sees
 //!    its `parked` bit and calls it (or another parked worker) when
 //!    private work is about.
@@ -163,7 +163,7 @@
 //!    going to sleep that finds the poller taken: the sleeper set its
 //!    `parked` bit, fenced ([`before_poller`]) and try-locked the poller;
 //!    the leaver released the poller's lock, fences, and reads the count and
-//!    the `parked` set (in [`Sleepers::wake_in`]). Either the sleeper takes
+//!    the `parked` set (in [`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in)). Either the sleeper takes
 //!    the free poller, or the leaver sees its `parked` bit and calls it (or
 //!    another parked worker) to watch: it takes the poller at its tick.
 //!

@@ -1,7 +1,8 @@
 //! How a worker sleeps in the I/O driver and looks at it while busy.
 
-#[allow(unused_imports)]
-use super::*;
+use crate::stats::WorkerCounters;
+use crate::worker::shared::Shared;
+use crate::worker::{count_wake, WakeMode, WorkerCtx};
 
 /// How a worker sleeps and looks at the I/O driver (io/mod.rs): in a
 /// poller it holds, or on its thread (the steps of

@@ -3,8 +3,17 @@
 //! walk, the governor's spin, load publishing and counters around the
 //! protocol's steps).
 
-#[allow(unused_imports)]
-use super::*;
+use crate::policy::governor::Choice;
+use crate::policy::load::{Contribution, Publish};
+use crate::sched::idle_steps::{Idle, Suspended as SuspendedIdle};
+use crate::sched::park::{Notified, Wait};
+use crate::sched::queue::Local;
+use crate::stats::WorkerCounters;
+use crate::sync::Ordering;
+use crate::task::Runnable;
+use crate::worker::shared::Shared;
+use crate::worker::steal::{find_queued_work, has_work, steal_from, walk};
+use crate::worker::{count_wake, Core};
 
 /// Marks the worker idle and sets its LLC's idle-core hint when its whole
 /// core is idle (read before write).
@@ -82,8 +91,6 @@ fn leave_watch(shared: &Shared, core: &mut Core, claimed: bool) {
     }
     count_wake(shared, Some(core.index), woke);
 }
-
-pub(crate) use crate::sched::idle_steps::{Idle, Suspended as SuspendedIdle};
 
 /// The worker as the idle sequence ([`idle_worker`](crate::sched::idle_steps))
 /// sees it: its core, with the runtime's policy (the walk, the governor's

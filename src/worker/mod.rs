@@ -37,7 +37,7 @@
 //! 5. Once the I/O driver exists (`crate::io`), a worker going to sleep
 //!    suspends its idle period ([`Idle::Suspended`]) and sleeps in a poller
 //!    it takes (or on its thread), with its next timer as the timeout
-//!    ([`Driven`]); the I/O and timer wakes it makes there stay on it (a
+//!    ([`Driven`](driven::Driven)); the I/O and timer wakes it makes there stay on it (a
 //!    batch), and the idle period goes on when it wakes.
 //! 6. Its load contribution is published to the shared group counters at
 //!    most once per `load_update_interval` ([`load`](crate::policy::load)), and
@@ -92,18 +92,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use crate::policy::balance::BalanceState;
-use crate::policy::governor::{Choice, Governor};
+use crate::policy::governor::Governor;
 use crate::policy::load::{Contribution, Publish};
-use crate::sched::park::{Mailbox, Notified, Wait};
+use crate::sched::idle_steps::{Idle, Suspended as SuspendedIdle};
+use crate::sched::park::{Mailbox, Notified};
 use crate::sched::push::{self, Delivery, Workers};
-use crate::sched::queue::{Local, Steal};
-use crate::stats::{WorkerCounters, MAX_LEVELS};
+use crate::sched::queue::Local;
+use crate::stats::WorkerCounters;
 use crate::sync::Ordering;
-use crate::task::{JoinHandle, Registry, Runnable, TaskFuture, TaskMeta};
+use crate::task::{drop_task, JoinHandle, Registry, Runnable, TaskFuture, TaskMeta};
 use crate::topology::pin_current_thread;
-use crate::tunables::StealWalk;
 use crate::worker::shared::Shared;
-use std::future::Future;
 use std::sync::Arc;
 
 #[cfg(feature = "io")]
@@ -119,12 +118,6 @@ pub mod shared;
 #[cfg(not(loom))]
 pub(crate) mod shared;
 mod steal;
-
-#[cfg(feature = "io")]
-use driven::*;
-pub(crate) use idle::*;
-pub(crate) use placed::*;
-pub(crate) use steal::*;
 
 /// Most polls in a row from the LIFO slot before the deque gets a turn
 /// (tokio's `MAX_LIFO_POLLS_PER_TICK`): a pair of tasks waking each other
@@ -277,8 +270,6 @@ pub(crate) fn with_core<R>(
     })
 }
 
-pub(crate) use crate::task::drop_task;
-
 /// Runs `f` on the blocking pool (see [`crate::spawn_blocking`]): a task
 /// polled once by a pool thread, so its `JoinHandle` (output, panics,
 /// cancellation at shutdown) is a task's like any other.
@@ -352,7 +343,7 @@ pub(crate) fn wake_spans(
     )
 }
 
-/// The runtime as the pusher's steps see it ([`handoff`]).
+/// The runtime as the pusher's steps see it ([`push`]).
 impl Workers<Runnable> for Shared {
     #[inline]
     fn sleepers(&self) -> &crate::sched::sleepers::Sleepers {
@@ -1085,7 +1076,7 @@ where
     }
 
     fn idle(&mut self) -> Idle<Runnable> {
-        idle(self.shared, self.core, &mut self.sleep)
+        idle::idle(self.shared, self.core, &mut self.sleep)
     }
 }
 
@@ -1112,7 +1103,7 @@ impl crate::sched::shutdown::Exiting<Runnable> for ExitCore<'_> {
         // dropped on this thread (see `drop_local_tasks`).
         let (shared, index) = (&*self.ctx.shared, self.ctx.index);
         shared.workers[index].mailbox.drain_pinned(drop_task);
-        drop_local_tasks(shared, index);
+        placed::drop_local_tasks(shared, index);
     }
 
     fn drop_task(&mut self, r: Runnable) {
@@ -1121,10 +1112,10 @@ impl crate::sched::shutdown::Exiting<Runnable> for ExitCore<'_> {
 }
 
 /// The loop of a worker, until shutdown. Without an I/O driver it parks
-/// on its condvar; once the driver exists it sleeps through [`Driven`].
+/// on its condvar; once the driver exists it sleeps through [`Driven`](driven::Driven).
 fn run_loop(ctx: &WorkerCtx) {
     #[cfg(feature = "io")]
-    let mut driven = Driven::new(ctx);
+    let mut driven = driven::Driven::new(ctx);
     loop {
         #[cfg(feature = "io")]
         let s = step(ctx, |p| driven.sleep(p));

@@ -4,8 +4,15 @@
 //! polls by place ([`OnPlace`]), and the local tasks' drop on their own
 //! thread at shutdown.
 
-#[allow(unused_imports)]
-use super::*;
+use std::cell::RefCell;
+use std::future::Future;
+
+use crate::sched::park::Notified;
+use crate::sched::push;
+use crate::stats::WorkerCounters;
+use crate::task::{drop_task, Runnable};
+use crate::worker::shared::Shared;
+use crate::worker::{bump_for, count_wake, with_core};
 
 /// A placed task's future: at each poll, counts the poll on the polling
 /// worker's counters, by place kind, and as off its place if that worker

@@ -1,8 +1,14 @@
 //! Stealing: the idle walk over the levels (policy/balance.rs), a steal from one
 //! victim, and the re-check's look at the `queued` set.
 
-#[allow(unused_imports)]
-use super::*;
+use crate::policy::balance::BalanceState;
+use crate::sched::queue::Steal;
+use crate::stats::{WorkerCounters, MAX_LEVELS};
+use crate::sync::Ordering;
+use crate::task::Runnable;
+use crate::tunables::StealWalk;
+use crate::worker::shared::Shared;
+use crate::worker::{near_spans, Core};
 
 /// Whether worker `v` has stealable work now.
 pub(super) fn has_work(shared: &Shared, v: usize) -> bool {

@@ -1,16 +1,19 @@
-//! The state every worker shares: below the API (`runtime/mod.rs`,
-//! `runtime/handle.rs`) and the mechanism (`worker/`, `worker/schedule.rs`) that use it,
-//! so the dependency arrows run one way (DESIGN section 12). Below it, and
-//! never naming it: the task layer, the blocking pool, and the driver
-//! (`io/`, `time/`, `signal.rs`), whose handle it holds.
+//! The state every worker shares ([`Shared`], built by [`Shared::new`]
+//! from the builder's options): in the worker's layer, below the API
+//! (`runtime/`), which asks for it and never fills its fields, so the
+//! dependency arrows run one way (DESIGN section 12). Below it, and never naming it: the task
+//! layer, the blocking pool, and the driver (`io/`, `time/`, `signal.rs`),
+//! whose handle it holds.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use crate::error::BuildError;
 use crate::policy::load::LoadMap;
 use crate::sched::park::Mailbox;
-use crate::sched::queue::Stealer;
+use crate::sched::queue::{Local, Stealer};
 use crate::sched::shutdown::Graveyard;
 use crate::sched::sleepers::Sleepers;
 use crate::stats::{Stats, WorkerCounters};
@@ -256,6 +259,231 @@ impl Shared {
             }
         }
         stats
+    }
+}
+
+/// What [`Shared::new`] builds the shared state from: the builder's
+/// options, checked, and its topology.
+pub(crate) struct SharedOptions {
+    pub(crate) topology: Topology,
+    pub(crate) tunables: Tunables,
+    /// The worker threads' name, which the blocking threads take too.
+    pub(crate) thread_name: String,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) max_blocking_threads: usize,
+    pub(crate) keep_alive: Duration,
+    pub(crate) blocking_affinity: bool,
+    pub(crate) on_start: Option<crate::config::Hook>,
+    pub(crate) on_stop: Option<crate::config::Hook>,
+    pub(crate) poll_timing: bool,
+    pub(crate) long_poll_ns: u64,
+    #[cfg(feature = "io")]
+    pub(crate) io: bool,
+    #[cfg(feature = "io")]
+    pub(crate) io_pollers: crate::io::IoPollers,
+    #[cfg(feature = "trace")]
+    pub(crate) trace: Option<usize>,
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) tokio: Option<tokio::runtime::Handle>,
+    /// Enters the runtime's context on a blocking thread (a guard that
+    /// leaves it when dropped): `block_on`'s, from the API above.
+    pub(crate) enter: fn(Arc<Shared>) -> Box<dyn std::any::Any>,
+}
+
+/// A worker's deque and batch queue, the owner's ends (for its thread).
+pub(crate) type OwnQueues = (Local<Runnable>, Local<Runnable>);
+
+impl Shared {
+    /// The state every worker shares, and each worker's deque and batch
+    /// queue (the owner's ends, for its thread); the workers are not
+    /// started.
+    pub(crate) fn new(o: SharedOptions) -> Result<(Arc<Shared>, Vec<OwnQueues>), BuildError> {
+        let SharedOptions {
+            topology,
+            tunables,
+            thread_name,
+            stack_size,
+            max_blocking_threads,
+            keep_alive,
+            blocking_affinity,
+            on_start,
+            on_stop,
+            poll_timing,
+            long_poll_ns,
+            #[cfg(feature = "io")]
+            io,
+            #[cfg(feature = "io")]
+            io_pollers,
+            #[cfg(feature = "trace")]
+                trace: trace_capacity,
+            #[cfg(feature = "tokio-compat")]
+            tokio,
+            enter,
+        } = o;
+        let n = topology.workers();
+
+        let locals: Vec<Local<Runnable>> = (0..n).map(|_| Local::new()).collect();
+        let batches: Vec<Local<Runnable>> = (0..n).map(|_| Local::new()).collect();
+        let mut llc_spans: Vec<std::ops::Range<usize>> = Vec::new();
+        let llc_hint: Vec<usize> = (0..n)
+            .map(|w| {
+                let s = topology.llc_span(w);
+                match llc_spans.iter().position(|x| *x == s) {
+                    Some(i) => i,
+                    None => {
+                        llc_spans.push(s);
+                        llc_spans.len() - 1
+                    }
+                }
+            })
+            .collect();
+        // Per worker, the index of its poller (Builder::io_pollers).
+        #[cfg(feature = "io")]
+        let poller_domain: Box<[usize]> = {
+            let span_of = |w: usize| match io_pollers {
+                crate::io::IoPollers::One => 0..n,
+                crate::io::IoPollers::PerLlc => topology.llc_span(w),
+                crate::io::IoPollers::PerNuma => topology.numa_span(w),
+            };
+            let mut seen: Vec<std::ops::Range<usize>> = Vec::new();
+            (0..n)
+                .map(|w| {
+                    let s = span_of(w);
+                    seen.iter().position(|x| *x == s).unwrap_or_else(|| {
+                        seen.push(s);
+                        seen.len() - 1
+                    })
+                })
+                .collect()
+        };
+        // On a hybrid machine, the runs of each LLC's most capable workers.
+        let capable: Box<[Box<[std::ops::Range<usize>]>]> = llc_spans
+            .iter()
+            .map(|span| crate::policy::search_order::capable_runs(&topology, span.clone()))
+            .collect();
+        let workers = (0..n)
+            .map(|w| WorkerShared {
+                mailbox: CachePadded::new(Mailbox::new()),
+                stealer: locals[w].stealer(),
+                batch: batches[w].stealer(),
+                lifo: CachePadded::new(crate::sched::queue::Slot::new()),
+                stats: CachePadded::new(WorkerCounters::default()),
+                timing: CachePadded::new(crate::timing::WorkerTiming::default()),
+                llc_hint: llc_hint[w],
+                pinned: AtomicBool::new(false),
+                long_poll_taken: AtomicBool::new(false),
+                cpu_clock: std::sync::atomic::AtomicI64::new(-1),
+            })
+            .collect();
+        let park_cost = match (tunables.park_cost, tunables.idle) {
+            (Some(c), _) => c,
+            (None, crate::IdleMode::Governed) => crate::sched::park::measure_park_cost(),
+            (None, _) => Duration::ZERO,
+        };
+        let (masks, blocking_mask_of) = if blocking_affinity && topology.is_system() {
+            crate::blocking::affinity_masks(&topology)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let blocking_config = crate::blocking::BlockingConfig {
+            max_threads: max_blocking_threads,
+            keep_alive,
+            stack_size,
+            thread_name,
+            on_start: on_start.as_ref().map(|h| h.0.clone()),
+            on_stop: on_stop.as_ref().map(|h| h.0.clone()),
+            masks,
+        };
+        let mut places = crate::place::Places::new(&topology);
+        let (domains, queue_ids) =
+            crate::sched::place_queue::DomainQueues::new(n, &places.all_spans());
+        places.set_queues(&queue_ids);
+        // Per worker, the OS index of its CPU (the I/O driver maps an
+        // accepted socket's `SO_INCOMING_CPU` to a poller with it).
+        #[cfg(feature = "io")]
+        let cpus: Box<[usize]> = (0..n).map(|w| topology.place(w).os_index).collect();
+        // The driver's descriptors, now: the first socket or timer must not
+        // fail for want of one (io/mod.rs, "Opened by `build`").
+        #[cfg(feature = "io")]
+        let io_driver = if io {
+            Some(crate::io::open_driver(&poller_domain).map_err(BuildError::IoDriver)?)
+        } else {
+            None
+        };
+        let start = Instant::now();
+        #[cfg(feature = "trace")]
+        let trace = {
+            let at = (0..n).map(|w| places.current(w)).collect();
+            let cap = trace_capacity.unwrap_or(crate::trace::DEFAULT_CAPACITY);
+            let r = Arc::new(crate::trace::Recorder::new(at, start, cap));
+            if trace_capacity.is_some() {
+                r.start();
+            }
+            r
+        };
+        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| Shared {
+            // Each blocking thread runs with this runtime as its context. A
+            // Weak: the pool lives in `Shared`, so an Arc here would be a
+            // cycle.
+            blocking: crate::blocking::BlockingPool::new(blocking_config, {
+                let weak = weak.clone();
+                Arc::new(move || match weak.upgrade() {
+                    Some(s) => enter(s),
+                    None => Box::new(()),
+                })
+            }),
+            blocking_mask_of,
+            load: LoadMap::new(&topology),
+            llc_idle_cores: llc_spans
+                .iter()
+                .map(|_| CachePadded::new(AtomicBool::new(false)))
+                .collect(),
+            topology,
+            tunables,
+            workers,
+            shutdown: CachePadded::new(AtomicBool::new(false)),
+            idle: Sleepers::new(n, &llc_spans),
+            watch: crate::sched::watch::Watch::new(n, &llc_spans),
+            capable,
+            all: 0..n,
+            burst_target: AtomicUsize::new(0),
+            places,
+            domains,
+            registry: Registry::new(n),
+            external: CachePadded::new(WorkerCounters::default()),
+            park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
+            start,
+            graveyard: crate::sched::shutdown::Graveyard::new(),
+            starting: Latch::new(n),
+            #[cfg(feature = "io")]
+            driver: {
+                // Workers asleep on their condvars move into the driver at
+                // their next park: once it exists, notify them, so that one
+                // sleeps in each poller now. A Weak, as for the pool.
+                let owner = weak.as_ptr() as *const ();
+                let weak = weak.clone();
+                let on_create = Box::new(move || {
+                    if let Some(s) = weak.upgrade() {
+                        for w in s.workers.iter() {
+                            let _ = w.mailbox.parker.notify();
+                        }
+                    }
+                });
+                let io = crate::io::Handle::new(io_driver, cpus, owner, on_create);
+                Arc::new(crate::time::Handle::new(Arc::new(io), start, n))
+            },
+            on_start,
+            on_stop,
+            poll_timing,
+            long_poll_ns,
+            #[cfg(feature = "trace")]
+            trace,
+            #[cfg(not(feature = "trace"))]
+            trace: crate::trace::Recorder,
+            #[cfg(feature = "tokio-compat")]
+            tokio,
+        });
+        Ok((shared, locals.into_iter().zip(batches).collect()))
     }
 }
 

@@ -54,7 +54,12 @@ use crate::stats::WorkerCounters;
 use crate::sync::{AtomicBool, Mutex, Ordering};
 use crate::task::{drop_task, JoinHandle, Runnable};
 use crate::worker::shared::Shared;
-use crate::worker::shared::BLOCK_ON;
+
+thread_local! {
+    /// The runtime whose `block_on` runs on this thread, if any.
+    pub(crate) static BLOCK_ON: std::cell::RefCell<Option<std::sync::Arc<Shared>>> =
+        const { std::cell::RefCell::new(None) };
+}
 
 /// The wake flag of one `block_on` call: the waker sets it, then unparks
 /// the thread; the loop consumes it, parking until it is set. The loom
@@ -404,7 +409,7 @@ impl Drop for Restore {
 /// Makes `shared` this thread's runtime context (what `hwsched::spawn`
 /// spawns onto, and whose driver keeps the timers and sockets made here)
 /// until the returned guard is dropped. On a worker thread the worker's
-/// runtime stays the context (`shared::current`): its driver stays too.
+/// runtime stays the context (`handle::current`): its driver stays too.
 pub(crate) fn enter(shared: Arc<Shared>) -> Restore {
     #[cfg(feature = "io")]
     let _driver =

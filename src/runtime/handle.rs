@@ -72,7 +72,7 @@ impl Handle {
     /// assert!(hwsched::Handle::try_current().is_none());
     /// ```
     pub fn try_current() -> Option<Handle> {
-        crate::worker::shared::current().map(|shared| Handle { shared })
+        current().map(|shared| Handle { shared })
     }
 
     /// Spawns a task onto this runtime; it starts running on some worker at
@@ -146,4 +146,22 @@ impl Handle {
     pub fn stats(&self) -> Stats {
         self.shared.stats()
     }
+}
+
+/// The runtime of this thread's context: its worker's, or its `block_on`'s.
+pub(crate) fn current() -> Option<std::sync::Arc<Shared>> {
+    let from_worker = crate::context::with_here(|h| {
+        h.map(|h| {
+            let p = h.rt as *const Shared;
+            // SAFETY: `rt` is `Arc::as_ptr` of the runtime whose worker runs
+            // on this thread, and that worker's context holds an `Arc` of it
+            // while `h` is valid: the count is at least one, so taking one
+            // more and building an `Arc` from the pointer is sound.
+            unsafe {
+                std::sync::Arc::increment_strong_count(p);
+                std::sync::Arc::from_raw(p)
+            }
+        })
+    });
+    from_worker.or_else(|| crate::runtime::block_on::BLOCK_ON.with(|b| b.borrow().clone()))
 }

@@ -486,27 +486,3 @@ impl Shared {
         Ok((shared, locals.into_iter().zip(batches).collect()))
     }
 }
-
-thread_local! {
-    /// The runtime whose `block_on` runs on this thread, if any.
-    pub(crate) static BLOCK_ON: std::cell::RefCell<Option<std::sync::Arc<Shared>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// The runtime of this thread's context: its worker's, or its `block_on`'s.
-pub(crate) fn current() -> Option<std::sync::Arc<Shared>> {
-    let from_worker = crate::context::with_here(|h| {
-        h.map(|h| {
-            let p = h.rt as *const Shared;
-            // SAFETY: `rt` is `Arc::as_ptr` of the runtime whose worker runs
-            // on this thread, and that worker's context holds an `Arc` of it
-            // while `h` is valid: the count is at least one, so taking one
-            // more and building an `Arc` from the pointer is sound.
-            unsafe {
-                std::sync::Arc::increment_strong_count(p);
-                std::sync::Arc::from_raw(p)
-            }
-        })
-    });
-    from_worker.or_else(|| BLOCK_ON.with(|b| b.borrow().clone()))
-}

@@ -21,7 +21,7 @@ pub(super) fn enter_idle(shared: &Shared, core: &mut Core) {
     core.running = false;
     // Idle, it holds no batch: its bit in the watch's `private` set goes.
     core.private_emptied(shared);
-    let idle = &shared.idle.idle;
+    let idle = &shared.sleepers.idle;
     // Relaxed: a placement hint (see sched/sleepers.rs).
     idle.insert(core.index, Ordering::Relaxed);
     if shared.tunables.sis_idle_core {
@@ -53,7 +53,7 @@ pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64
     {
         leave_watch(shared, core, claimed);
     }
-    shared.idle.idle.remove(core.index, Ordering::Relaxed);
+    shared.sleepers.idle.remove(core.index, Ordering::Relaxed);
     if let Some(t0) = idle_since {
         let now = shared.now_ns();
         let mut sample = now.saturating_sub(t0);
@@ -255,7 +255,7 @@ impl crate::sched::idle_steps::IdleWorker<Runnable> for IdleCore<'_> {
         // a delivery that another worker's steal then took: still idle, say
         // so again, or wakeups would stop choosing it.
         self.shared
-            .idle
+            .sleepers
             .idle
             .insert(self.core.index, Ordering::Relaxed);
     }

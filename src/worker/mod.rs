@@ -347,7 +347,7 @@ pub(crate) fn wake_spans(
 impl Workers<Runnable> for Shared {
     #[inline]
     fn sleepers(&self) -> &crate::sched::sleepers::Sleepers {
-        &self.idle
+        &self.sleepers
     }
     #[inline]
     fn mailbox(&self, w: usize) -> &Mailbox<Runnable> {
@@ -446,7 +446,10 @@ impl Core {
         Core {
             index,
             llc: shared.topology.llc_span(index),
-            llc_word: shared.idle.idle.word_of(&shared.topology.llc_span(index)),
+            llc_word: shared
+                .sleepers
+                .idle
+                .word_of(&shared.topology.llc_span(index)),
             local,
             lifo_streak: 0,
             tick: 0,
@@ -498,8 +501,8 @@ impl Core {
         {
             return;
         }
-        s.left_parked = Some(shared.idle.leave_parked(self.index));
-        shared.idle.idle.remove(self.index, Ordering::Relaxed);
+        s.left_parked = Some(shared.sleepers.leave_parked(self.index));
+        shared.sleepers.idle.remove(self.index, Ordering::Relaxed);
         // Step 5 of the hand-off (io/poller_sleep.rs, loom: driver.rs). Only a
         // worker sleeping in the driver gets here (`suspended`), so only
         // with the `io` feature.

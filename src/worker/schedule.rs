@@ -38,11 +38,11 @@ struct RuntimeIdle<'a>(&'a Shared);
 
 impl IdleView for RuntimeIdle<'_> {
     fn is_idle(&self, w: usize) -> bool {
-        self.0.idle.idle.contains(w)
+        self.0.sleepers.idle.contains(w)
     }
     fn claim(&self, w: usize) -> bool {
         // Relaxed: a placement hint (sched/sleepers.rs).
-        self.0.idle.idle.remove(w, Ordering::Relaxed)
+        self.0.sleepers.idle.remove(w, Ordering::Relaxed)
     }
     fn has_idle_cores(&self, w: usize) -> bool {
         self.0.llc_idle_cores[self.0.workers[w].llc_hint].load(Ordering::Relaxed)
@@ -55,7 +55,7 @@ impl IdleView for RuntimeIdle<'_> {
     }
     fn find_idle(&self, span: &Range<usize>, from: usize, max: usize) -> (Option<usize>, usize) {
         self.0
-            .idle
+            .sleepers
             .idle
             .find(span, from, max, Ordering::Relaxed, None)
     }
@@ -204,8 +204,8 @@ fn place_from_worker(
         return;
     }
     let llc_idle = match core.llc_word {
-        Some(wm) => shared.idle.idle.any_of(wm),
-        None => shared.idle.idle.any_in(&core.llc),
+        Some(wm) => shared.sleepers.idle.any_of(wm),
+        None => shared.sleepers.idle.any_in(&core.llc),
     };
     if !llc_idle && !prev_idle_elsewhere(shared, &core.llc, last) {
         // Every worker the placement could choose is busy: the wakee waits
@@ -238,7 +238,7 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
         me,
         (last != NO_WORKER).then_some(last),
         || !core.local.is_empty(),
-        |p| shared.idle.idle.contains(p),
+        |p| shared.sleepers.idle.contains(p),
         |p| queue_loaded(shared, p),
     );
     if target == me && shared.workers[me].lifo.is_empty() && core.local.is_empty() {
@@ -281,7 +281,7 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
     // Recorded before the hand-off (after it the task may be gone); a
     // deferred wake records where the task went instead, after this.
     shared.trace.wake(Some(me), meta, c, decision);
-    if claimed && shared.idle.parked.contains(c) {
+    if claimed && shared.sleepers.parked.contains(c) {
         // The idle worker chosen is parked: the deepest idle state, a
         // futex round trip to leave (where the kernel's idle CPU costs
         // an IPI). Wake it only as the one wake in flight (sched/sleepers.rs);
@@ -320,13 +320,13 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
 /// task by stealing, or is woken by the pusher's check.
 #[inline]
 fn idle_near(shared: &Shared, llc: &Range<usize>, last: usize) -> bool {
-    shared.idle.idle.any_in(llc) || prev_idle_elsewhere(shared, llc, last)
+    shared.sleepers.idle.any_in(llc) || prev_idle_elsewhere(shared, llc, last)
 }
 
 /// Whether the task's previous worker `last` is idle outside `llc`.
 #[inline]
 fn prev_idle_elsewhere(shared: &Shared, llc: &Range<usize>, last: usize) -> bool {
-    last != NO_WORKER && !llc.contains(&last) && shared.idle.idle.contains(last)
+    last != NO_WORKER && !llc.contains(&last) && shared.sleepers.idle.contains(last)
 }
 
 /// The policy's `scan_depth` over `target`'s LLC and its load counter.
@@ -415,11 +415,14 @@ impl PlacementView for RuntimeView<'_> {
     }
     #[inline]
     fn claim_idle(&self, w: usize) -> bool {
-        self.0.idle.idle.remove(w, crate::sync::Ordering::Relaxed)
+        self.0
+            .sleepers
+            .idle
+            .remove(w, crate::sync::Ordering::Relaxed)
     }
     #[inline]
     fn is_parked(&self, w: usize) -> bool {
-        self.0.idle.parked.contains(w)
+        self.0.sleepers.parked.contains(w)
     }
     #[inline]
     fn backlog(&self, w: usize) -> usize {
@@ -491,19 +494,19 @@ fn deliver_from_outside(shared: &Shared, r: Runnable) {
 impl ExternalView for RuntimeView<'_> {
     #[inline]
     fn claim_awake_idle(&self, from: usize) -> Option<usize> {
-        self.0.idle.claim_awake_idle(from)
+        self.0.sleepers.claim_awake_idle(from)
     }
     #[inline]
     fn needs_wake(&self) -> bool {
-        self.0.idle.needs_wake()
+        self.0.sleepers.needs_wake()
     }
     #[inline]
     fn wake_one(&self, near: usize) -> Option<usize> {
-        self.0.idle.wake_one(near, wake_spans(self.0, near)).0
+        self.0.sleepers.wake_one(near, wake_spans(self.0, near)).0
     }
     #[inline]
     fn someone_asleep(&self) -> bool {
-        self.0.idle.counts().awake < self.0.workers.len()
+        self.0.sleepers.counts().awake < self.0.workers.len()
     }
     #[inline]
     fn burst_target(&self) -> usize {

@@ -63,7 +63,7 @@ pub(crate) struct Shared {
     pub(crate) shutdown: CachePadded<AtomicBool>,
     /// The wake protocol's shared state: searching count, parked, idle
     /// and queued sets (see sched/sleepers.rs).
-    pub(crate) idle: Sleepers,
+    pub(crate) sleepers: Sleepers,
     /// The watch over private batch queues (sched/watch.rs).
     pub(crate) watch: crate::sched::watch::Watch,
     /// Every worker: `0..workers`.
@@ -229,8 +229,11 @@ impl Shared {
             park_cost: Duration::from_nanos(self.park_cost_ns.load(Ordering::Relaxed)),
             spawned,
             retired,
-            asleep: self.workers.len().saturating_sub(self.idle.counts().awake),
-            searching: self.idle.counts().searching,
+            asleep: self
+                .workers
+                .len()
+                .saturating_sub(self.sleepers.counts().awake),
+            searching: self.sleepers.counts().searching,
             blocking_threads: self.blocking.threads(),
             blocking_idle: self.blocking.idle_threads(),
             io_driven: false,
@@ -442,7 +445,7 @@ impl Shared {
             tunables,
             workers,
             shutdown: CachePadded::new(AtomicBool::new(false)),
-            idle: Sleepers::new(n, &llc_spans),
+            sleepers: Sleepers::new(n, &llc_spans),
             watch: crate::sched::watch::Watch::new(n, &llc_spans),
             capable,
             all: 0..n,

@@ -27,7 +27,7 @@ pub(super) fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
     let mut words = 0u64;
     let mut found = None;
     for span in near_spans(shared, me) {
-        let (f, n) = shared.idle.find_queued(span, me, |v| {
+        let (f, n) = shared.sleepers.find_queued(span, me, |v| {
             touched += 1;
             has_work(shared, v) || !shared.workers[v].lifo.is_empty()
         });
@@ -100,10 +100,11 @@ pub(super) fn steal_from_level(
             .filter(|g| !searched.is_subset(g))
             .find(|g| {
                 g.runs().iter().any(|run| {
-                    let (any, n) = shared
-                        .idle
-                        .queued
-                        .any(run, Ordering::Relaxed, Some(core.index));
+                    let (any, n) =
+                        shared
+                            .sleepers
+                            .queued
+                            .any(run, Ordering::Relaxed, Some(core.index));
                     words += n as u64;
                     any
                 })
@@ -130,7 +131,7 @@ pub(super) fn steal_from_level(
         .chain(runs[..k].iter().cloned())
         .chain(std::iter::once(runs[k].start..off));
     for part in parts {
-        let (_, words) = shared.idle.find_queued(&part, me, |v| {
+        let (_, words) = shared.sleepers.find_queued(&part, me, |v| {
             touched += 1;
             found = steal_from(shared, core, v);
             found.is_some()
@@ -190,10 +191,11 @@ pub(super) fn walk(
     // The gate (the kernel's rd->overload): nothing queued anywhere, by the
     // counters and by the `queued` set.
     if !shared.load.overloaded() {
-        let (any, words) = shared
-            .idle
-            .queued
-            .any(&shared.all, Ordering::Relaxed, Some(core.index));
+        let (any, words) =
+            shared
+                .sleepers
+                .queued
+                .any(&shared.all, Ordering::Relaxed, Some(core.index));
         WorkerCounters::bump(&st.recheck_words, words as u64);
         if !any {
             WorkerCounters::bump(&st.walks_skipped, 1);

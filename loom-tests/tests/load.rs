@@ -52,7 +52,8 @@
 
 #![cfg(loom)]
 
-use hwsched::policy::load::{Contribution, Load, LoadMap, Publish, Publisher};
+use hwsched::policy::load::{Contribution, Load, Publish, Publisher};
+use hwsched::sched::load_map::LoadMap;
 use hwsched::sched::park::{Mailbox, Notified, Wait};
 use hwsched::topology::{Topology, TopologySource};
 use loom::sync::atomic::AtomicBool;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::error::BuildError;
-use crate::policy::load::LoadMap;
+use crate::sched::load_map::LoadMap;
 use crate::sched::park::Mailbox;
 use crate::sched::queue::{Local, Stealer};
 use crate::sched::shutdown::Graveyard;

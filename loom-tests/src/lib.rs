@@ -36,7 +36,7 @@
 //! [`Rt`], the runtime view the pusher's steps (`hwsched::sched::push`) take.
 
 // Models run in --release for speed, but some invariants they exercise are
-// `debug_assert!`s in hwsched (the counts of `idle::Sleepers`, the registry
+// `debug_assert!`s in hwsched (the counts of `sleepers::Sleepers`, the registry
 // slots of `task.rs`): refuse to build a loom run that would silently skip
 // them (tokio's loom tests do the same).
 #[cfg(all(loom, not(debug_assertions)))]
@@ -279,7 +279,7 @@ mod imp {
         /// (`Workers::bury`, `Shared::bury`'s body).
         pub graveyard: hwsched::sched::shutdown::Graveyard<Task>,
         /// The model's bookkeeping (`std`, outside loom's view): set by a
-        /// model's schedule path once its task passed `handoff::admit`,
+        /// model's schedule path once its task passed `push::admit`,
         /// so that a burial after it is named the delivery's re-check.
         pub admitted: std::sync::atomic::AtomicBool,
         /// Set by [`Stop::shutdown`] once the production shutdown returned:

@@ -77,7 +77,7 @@ fn a_placed_push_races_its_domain_going_to_sleep() {
 /// Two workers, both in domain {0, 1}; two tasks pushed into the queue by
 /// an outside thread. Each worker takes one task and then stays in its
 /// poll: the second push finds the queue non-empty and makes no check, so
-/// the take that leaves it behind must (`domain::take`).
+/// the take that leaves it behind must (`place_queue::take`).
 #[test]
 fn two_placed_pushes_two_sleepers() {
     let cases = Cases::new(CASES);

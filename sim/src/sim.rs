@@ -1295,7 +1295,7 @@ impl Sim {
 
     /// Mirrors `Core::end_batch`: if the batch left more than this worker
     /// runs next (its deque holds work), the pusher's check once
-    /// (`handoff::after_push`: the queued bit, and a parked worker woken to
+    /// (`push::after_push`: the queued bit, and a parked worker woken to
     /// search if nobody searches).
     fn io_end_batch(&mut self, w: usize) {
         let Some(io) = self.io.as_mut() else {

@@ -3,7 +3,7 @@
 //! own queues are empty, written once over two small views, so that the
 //! runtime (`worker/idle.rs`) and the loom models (`loom-tests/tests/conserve.rs`,
 //! `idle_loop.rs`) run the same sequence. The pusher's steps are
-//! [`handoff`](crate::sched::push)'s.
+//! [`push`](crate::sched::push)'s.
 //!
 //! [`Queues`] is what the steps need of the runtime beyond the pusher's
 //! view: whether a worker holds stealable work, and the re-check's look at

@@ -47,7 +47,7 @@
 //!   latency per task to the last one's start, which on a loaded machine
 //!   is milliseconds each.
 //! - **A worker leaving its idle period with work** ([`left_behind`],
-//!   called by `idle_worker::found_work`, whether the work came from a
+//!   called by `idle_steps::found_work`, whether the work came from a
 //!   place queue ([`take`]) or elsewhere): `fence(SeqCst)`, then the
 //!   domain check for each of its queues that still holds work: a worker
 //!   woken for a domain that finds other work first (its inbox, a steal)

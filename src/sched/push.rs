@@ -205,7 +205,7 @@ pub fn found_work<T>(
 /// deque empty (only the owner pushes onto it; `queued_bit` is the owner's
 /// record of its bit, which [`after_push`] reads): returns a task if the
 /// inbox got one meanwhile.
-/// The idle sequence ([`idle_worker`](crate::sched::idle_steps)) and the loom
+/// The idle sequence ([`idle_steps`](crate::sched::idle_steps)) and the loom
 /// model `queued.rs` call this.
 ///
 /// ORDERING: AcqRel; its acquire is needed (loom: `queued.rs`, mutation

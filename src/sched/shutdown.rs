@@ -111,7 +111,7 @@ pub trait Running<T> {
     /// The next task on the worker's own queues (its LIFO slot, deque,
     /// inbox).
     fn next_own(&mut self) -> Option<T>;
-    /// The idle sequence ([`idle_worker::idle`](crate::sched::idle_steps::idle)).
+    /// The idle sequence ([`idle_steps::idle`](crate::sched::idle_steps::idle)).
     fn idle(&mut self) -> Idle<T>;
 }
 

@@ -49,7 +49,7 @@
 //!   empty to non-empty, and by a deliverer into a busy worker's inbox;
 //!   cleared by the owner when it finds both empty, with an RMW that
 //!   acquires the deliverers' and then a last look at its inbox
-//!   ([`handoff::clear_queued`](crate::sched::push::clear_queued), checked by
+//!   ([`push::clear_queued`](crate::sched::push::clear_queued), checked by
 //!   `loom-tests/tests/queued.rs`). A set bit may be stale
 //!   (a thief emptied the queue); a clear bit is never stale for a queue
 //!   that holds work, except while its owner is awake and about to look at
@@ -59,7 +59,7 @@
 //!
 //! A **pusher** (any thread that makes a task stealable: a push onto a
 //! deque, a delivery into a busy worker's inbox, a steal that leaves a batch
-//! in the thief's deque; [`handoff`](crate::sched::push) writes these steps
+//! in the thief's deque; [`push`](crate::sched::push) writes these steps
 //! once, for the runtime and the loom models):
 //! 1. pushes, then sets the owner's `queued` bit if it is clear;
 //! 2. [`Sleepers::needs_wake`]: `fence(SeqCst)`, then loads `state`; if no
@@ -115,7 +115,7 @@
 //! A wake that keeps its task on the waker's worker (nobody idle to take
 //! it, or `wake_affine` chose the waker: worker/schedule.rs) puts it in that
 //! worker's LIFO slot, which the worker takes first after its current poll
-//! ([`handoff::push_lifo`](crate::sched::push::push_lifo)). The slot is
+//! ([`push::push_lifo`](crate::sched::push::push_lifo)). The slot is
 //! one atomic pointer (`queue::Slot`): the owner fills it with a plain
 //! store when empty, and every take is a swap, so a task leaves it once.
 //! The push sets the owner's `queued` bit (pusher's step 1) but runs no

@@ -1,5 +1,5 @@
 //! The idle period: entering and leaving the idle state, and the worker's
-//! view for the idle sequence of [`idle_worker`](crate::sched::idle_steps) (its
+//! view for the idle sequence of [`idle_steps`](crate::sched::idle_steps) (its
 //! walk, the governor's spin, load publishing and counters around the
 //! protocol's steps).
 
@@ -92,7 +92,7 @@ fn leave_watch(shared: &Shared, core: &mut Core, claimed: bool) {
     count_wake(shared, Some(core.index), woke);
 }
 
-/// The worker as the idle sequence ([`idle_worker`](crate::sched::idle_steps))
+/// The worker as the idle sequence ([`idle_steps`](crate::sched::idle_steps))
 /// sees it: its core, with the runtime's policy (the walk, the governor's
 /// spin, load publishing) and counters around the protocol's steps.
 pub(super) struct IdleCore<'a> {
@@ -103,7 +103,7 @@ pub(super) struct IdleCore<'a> {
 impl crate::sched::idle_steps::Queues<Runnable> for Shared {
     #[inline]
     fn has_work(&self, v: usize) -> bool {
-        // The re-checks also count the LIFO slot (handoff::push_lifo); the
+        // The re-checks also count the LIFO slot (push::push_lifo); the
         // walk does not take from it.
         has_work(self, v) || !self.workers[v].lifo.is_empty()
     }
@@ -286,7 +286,7 @@ impl crate::sched::idle_steps::IdleWorker<Runnable> for IdleCore<'_> {
     }
 }
 
-/// The idle path: the idle sequence of [`idle_worker`](crate::sched::idle_steps)
+/// The idle path: the idle sequence of [`idle_steps`](crate::sched::idle_steps)
 /// over this worker's core. `sleep` parks the worker: on its condvar
 /// (`Ready(slept)`), or, for a worker that sleeps in the I/O driver,
 /// [`Parker::poll_park`](crate::sched::park::Parker::poll_park) with the poller's

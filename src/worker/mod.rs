@@ -25,7 +25,7 @@
 //!    lost wakeups); before it sleeps it announces it to the wake protocol
 //!    ([`idle`](crate::sched::sleepers)), and a worker that sleeps with no searcher
 //!    left re-checks the `queued` set and steals instead of sleeping when
-//!    work is left (the sequence is [`idle_worker`](crate::sched::idle_steps)'s). Work
+//!    work is left (the sequence is [`idle_steps`](crate::sched::idle_steps)'s). Work
 //!    arriving ends the idle period, whose length feeds `avg_idle`.
 //! 4. Every push that makes a task stealable (onto its deque, or into a
 //!    busy worker's inbox) runs the wake protocol's pusher check: if nobody
@@ -574,7 +574,7 @@ impl Core {
     }
 
     /// A task of this worker's place queues, nearest first
-    /// ([`domain::take`](crate::sched::place_queue::take)), counted. One load when no
+    /// ([`place_queue::take`](crate::sched::place_queue::take)), counted. One load when no
     /// domain place was ever used.
     #[inline]
     fn take_placed(&mut self, shared: &Shared) -> Option<Runnable> {

@@ -80,7 +80,7 @@ pub(super) fn schedule_domain(shared: &Shared, queue: usize, r: Runnable) {
     push_domain(shared, queue, r);
 }
 
-/// The pusher's steps of a place queue ([`domain::push`](crate::sched::place_queue::push)),
+/// The pusher's steps of a place queue ([`place_queue::push`](crate::sched::place_queue::push)),
 /// counted for the calling worker (if any): the wake looks first at the
 /// caller's worker when it is one of the domain's, else at the domain's
 /// first.

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use crate::stats::Stats;
 use crate::task::JoinHandle;
-use crate::worker;
 use crate::worker::shared::Shared;
 
 /// A reference to a [`Runtime`](crate::Runtime): spawn onto it, block on it,
@@ -127,7 +126,7 @@ impl Handle {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        worker::spawn_blocking(&self.shared, f)
+        crate::worker::spawn::spawn_blocking(&self.shared, f)
     }
 
     /// Runs `future` to completion on the calling thread, with this runtime

@@ -638,7 +638,7 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        worker::spawn_blocking(&self.shared, f)
+        crate::worker::spawn::spawn_blocking(&self.shared, f)
     }
 
     /// Runs `future` to completion on the calling thread; inside it,

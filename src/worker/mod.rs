@@ -100,7 +100,7 @@ use crate::sched::push::{self, Delivery, Workers};
 use crate::sched::queue::Local;
 use crate::stats::WorkerCounters;
 use crate::sync::Ordering;
-use crate::task::{drop_task, JoinHandle, Registry, Runnable, TaskFuture, TaskMeta};
+use crate::task::{drop_task, Runnable};
 use crate::topology::pin_current_thread;
 use crate::worker::shared::Shared;
 use std::sync::Arc;
@@ -268,54 +268,6 @@ pub(crate) fn with_core<R>(
         };
         f(cur)
     })
-}
-
-/// Runs `f` on the blocking pool (see [`crate::spawn_blocking`]): a task
-/// polled once by a pool thread, so its `JoinHandle` (output, panics,
-/// cancellation at shutdown) is a task's like any other.
-pub(crate) fn spawn_blocking<F, R>(shared: &Arc<Shared>, f: F) -> JoinHandle<R>
-where
-    F: FnOnce() -> R + Send + 'static,
-    R: Send + 'static,
-{
-    let here = shared.current_worker();
-    let mask = match here {
-        Some(w) if !shared.blocking_mask_of.is_empty() => Some(shared.blocking_mask_of[w]),
-        _ => None,
-    };
-    let s = shared.clone();
-    let registry: *const Registry = &shared.registry;
-    let (runnable, task) = async_task::Builder::new().metadata(TaskMeta::new()).spawn(
-        move |meta: &TaskMeta| {
-            // SAFETY: as in `spawn`: the registry lives in `Shared`, which
-            // the schedule function of this task keeps alive.
-            TaskFuture::new(async move { f() }, meta, unsafe { &*registry })
-        },
-        // Runs once, from the `schedule` call below, never inside a waker
-        // call: the future never returns `Pending`, so nothing wakes the
-        // task (it registers no waker, so `abort` wakes nothing either).
-        // So a pool that is shut down may drop the task right here (`push`
-        // does), rather than bury it for the shutdown's last reap, which
-        // comes after the wait for the running closures: one of them
-        // waiting on this task would wait forever.
-        move |r: Runnable| s.blocking.push(r, mask),
-    );
-    let handle = JoinHandle::new(task, &shared.registry, runnable.waker());
-    match here {
-        Some(w) => WorkerCounters::bump(&shared.workers[w].stats.spawned, 1),
-        None => WorkerCounters::bump_shared(&shared.external.spawned, 1),
-    }
-    shared.trace.blocking(here, runnable.metadata());
-    if shared.is_shutdown() {
-        // Shut down: cancelled at once, as `spawn` does. A call that misses
-        // the flag reaches the pool before or after `Runtime::shutdown`
-        // closes it: it is queued and then cancelled by the close (or run,
-        // if a thread takes it first), or dropped by `push`.
-        drop_task(runnable);
-        return handle;
-    }
-    runnable.schedule();
-    handle
 }
 
 /// The spans around worker `w`, nearest first (its levels), ending with
@@ -950,7 +902,7 @@ fn run_with_private_behind(ctx: &WorkerCtx, r: Runnable) {
     // The waker holds a reference: the task's header (its metadata) stays
     // allocated until it is dropped, whatever the poll does.
     let keep = r.waker();
-    let meta: *const TaskMeta = meta;
+    let meta: *const crate::task::TaskMeta = meta;
     me.long_poll_taken.store(false, Ordering::Relaxed);
     poll_maybe_timed(ctx, r);
     if me.long_poll_taken.load(Ordering::Relaxed) {

@@ -1,17 +1,18 @@
 //! Every spawn of the runtime, through one path: [`spawn`] (a `Send`
 //! future at a [`Home`]), [`spawn_on`] (a checked
-//! [`Place`](crate::Place), which names the home) and [`spawn_local`] (a
-//! `!Send` future on the calling worker) build the task with its home's
-//! schedule function ([`build`], [`build_local`]), then [`start`] it:
-//! counted, traced, dropped at once after shutdown, else put in its first
-//! queue.
+//! [`Place`](crate::Place), which names the home), [`spawn_local`] (a
+//! `!Send` future on the calling worker) and [`spawn_blocking`] (a closure
+//! for the blocking pool) build the task with its schedule function
+//! ([`build`], [`build_local`]), then [`start`] it: counted, traced,
+//! dropped at once after shutdown, else put in its first queue.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use crate::place::{PlaceError, Target};
 use crate::sync::Ordering;
-use crate::task::{build, build_local, drop_task, JoinHandle, Runnable};
+use crate::task::{build, build_local, drop_task, JoinHandle, Runnable, TaskMeta};
+use crate::trace::Recorder;
 use crate::worker::placed::{
     local_future, push_domain, push_pinned, schedule_domain, schedule_local, schedule_pinned,
     track_local, OnPlace,
@@ -70,7 +71,7 @@ where
             }),
         }
     };
-    start(shared, here, runnable, |r| match home {
+    start(shared, here, runnable, Recorder::spawn, |r| match home {
         Home::Free => {
             if shared.poll_timing {
                 stamp_runnable(shared, &r);
@@ -145,20 +146,72 @@ where
         })
     };
     track_local(key, runnable.waker());
-    start(shared, Some(w), runnable, |r| {
+    start(shared, Some(w), runnable, Recorder::spawn, |r| {
         push_pinned(shared, w, r, true)
     });
     handle
 }
 
+/// Runs `f` on the blocking pool (see [`crate::spawn_blocking`]): a task
+/// polled once by a pool thread, so its `JoinHandle` (output, panics,
+/// cancellation at shutdown) is a task's like any other.
+pub(crate) fn spawn_blocking<F, R>(shared: &Arc<Shared>, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let here = shared.current_worker();
+    let mask = match here {
+        Some(w) if !shared.blocking_mask_of.is_empty() => Some(shared.blocking_mask_of[w]),
+        _ => None,
+    };
+    let rt = shared.clone();
+    // SAFETY: as in `spawn`: the registry lives in `Shared`, which the
+    // schedule function of this task keeps alive.
+    let (runnable, handle) = unsafe {
+        build(
+            async move { f() },
+            &shared.registry,
+            // Runs once, from the `schedule` call below, never inside a
+            // waker call: the future never returns `Pending`, so nothing
+            // wakes the task (it registers no waker, so `abort` wakes
+            // nothing either). So a pool that is shut down may drop the
+            // task right here (`push` does), rather than bury it for the
+            // shutdown's last reap, which comes after the wait for the
+            // running closures: one of them waiting on this task would
+            // wait forever.
+            move |r: Runnable| rt.blocking.push(r, mask),
+        )
+    };
+    // Shut down: cancelled at once, as `spawn` does (`start`). A call that
+    // misses the flag reaches the pool before or after `Runtime::shutdown`
+    // closes it: it is queued and then cancelled by the close (or run, if a
+    // thread takes it first), or dropped by `push`.
+    start(
+        shared,
+        here,
+        runnable,
+        Recorder::blocking,
+        Runnable::schedule,
+    );
+    handle
+}
+
 /// What every spawn does once its task is built: counts it for the
-/// spawning worker `here` (or for the outside), records it in the trace,
-/// and, the runtime being shut down, drops it at once (its handle says
-/// Cancelled; a local task on its own thread); else hands it to `push`.
+/// spawning worker `here` (or for the outside), records it in the trace
+/// (`event`: a spawn, or a closure for the blocking pool), and, the
+/// runtime being shut down, drops it at once (its handle says Cancelled; a
+/// local task on its own thread); else hands it to `push`.
 #[inline]
-fn start(shared: &Shared, here: Option<usize>, runnable: Runnable, push: impl FnOnce(Runnable)) {
+fn start(
+    shared: &Shared,
+    here: Option<usize>,
+    runnable: Runnable,
+    event: fn(&Recorder, Option<usize>, &TaskMeta),
+    push: impl FnOnce(Runnable),
+) {
     bump_for(shared, here, |s| &s.spawned);
-    shared.trace.spawn(here, runnable.metadata());
+    event(&shared.trace, here, runnable.metadata());
     if shared.is_shutdown() {
         drop_task(runnable);
         return;

@@ -207,7 +207,7 @@ fn start(
     shared: &Shared,
     here: Option<usize>,
     runnable: Runnable,
-    event: fn(&Recorder, Option<usize>, &TaskMeta),
+    event: impl FnOnce(&Recorder, Option<usize>, &TaskMeta),
     push: impl FnOnce(Runnable),
 ) {
     bump_for(shared, here, |s| &s.spawned);

@@ -46,7 +46,7 @@ pub(crate) type Hook = Arc<dyn Fn() + Send + Sync>;
 
 /// Makes the runtime the calling thread's context; what it returns is a
 /// guard that a pool thread keeps alive for its whole life and drops when it
-/// exits (for the runtime: `Box::new(crate::block_on::enter(shared))`).
+/// exits (for the runtime: `Box::new(crate::runtime::block_on::enter(shared))`).
 pub(crate) type ContextFn = Arc<dyn Fn() -> Box<dyn Any> + Send + Sync>;
 
 /// How a [`BlockingPool`] runs its threads.

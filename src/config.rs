@@ -1,5 +1,5 @@
 //! Configuration types that the runtime's shared state keeps (below
-//! `shared.rs`, so that the state does not reach up to the API that builds
+//! `worker/shared.rs`, so that the state does not reach up to the API that builds
 //! it).
 
 use std::sync::Arc;

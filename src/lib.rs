@@ -104,13 +104,10 @@
 //! ```
 #![warn(missing_docs)]
 
-mod balance;
 mod blocking;
 mod config;
 mod context;
 mod error;
-mod governor;
-mod handle;
 #[cfg(feature = "hyper")]
 pub mod hyper;
 #[cfg(feature = "io")]
@@ -119,13 +116,9 @@ pub mod metrics;
 #[cfg(feature = "io")]
 pub mod net;
 mod place;
-mod placed;
 pub mod policy;
-mod runtime;
-mod schedule;
 #[cfg(feature = "io")]
 pub mod signal;
-mod spans;
 mod stats;
 mod sync;
 #[cfg(feature = "io")]
@@ -139,68 +132,31 @@ pub mod trace;
 #[cfg(not(feature = "trace"))]
 mod trace;
 mod tunables;
-mod wake;
-mod worker;
 
-// The protocol types the loom models in `loom-tests/` drive: private, but
-// public under `cfg(loom)` so the models check the production code.
+// The folders whose protocol types the loom models in `loom-tests/` drive:
+// private, but public under `cfg(loom)` so the models check the production
+// code.
 #[cfg(loom)]
-pub mod block_on;
+pub mod runtime;
 #[cfg(not(loom))]
-mod block_on;
+mod runtime;
 #[cfg(loom)]
-pub mod domain;
+pub mod sched;
 #[cfg(not(loom))]
-mod domain;
-#[cfg(loom)]
-pub mod handoff;
-#[cfg(not(loom))]
-mod handoff;
-#[cfg(loom)]
-pub mod idle;
-#[cfg(not(loom))]
-mod idle;
-#[cfg(loom)]
-pub mod idle_worker;
-#[cfg(not(loom))]
-mod idle_worker;
-#[cfg(loom)]
-pub mod join_set;
-#[cfg(not(loom))]
-mod join_set;
-#[cfg(loom)]
-pub mod load;
-#[cfg(not(loom))]
-mod load;
-#[cfg(loom)]
-pub mod park;
-#[cfg(not(loom))]
-mod park;
-#[cfg(loom)]
-pub mod queue;
-#[cfg(not(loom))]
-mod queue;
-#[cfg(loom)]
-pub mod shared;
-#[cfg(not(loom))]
-mod shared;
-#[cfg(loom)]
-pub mod shutdown;
-#[cfg(not(loom))]
-mod shutdown;
+mod sched;
 #[cfg(loom)]
 pub mod task;
 #[cfg(not(loom))]
 mod task;
 #[cfg(loom)]
-pub mod watch;
+pub mod worker;
 #[cfg(not(loom))]
-mod watch;
+mod worker;
 
 pub use error::BuildError;
-pub use handle::Handle;
-pub use join_set::JoinSet;
-pub use placed::{CurrentPlace, Place, PlaceError};
+pub use place::{CurrentPlace, Place, PlaceError};
+pub use runtime::handle::Handle;
+pub use runtime::join_set::JoinSet;
 pub use runtime::{
     current_place, spawn, spawn_blocking, spawn_local, spawn_on, worker_index, Builder, Runtime,
 };

@@ -130,10 +130,10 @@ counters! {
         /// (the batch left more than this worker runs next, nobody searched).
         batch_wakes,
         /// Tasks a watcher took from other workers' private batch queues
-        /// that had waited longer than `migration_cost` (watch.rs).
+        /// that had waited longer than `migration_cost` (sched/watch.rs).
         batch_rescued,
         /// Of `batch_rescued`, tasks taken because their owner had been in
-        /// one poll for at least `watch::LONG_POLL_NS` (watch.rs, "Long
+        /// one poll for at least `watch::LONG_POLL_NS` (sched/watch.rs, "Long
         /// polls").
         long_poll_rescued,
         /// Times this worker made its private work stealable before polling
@@ -145,7 +145,7 @@ counters! {
         /// watcher leaving with private work about).
         watch_wakes,
         /// Sleeps this worker made as a watcher (each at most a tick; the
-        /// watch's cost in wake-ups, watch.rs).
+        /// watch's cost in wake-ups, sched/watch.rs).
         watch_sleeps,
         /// Timers that fired on this worker.
         timers_fired,
@@ -294,7 +294,7 @@ pub struct Stats {
     /// Tasks that have finished or been dropped so far.
     pub retired: u64,
     /// Workers asleep (or committed to sleeping) at the snapshot, from the
-    /// wake protocol's count (idle.rs).
+    /// wake protocol's count (sched/sleepers.rs).
     pub asleep: usize,
     /// Workers searching for work to steal at the snapshot.
     pub searching: usize,

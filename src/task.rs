@@ -98,7 +98,7 @@ use std::task::{Context, Poll, Waker};
 
 use crossbeam_utils::CachePadded;
 
-use crate::park::NO_WORKER;
+use crate::sched::park::NO_WORKER;
 use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, Ordering};
 
 /// Per-task scheduling metadata, read and written by placement.
@@ -129,7 +129,7 @@ pub struct TaskMeta {
     /// outside the loom shim: statistics, `Relaxed`, part of no protocol.
     pub(crate) runnable_at: std::sync::atomic::AtomicU64,
     /// A watcher took private work from behind one of this task's polls
-    /// (watch.rs, "Long polls"): before its next poll with private work
+    /// (sched/watch.rs, "Long polls"): before its next poll with private work
     /// behind it, its worker makes that work stealable. A `std` atomic,
     /// outside the loom shim: a hint, `Relaxed`, part of no protocol.
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
@@ -306,7 +306,7 @@ impl TaskMeta {
 /// task exists (until async-task destroys it, after its future and every
 /// handle are gone): the runtime's spawns have `schedule` own the
 /// `Arc<Shared>` that holds it (module docs).
-// Called by schedule.rs's `spawn` and by the loom models (blocking.rs builds
+// Called by worker/spawn.rs's `spawn` and by the loom models (blocking.rs builds
 // its tasks with the same calls and its own schedule function).
 #[track_caller]
 pub unsafe fn build<F, S>(
@@ -324,6 +324,37 @@ where
         move |meta: &TaskMeta| TaskFuture::new(future, meta, unsafe { &*registry }),
         schedule,
     );
+    // SAFETY: as above.
+    let handle = JoinHandle::new(task, unsafe { &*registry }, runnable.waker());
+    (runnable, handle)
+}
+
+/// [`build`] for a `!Send` future: async-task checks, at every poll and
+/// drop of the future, that it runs on the thread that built it.
+///
+/// # Safety
+///
+/// As for [`build`]: `registry` must stay alive, at the same address, for
+/// as long as the task exists.
+// Called by worker/spawn.rs's `spawn_local` and runtime/block_on.rs's.
+#[track_caller]
+pub(crate) unsafe fn build_local<F, S>(
+    future: F,
+    registry: *const Registry,
+    schedule: S,
+) -> (Runnable, JoinHandle<F::Output>)
+where
+    F: Future + 'static,
+    F::Output: 'static,
+    S: async_task::Schedule<TaskMeta> + Send + Sync + 'static,
+{
+    let (runnable, task) = async_task::Builder::new()
+        .metadata(TaskMeta::new())
+        .spawn_local(
+            // SAFETY: the caller keeps the registry alive as long as the task.
+            move |meta: &TaskMeta| TaskFuture::new(future, meta, unsafe { &*registry }),
+            schedule,
+        );
     // SAFETY: as above.
     let handle = JoinHandle::new(task, unsafe { &*registry }, runnable.waker());
     (runnable, handle)

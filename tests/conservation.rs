@@ -1,5 +1,5 @@
 //! Work conservation: no worker sleeps while a runnable task waits in a
-//! queue it could take (the invariant of `src/idle.rs`).
+//! queue it could take (the invariant of `src/sched/sleepers.rs`).
 //!
 //! Each scenario blocks one worker in a poll that runs for [`BLOCK`] without
 //! yielding, with tasks queued where only that worker would otherwise find

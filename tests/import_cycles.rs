@@ -1,20 +1,24 @@
-//! No import cycle between the modules of `src/` (README, "Layout": the
-//! arrows run one way), at two grains:
+//! The modules of `src/` import one way (README, "Layout"): down the
+//! layers, never up, and never in a circle. Three checks:
 //!
-//! - **files**: each file is a module;
-//! - **top-level modules**: a folder (`io/`, `time/`, `worker/`) counts as
-//!   one module with everything under it, so that a layer whose files do not
-//!   import each other in a circle still cannot import, as a whole, a layer
-//!   that imports it back (`shared.rs` -> `io::driver` while
-//!   `io::registration` -> `shared.rs`).
+//! - **layers**: [`LAYERS`] lists the layers top to bottom and the
+//!   top-level modules of each (a folder is one module with everything
+//!   under it); a module that imports a module of a higher layer fails the
+//!   test, printed with the file-level imports behind the edge. A
+//!   top-level module that no layer lists fails it too;
+//! - **files**: no import cycle between files (each file is a module);
+//! - **top-level modules**: no import cycle between top-level modules, so
+//!   that the modules of one layer, which may import each other, still do
+//!   not import each other in a circle through their folders
+//!   (`worker/shared.rs` -> `io::driver` while `io::registration` ->
+//!   `worker/shared.rs`).
 //!
 //! Each file is a module (a folder's `mod.rs` is the folder's module, its
 //! other files its submodules). Module A depends on module B when A's code
 //! outside its test module names a `crate::` path into B (the longest
 //! module prefix of the path; an item re-exported by a folder's `mod.rs`
 //! counts as that `mod.rs`). A parent and its own submodules do not count
-//! as depending on each other. A cycle fails the test, printed with the
-//! edges that close it.
+//! as depending on each other.
 //!
 //! A test over the sources rather than `cargo-modules`' `dependencies
 //! --acyclic`: nothing to install on the CI machine, it runs with the rest
@@ -263,6 +267,127 @@ fn no_import_cycle_between_the_top_level_modules_of_src() {
         report.is_empty(),
         "import cycles between the top-level modules of src/ (a folder counts as one \
          module):\n{report}"
+    );
+}
+
+/// The layers of `src/`, top to bottom, and the top-level modules of each
+/// (README, "Layout"). A module may import modules of its own layer (the
+/// cycle checks still apply) and of the layers below it, never one above.
+const LAYERS: &[(&str, &[&str])] = &[
+    // The public API: building and entering a runtime, spawning, JoinSet;
+    // the sockets and signals a task uses; the bridges to tokio and hyper;
+    // per-task metrics.
+    (
+        "api",
+        &[
+            "runtime",
+            "net",
+            "signal",
+            "hyper",
+            "tokio_compat",
+            "metrics",
+        ],
+    ),
+    // The worker's loop, the state every worker shares (`Shared`) and where
+    // a spawned or woken task goes.
+    ("worker", &["worker"]),
+    // Tasks and what runs beside them: the task cell and join handles, the
+    // blocking pool, thread hooks, the trace recorder.
+    ("task", &["task", "blocking", "config", "trace"]),
+    // The driver: timers over the I/O driver.
+    ("driver", &["time", "io"]),
+    // The protocols the loom models check, generic over views.
+    ("sched", &["sched"]),
+    // Pure decisions: placement, the idle walk, search orders, load
+    // classification, the idle governor.
+    ("policy", &["policy"]),
+    // The machine: hwloc topology, and the places a task can be put on it.
+    ("topology", &["topology", "place"]),
+    // Leaves every layer may use: the thread-local context, counters,
+    // clocks, tunables, errors, the loom shim.
+    (
+        "leaf",
+        &["context", "stats", "timing", "tunables", "error", "sync"],
+    ),
+];
+
+/// The imports that run up the layers, and the top-level modules that no
+/// layer lists (the crate root, `lib.rs`, is above every layer); empty when
+/// there are none.
+fn layer_report(edges: &BTreeMap<&str, BTreeSet<&str>>, layers: &[(&str, &[&str])]) -> String {
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, (_, ms)) in layers.iter().enumerate() {
+        for &m in *ms {
+            assert!(index.insert(m, i).is_none(), "{m} is in two layers");
+        }
+    }
+    let top = top_level_edges(edges);
+    let mut report = String::new();
+    for &a in top.keys() {
+        if !a.is_empty() && !index.contains_key(a) {
+            report += &format!("{a} is in no layer: add it to LAYERS\n");
+        }
+    }
+    for (&a, bs) in &top {
+        let Some(&la) = index.get(a) else { continue };
+        for &b in bs {
+            match index.get(b) {
+                Some(&lb) if lb < la => {
+                    report += &format!(
+                        "{a} ({}) imports {b} ({}), a higher layer: {}\n",
+                        layers[la].0,
+                        layers[lb].0,
+                        witnesses(edges, a, b).join(", ")
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    report
+}
+
+#[test]
+fn every_import_runs_down_the_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut mods = BTreeMap::new();
+    modules(&src, &[], &mut mods);
+    assert!(mods.len() > 20, "read {} modules from {src:?}", mods.len());
+    let edges = edges_of(&mods);
+    let report = layer_report(&edges, LAYERS);
+    assert!(
+        report.is_empty(),
+        "imports against the layer order of src/ (LAYERS, top to bottom: {}):\n{report}",
+        LAYERS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
+/// The layer check finds an import that runs up, names the files behind
+/// it, allows imports within a layer and down, and finds a module no layer
+/// lists.
+#[test]
+fn the_layer_check_finds_an_import_that_runs_up() {
+    let mut mods = BTreeMap::new();
+    mods.insert("api".to_owned(), code("use crate::low::L;\n"));
+    mods.insert("mid".to_owned(), code("mod x;\nuse crate::low::L;\n"));
+    mods.insert("mid::x".to_owned(), code("use crate::api::A;\n"));
+    mods.insert("low".to_owned(), code("use crate::low2::M;\n"));
+    mods.insert("low2".to_owned(), code("pub struct M;\n"));
+    mods.insert("stray".to_owned(), code("pub struct S;\n"));
+    let layers: &[(&str, &[&str])] = &[
+        ("top", &["api"]),
+        ("middle", &["mid"]),
+        ("bottom", &["low", "low2"]),
+    ];
+    let report = layer_report(&edges_of(&mods), layers);
+    assert_eq!(
+        report,
+        "stray is in no layer: add it to LAYERS\n\
+         mid (middle) imports api (top), a higher layer: mid::x -> api\n"
     );
 }
 

@@ -1,6 +1,6 @@
 //! The order in which a worker takes external work (its inbox: tasks
 //! spawned or woken from outside the runtime) against the work its own
-//! tasks wake (park.rs, `Mailbox::take` and `Mailbox::admit`):
+//! tasks wake (sched/park.rs, `Mailbox::take` and `Mailbox::admit`):
 //!
 //! - a worker takes one inbox task at a time, so the tasks that task wakes
 //!   run before the next inbox task;

@@ -632,7 +632,7 @@ fn a_timer_uses_the_driver_of_its_threads_runtime() {
 /// batch queue (`Core::push_batch`), and the other worker parked before the
 /// batch came: the owner's check wakes it to watch (no worker watched), and
 /// when its tick ends it takes the queue, whose batch is older than
-/// `migration_cost` by then (watch.rs).
+/// `migration_cost` by then (sched/watch.rs).
 #[test]
 fn a_batch_whose_first_task_runs_long_starts_the_rest_elsewhere() {
     const K: usize = 4;

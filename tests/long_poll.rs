@@ -1,4 +1,4 @@
-//! Nothing waits behind a long poll (DESIGN.md 16; `src/watch.rs`, "Long
+//! Nothing waits behind a long poll (DESIGN.md 16; `src/sched/watch.rs`, "Long
 //! polls"): the tasks of a poller batch kept private on the worker that
 //! polled it start on another worker while that worker is in a long poll,
 //! and a task that yields over and over does not starve its worker's
@@ -22,7 +22,7 @@
 //! at once: a wake-up ([`BOUND`], with room for the hog; 0.05-0.3 ms
 //! measured on a quiet machine, against 32-33 ms every round before).
 //!
-//! [`LONG_POLL_NS`]: hwsched::watch::LONG_POLL_NS
+//! [`LONG_POLL_NS`]: hwsched::sched::watch::LONG_POLL_NS
 
 #![cfg(feature = "io")]
 

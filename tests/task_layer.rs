@@ -1,6 +1,6 @@
 //! The task layer's promises, tested so that a broken one fails (with a
-//! message) rather than hangs (`src/task.rs`, `src/block_on.rs`,
-//! `src/join_set.rs`; the loom models of `loom-tests/tests/task_layer.rs`
+//! message) rather than hangs (`src/task.rs`, `src/runtime/block_on.rs`,
+//! `src/runtime/join_set.rs`; the loom models of `loom-tests/tests/task_layer.rs`
 //! check the same promises in every interleaving of a small model):
 //!
 //! - **Drops**: each output and each payload (the future, with what it

@@ -1,6 +1,6 @@
 //! A last-level cache of more than 64 workers (`pack:1 l3:1 core:96
 //! pu:1`): its `parked`, `idle` and `queued` bits take two words
-//! (idle.rs, `WorkerSet`), and every scan of the LLC starts in the first.
+//! (sched/sleepers.rs, `WorkerSet`), and every scan of the LLC starts in the first.
 //!
 //! The test makes every worker of the first word (0..63) busy, blocked
 //! inside a task, so that only workers of the second word (64..95) are

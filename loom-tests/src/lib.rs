@@ -11,7 +11,7 @@
 //! `shared`, `task`, and of the I/O driver, which this crate enables with
 //! the `io` feature, `io::handoff` and `io::scheduled_io`) become public so
 //! a model can call their functions. crossbeam's deques are not ours to
-//! prove and are replaced (`src/queue.rs`): a worker's deque by
+//! prove and are replaced (`src/sched/queue.rs`): a worker's deque by
 //! a loom `Mutex<VecDeque>`, the inbox by a few loom `AtomicPtr` slots, so
 //! that an empty steal synchronizes with nobody, as with crossbeam's
 //! `Injector`, and a steal that loses its item to another taker reports
@@ -33,10 +33,10 @@
 //! This crate's library holds only what the models share: [`model`] (the
 //! bounded checker), a drop-counting [`Task`] with its [`Ledger`],
 //! [`Cases`], the interleavings each model must be seen to reach, and
-//! [`Rt`], the runtime view the pusher's steps (`hwsched::handoff`) take.
+//! [`Rt`], the runtime view the pusher's steps (`hwsched::sched::push`) take.
 
 // Models run in --release for speed, but some invariants they exercise are
-// `debug_assert!`s in hwsched (the counts of `idle::Sleepers`, the registry
+// `debug_assert!`s in hwsched (the counts of `sleepers::Sleepers`, the registry
 // slots of `task.rs`): refuse to build a loom run that would silently skip
 // them (tokio's loom tests do the same).
 #[cfg(all(loom, not(debug_assertions)))]
@@ -47,7 +47,7 @@ compile_error!(
 
 #[cfg(loom)]
 mod imp {
-    use hwsched::queue::{Local, Steal, Stealer};
+    use hwsched::sched::queue::{Local, Steal, Stealer};
     use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::sync::{Arc, Mutex};
@@ -246,7 +246,7 @@ mod imp {
 
     // A task of the model travels through a LIFO slot as a boxed pointer
     // (the runtime's `Runnable` is one pointer already).
-    impl hwsched::queue::Handle for Task {
+    impl hwsched::sched::queue::Handle for Task {
         fn into_ptr(self) -> *mut () {
             Box::into_raw(Box::new(self)).cast()
         }
@@ -263,23 +263,23 @@ mod imp {
         }
     }
 
-    /// The runtime as `hwsched::handoff`'s steps see it (its `Workers`
+    /// The runtime as `hwsched::sched::push`'s steps see it (its `Workers`
     /// view): `n` workers in one span, their mailboxes, the shutdown flag.
     /// Shared by the models that drive the pusher's steps.
     pub struct Rt {
-        pub s: hwsched::idle::Sleepers,
-        pub mailboxes: Vec<hwsched::park::Mailbox<Task>>,
+        pub s: hwsched::sched::sleepers::Sleepers,
+        pub mailboxes: Vec<hwsched::sched::park::Mailbox<Task>>,
         /// What other workers see of each worker's deque.
         pub stealers: Vec<Stealer<Task>>,
-        /// Each worker's LIFO slot (`hwsched::handoff::push_lifo`).
-        pub lifos: Vec<hwsched::queue::Slot<Task>>,
+        /// Each worker's LIFO slot (`hwsched::sched::push::push_lifo`).
+        pub lifos: Vec<hwsched::sched::queue::Slot<Task>>,
         pub all: std::ops::Range<usize>,
         pub shutdown: loom::sync::atomic::AtomicBool,
         /// Where tasks found after the shutdown flag are buried
         /// (`Workers::bury`, `Shared::bury`'s body).
-        pub graveyard: hwsched::shared::Graveyard<Task>,
+        pub graveyard: hwsched::sched::shutdown::Graveyard<Task>,
         /// The model's bookkeeping (`std`, outside loom's view): set by a
-        /// model's schedule path once its task passed `handoff::admit`,
+        /// model's schedule path once its task passed `push::admit`,
         /// so that a burial after it is named the delivery's re-check.
         pub admitted: std::sync::atomic::AtomicBool,
         /// Set by [`Stop::shutdown`] once the production shutdown returned:
@@ -289,7 +289,7 @@ mod imp {
         pub cases: std::sync::OnceLock<Arc<Cases>>,
         /// The place queues of the domains, if the model has any
         /// (`Rt::with_domains`).
-        pub domains: Option<hwsched::domain::DomainQueues<Task>>,
+        pub domains: Option<hwsched::sched::place_queue::DomainQueues<Task>>,
     }
 
     impl Rt {
@@ -306,7 +306,7 @@ mod imp {
         }
 
         /// `n` workers, each one's deque, and a place queue for each of
-        /// the domains `spans` (`hwsched::domain`: queue `i` is `spans[i]`'s
+        /// the domains `spans` (`hwsched::sched::place_queue`: queue `i` is `spans[i]`'s
         /// when the spans differ).
         #[allow(clippy::single_range_in_vec_init)]
         pub fn with_domains(
@@ -314,16 +314,18 @@ mod imp {
             spans: &[std::ops::Range<usize>],
         ) -> (loom::sync::Arc<Rt>, Vec<Local<Task>>) {
             let locals: Vec<Local<Task>> = (0..n).map(|_| Local::new()).collect();
-            let domains =
-                (!spans.is_empty()).then(|| hwsched::domain::DomainQueues::new(n, spans).0);
+            let domains = (!spans.is_empty())
+                .then(|| hwsched::sched::place_queue::DomainQueues::new(n, spans).0);
             let rt = loom::sync::Arc::new(Rt {
-                s: hwsched::idle::Sleepers::new(n, &[0..n]),
-                mailboxes: (0..n).map(|_| hwsched::park::Mailbox::new()).collect(),
+                s: hwsched::sched::sleepers::Sleepers::new(n, &[0..n]),
+                mailboxes: (0..n)
+                    .map(|_| hwsched::sched::park::Mailbox::new())
+                    .collect(),
                 stealers: locals.iter().map(|l| l.stealer()).collect(),
-                lifos: (0..n).map(|_| hwsched::queue::Slot::new()).collect(),
+                lifos: (0..n).map(|_| hwsched::sched::queue::Slot::new()).collect(),
                 all: 0..n,
                 shutdown: loom::sync::atomic::AtomicBool::new(false),
-                graveyard: hwsched::shared::Graveyard::new(),
+                graveyard: hwsched::sched::shutdown::Graveyard::new(),
                 admitted: std::sync::atomic::AtomicBool::new(false),
                 stopped: std::sync::atomic::AtomicBool::new(false),
                 cases: std::sync::OnceLock::new(),
@@ -378,7 +380,7 @@ mod imp {
         }
     }
 
-    impl hwsched::idle_worker::Queues<Task> for Rt {
+    impl hwsched::sched::idle_steps::Queues<Task> for Rt {
         fn has_work(&self, v: usize) -> bool {
             // As the runtime's: the re-checks count the LIFO slot too.
             !self.stealers[v].is_empty()
@@ -388,13 +390,13 @@ mod imp {
         fn find_queued_work(&self, me: usize) -> Option<usize> {
             self.s.find_queued(&self.all, me, |v| self.has_work(v)).0
         }
-        fn places(&self) -> Option<&hwsched::domain::DomainQueues<Task>> {
+        fn places(&self) -> Option<&hwsched::sched::place_queue::DomainQueues<Task>> {
             self.domains.as_ref()
         }
     }
 
     /// An idle worker of a model, driven through the production idle
-    /// sequence (`hwsched::idle_worker::idle`): its walk tries every other
+    /// sequence (`hwsched::sched::idle_steps::idle`): its walk tries every other
     /// worker (`kicked_by` first), its wait parks on its condvar (no spin),
     /// and it records in `cases` how it found its work.
     pub struct Worker {
@@ -404,7 +406,7 @@ mod imp {
         pub searching: bool,
         pub queued_bit: bool,
         pub cases: Arc<Cases>,
-        suspended: Option<hwsched::idle_worker::Suspended>,
+        suspended: Option<hwsched::sched::idle_steps::Suspended>,
         pending: bool,
         /// Whether this worker's loop has seen the shutdown (its check at
         /// the top, or an idle period that ended with it): it must poll
@@ -436,16 +438,16 @@ mod imp {
         }
 
         /// The worker's loop until shutdown, then its exit: each step is
-        /// the production `hwsched::shutdown::next` (the flag, then its own
+        /// the production `hwsched::sched::shutdown::next` (the flag, then its own
         /// queues, then the idle sequence), each task found is given to
         /// `run` (which may push more onto `w.local`, as a task that spawns
-        /// does), and the exit is `hwsched::shutdown::exit`. Fails the
+        /// does), and the exit is `hwsched::sched::shutdown::exit`. Fails the
         /// model when a task is polled after this worker saw the shutdown,
         /// or after the production shutdown returned.
         pub fn run_until_shutdown(&mut self, mut run: impl FnMut(&mut Worker, Task)) {
             loop {
-                match hwsched::shutdown::next(self) {
-                    hwsched::idle_worker::Idle::Run(t) => {
+                match hwsched::sched::shutdown::next(self) {
+                    hwsched::sched::idle_steps::Idle::Run(t) => {
                         assert!(
                             !self.saw_shutdown.get(),
                             "item {} polled after its worker saw the shutdown",
@@ -458,23 +460,24 @@ mod imp {
                         );
                         run(self, t);
                     }
-                    hwsched::idle_worker::Idle::Shutdown => break,
-                    hwsched::idle_worker::Idle::Suspended => {
+                    hwsched::sched::idle_steps::Idle::Shutdown => break,
+                    hwsched::sched::idle_steps::Idle::Suspended => {
                         unreachable!("a condvar park does not suspend")
                     }
                 }
             }
-            hwsched::shutdown::exit(self);
+            hwsched::sched::shutdown::exit(self);
         }
 
         /// One idle period (the production sequence): an item found, or
         /// `None` at shutdown.
         pub fn idle(&mut self) -> Option<Task> {
             let rt = self.rt.clone();
-            match hwsched::idle_worker::idle(&*rt, self, |p| std::task::Poll::Ready(p.park())) {
-                hwsched::idle_worker::Idle::Run(t) => Some(t),
-                hwsched::idle_worker::Idle::Shutdown => None,
-                hwsched::idle_worker::Idle::Suspended => {
+            match hwsched::sched::idle_steps::idle(&*rt, self, |p| std::task::Poll::Ready(p.park()))
+            {
+                hwsched::sched::idle_steps::Idle::Run(t) => Some(t),
+                hwsched::sched::idle_steps::Idle::Shutdown => None,
+                hwsched::sched::idle_steps::Idle::Suspended => {
                     unreachable!("a condvar park does not suspend")
                 }
             }
@@ -487,7 +490,7 @@ mod imp {
         }
     }
 
-    impl hwsched::shutdown::Running<Task> for Worker {
+    impl hwsched::sched::shutdown::Running<Task> for Worker {
         fn is_shutdown(&self) -> bool {
             // Relaxed: as `Shared::is_shutdown`.
             let s = self.rt.shutdown.load(loom::sync::atomic::Ordering::Relaxed);
@@ -520,24 +523,24 @@ mod imp {
                 }
             }
         }
-        fn idle(&mut self) -> hwsched::idle_worker::Idle<Task> {
+        fn idle(&mut self) -> hwsched::sched::idle_steps::Idle<Task> {
             let rt = self.rt.clone();
             let cases = self.cases.clone();
-            let res = hwsched::idle_worker::idle(&*rt, self, |p| {
+            let res = hwsched::sched::idle_steps::idle(&*rt, self, |p| {
                 let slept = p.park();
                 if slept {
                     cases.hit("a worker slept");
                 }
                 std::task::Poll::Ready(slept)
             });
-            if let hwsched::idle_worker::Idle::Shutdown = res {
+            if let hwsched::sched::idle_steps::Idle::Shutdown = res {
                 self.saw_shutdown.set(true);
             }
             res
         }
     }
 
-    impl hwsched::shutdown::Exiting<Task> for Worker {
+    impl hwsched::sched::shutdown::Exiting<Task> for Worker {
         fn take_held(&mut self) -> Option<Task> {
             self.local.pop()
         }
@@ -560,7 +563,7 @@ mod imp {
         }
     }
 
-    impl hwsched::idle_worker::IdleWorker<Task> for Worker {
+    impl hwsched::sched::idle_steps::IdleWorker<Task> for Worker {
         fn index(&self) -> usize {
             self.me
         }
@@ -602,15 +605,15 @@ mod imp {
         fn wait(
             &mut self,
             before_sleep: impl FnOnce() -> bool,
-            sleep: impl FnOnce(&hwsched::park::Parker) -> std::task::Poll<bool>,
-        ) -> hwsched::park::Wait<Task> {
+            sleep: impl FnOnce(&hwsched::sched::park::Parker) -> std::task::Poll<bool>,
+        ) -> hwsched::sched::park::Wait<Task> {
             let res = self.rt.mailboxes[self.me].wait_with(
                 &self.rt.shutdown,
                 || false,
                 before_sleep,
                 sleep,
             );
-            if let hwsched::park::Wait::Work { slept, .. } = res {
+            if let hwsched::sched::park::Wait::Work { slept, .. } = res {
                 self.cases.hit("the worker took the item from its inbox");
                 if slept {
                     self.cases.hit("the worker slept, then took the item");
@@ -620,15 +623,15 @@ mod imp {
         }
         fn resume(
             &mut self,
-            sleep: impl FnOnce(&hwsched::park::Parker) -> std::task::Poll<bool>,
-        ) -> hwsched::park::Wait<Task> {
+            sleep: impl FnOnce(&hwsched::sched::park::Parker) -> std::task::Poll<bool>,
+        ) -> hwsched::sched::park::Wait<Task> {
             self.rt.mailboxes[self.me].resume(&self.rt.shutdown, sleep)
         }
-        fn suspended(&mut self) -> &mut Option<hwsched::idle_worker::Suspended> {
+        fn suspended(&mut self) -> &mut Option<hwsched::sched::idle_steps::Suspended> {
             &mut self.suspended
         }
-        fn count(&mut self, e: hwsched::idle_worker::Event) {
-            use hwsched::idle_worker::Event;
+        fn count(&mut self, e: hwsched::sched::idle_steps::Event) {
+            use hwsched::sched::idle_steps::Event;
             self.pending = e == Event::PendingSteal;
             match e {
                 Event::Slept => self.slept = true,
@@ -642,7 +645,7 @@ mod imp {
     }
 
     /// The runtime as the production shutdown sequence
-    /// (`hwsched::shutdown::shutdown`) sees it: [`Rt`], the workers'
+    /// (`hwsched::sched::shutdown::shutdown`) sees it: [`Rt`], the workers'
     /// threads, a blocking pool (closures not yet started, which its close
     /// cancels, and running ones, which its wait joins), and what the
     /// final drain's wake of pending tasks does. Each drop the sequence
@@ -705,11 +708,11 @@ mod imp {
             self.running_closures.borrow_mut().push((Some(h), finished));
         }
 
-        /// Runs the production sequence (`hwsched::shutdown::shutdown`),
+        /// Runs the production sequence (`hwsched::sched::shutdown::shutdown`),
         /// then checks that every worker and closure was joined, and marks
         /// the runtime stopped (a poll after this fails the model).
         pub fn shutdown(mut self) {
-            let joined = hwsched::shutdown::shutdown(&mut self);
+            let joined = hwsched::sched::shutdown::shutdown(&mut self);
             self.rt.stopped.store(true, SeqCst);
             assert!(joined, "the shutdown reports a thread it did not join");
             assert!(
@@ -736,11 +739,11 @@ mod imp {
         }
     }
 
-    impl hwsched::shutdown::Stopping<Task> for Stop {
+    impl hwsched::sched::shutdown::Stopping<Task> for Stop {
         fn flag(&self) -> &loom::sync::atomic::AtomicBool {
             &self.rt.shutdown
         }
-        fn parkers(&self) -> impl Iterator<Item = &hwsched::park::Parker> {
+        fn parkers(&self) -> impl Iterator<Item = &hwsched::sched::park::Parker> {
             self.rt.mailboxes.iter().map(|m| &m.parker)
         }
         fn close_blocking(&self) {
@@ -756,7 +759,7 @@ mod imp {
             }
             true
         }
-        fn graveyard(&self) -> &hwsched::shared::Graveyard<Task> {
+        fn graveyard(&self) -> &hwsched::sched::shutdown::Graveyard<Task> {
             &self.rt.graveyard
         }
         fn drain_inboxes(&self) -> usize {
@@ -764,7 +767,7 @@ mod imp {
             // `Graveyard::close`'s (the loop ends with a drain that found
             // nothing, after a reap that found nothing).
             self.drains.set(self.drains.get() + 1);
-            hwsched::shared::drain_inboxes(self.rt.mailboxes.iter(), |t| {
+            hwsched::sched::shutdown::drain_inboxes(self.rt.mailboxes.iter(), |t| {
                 self.cases.hit("dropped by the shutdown's inbox drain");
                 self.cancel(t);
             })
@@ -788,11 +791,11 @@ mod imp {
         }
     }
 
-    impl hwsched::handoff::Workers<Task> for Rt {
-        fn sleepers(&self) -> &hwsched::idle::Sleepers {
+    impl hwsched::sched::push::Workers<Task> for Rt {
+        fn sleepers(&self) -> &hwsched::sched::sleepers::Sleepers {
             &self.s
         }
-        fn mailbox(&self, w: usize) -> &hwsched::park::Mailbox<Task> {
+        fn mailbox(&self, w: usize) -> &hwsched::sched::park::Mailbox<Task> {
             &self.mailboxes[w]
         }
         fn wake_spans(

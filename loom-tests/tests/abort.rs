@@ -40,7 +40,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use hwsched::queue::{Inbox, Steal};
+use hwsched::sched::queue::{Inbox, Steal};
 use hwsched::task::{build, JoinError, JoinHandle, Registry, Runnable};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Mutex};

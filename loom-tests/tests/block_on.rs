@@ -1,4 +1,4 @@
-//! `Runtime::block_on`'s wake flag (`src/block_on.rs`, `WakeFlag`): a
+//! `Runtime::block_on`'s wake flag (`src/runtime/block_on.rs`, `WakeFlag`): a
 //! waker on another thread publishes something, then wakes the blocked
 //! thread (`WakeFlag::wake`: sets the flag, then unparks it, the order
 //! `CallWaker` uses); the blocked thread, whose first poll returned
@@ -30,7 +30,7 @@
 
 #![cfg(loom)]
 
-use hwsched::block_on::{wait_any, LocalQueue, WakeFlag};
+use hwsched::runtime::block_on::{wait_any, LocalQueue, WakeFlag};
 use loom::cell::UnsafeCell;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;

@@ -1,11 +1,11 @@
-//! Work conservation (`src/idle.rs`, "The invariant"): a task queued where
+//! Work conservation (`src/sched/sleepers.rs`, "The invariant"): a task queued where
 //! another worker could take it is never left behind a busy worker while a
 //! worker sleeps with no wake pending.
 //!
 //! Two workers. Worker 0 is busy and stays busy (a long poll): it never
 //! looks at its own queues again in the model, so only worker 1 can run the
 //! item. Worker 1 is idle and runs the production idle sequence,
-//! `hwsched::idle_worker::idle` (what `worker::idle` runs over the
+//! `hwsched::sched::idle_steps::idle` (what `worker::idle` runs over the
 //! runtime's core): it leaves the `queued` set, becomes a searcher
 //! (`Sleepers::to_searching`), walks (the model's walk: a steal from every
 //! other worker's deque and inbox), and otherwise waits through its
@@ -16,22 +16,22 @@
 //! pushed by:
 //!
 //! - `push_races_the_last_searcher_going_to_sleep`: worker 0 itself, onto
-//!   its deque (`handoff::push_local`, what `Core::push_local` runs: the
-//!   push, then `handoff::after_push`: the `queued` bit and the pusher's
-//!   check `handoff::notify_parked`, that is `Sleepers::needs_wake`,
+//!   its deque (`push::push_local`, what `Core::push_local` runs: the
+//!   push, then `push::after_push`: the `queued` bit and the pusher's
+//!   check `push::notify_parked`, that is `Sleepers::needs_wake`,
 //!   `wake_one` and `Mailbox::kick`);
 //! - `delivery_to_a_busy_worker_while_another_parks`: a thread outside the
-//!   runtime, into worker 0's inbox (`handoff::deliver`, what
+//!   runtime, into worker 0's inbox (`push::deliver`, what
 //!   `worker::deliver` counts: `Mailbox::deliver_or_drain`, the `queued`
 //!   bit's `insert_rmw`, the pusher's check);
 //! - `wake_placed_on_a_parked_worker_races_its_sleep`: worker 0 wakes a
-//!   task whose placement chose worker 1, as `schedule.rs` does when the
-//!   chosen idle worker may be parked: `handoff::wake_placed`
-//!   (`Sleepers::wake_specific`, then `handoff::deliver_to_woken`, or,
+//!   task whose placement chose worker 1, as `worker/schedule.rs` does when the
+//!   chosen idle worker may be parked: `push::wake_placed`
+//!   (`Sleepers::wake_specific`, then `push::deliver_to_woken`, or,
 //!   another wake in flight, a push onto worker 0's deque, or, worker 1
-//!   awake, `handoff::deliver`).
+//!   awake, `push::deliver`).
 //!
-//! Both sides are production code (`handoff.rs` and `idle_worker.rs`, over
+//! Both sides are production code (`sched/push.rs` and `sched/idle_steps.rs`, over
 //! the model's views: its sleepers, mailboxes and deques, one span of every
 //! worker); what the model supplies is the policy (the walk), the
 //! parking (a condvar park, no spin) and worker 0's part.
@@ -45,7 +45,7 @@
 //!
 //! # Mutations
 //!
-//! Each applied once to `src/idle.rs` (on a copy of the working tree), both
+//! Each applied once to `src/sched/sleepers.rs` (on a copy of the working tree), both
 //! models run at `LOOM_MAX_PREEMPTIONS=3`, reverted:
 //!
 //! | mutation | result |
@@ -72,19 +72,19 @@
 //! its count. Now the claim counts the worker awake and undoes the count
 //! when it finds no bit, and `leave_parked` counts itself awake before it
 //! clears its bit and takes the count back when a claim cleared it first
-//! (`src/idle.rs`, "Why no wake is lost").
+//! (`src/sched/sleepers.rs`, "Why no wake is lost").
 
 #![cfg(loom)]
 
-use hwsched::handoff::{self, Delivery, Placed};
-use hwsched::idle_worker::Queues;
-use hwsched::park::Notified;
-use hwsched::queue::Local;
+use hwsched::sched::idle_steps::Queues;
+use hwsched::sched::park::Notified;
+use hwsched::sched::push::{self, Delivery, Placed};
+use hwsched::sched::queue::Local;
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt, Task, Worker};
 
-/// Records what the pusher's check (`handoff::notify_parked`) did.
+/// Records what the pusher's check (`push::notify_parked`) did.
 fn note_wake(woke: Option<(usize, Notified)>, cases: &Cases) {
     match woke {
         None => cases.hit("the pusher's check sent no wake (a searcher, or nobody parked)"),
@@ -97,7 +97,7 @@ fn note_wake(woke: Option<(usize, Notified)>, cases: &Cases) {
     }
 }
 
-/// Records what `handoff::found_work` did.
+/// Records what `push::found_work` did.
 fn note_found(woke: Option<(usize, Notified)>, cases: &Cases) {
     if let Some((w, _)) = woke {
         assert_ne!(w, 0, "worker 0 is busy, never parked");
@@ -105,7 +105,7 @@ fn note_found(woke: Option<(usize, Notified)>, cases: &Cases) {
     }
 }
 
-/// Records what `handoff::deliver` did.
+/// Records what `push::deliver` did.
 fn note_delivery(d: Delivery, cases: &Cases) {
     match d {
         Delivery::Unparked => cases.hit("the delivery unparked its worker"),
@@ -113,7 +113,7 @@ fn note_delivery(d: Delivery, cases: &Cases) {
     }
 }
 
-/// Worker `me`'s idle period (`hwsched::idle_worker::idle`) until it has
+/// Worker `me`'s idle period (`hwsched::sched::idle_steps::idle`) until it has
 /// run one item: the model's `Worker`, over `rt`'s queues.
 fn idle_worker(rt: Arc<Rt>, me: usize, local: Local<Task>, cases: &std::sync::Arc<Cases>) {
     let mut w = Worker::new(rt, me, local, cases.clone());
@@ -145,12 +145,12 @@ fn conserve(how: Push, cases: &std::sync::Arc<Cases>) {
     // Worker 0's record of its `queued` bit (`Core::queued_bit`).
     let mut queued_bit = false;
     if let Push::PlacedOnParked = how {
-        // `schedule.rs` after select_idle_sibling chose worker 1; another
+        // `worker/schedule.rs` after select_idle_sibling chose worker 1; another
         // wake in flight defers the task to worker 0's deque
         // (`Core::push_local`).
         let mut deferred_wake = None;
-        let placed = handoff::wake_placed(&*rt, 1, item, |t| {
-            deferred_wake = Some(handoff::push_local(&*rt, 0, &local0, &mut queued_bit, t));
+        let placed = push::wake_placed(&*rt, 1, item, |t| {
+            deferred_wake = Some(push::push_local(&*rt, 0, &local0, &mut queued_bit, t));
         });
         match placed {
             Placed::Woken(_) => cases.hit("placement woke the parked worker"),
@@ -168,7 +168,7 @@ fn conserve(how: Push, cases: &std::sync::Arc<Cases>) {
         let p = {
             let (rt, cases) = (rt.clone(), cases.clone());
             thread::spawn(move || {
-                let d = handoff::deliver(&*rt, 0, item);
+                let d = push::deliver(&*rt, 0, item);
                 assert_ne!(d, Delivery::Unparked, "worker 0 is busy");
                 note_delivery(d, &cases);
             })
@@ -177,7 +177,7 @@ fn conserve(how: Push, cases: &std::sync::Arc<Cases>) {
     } else {
         // `Core::push_local` on busy worker 0.
         note_wake(
-            handoff::push_local(&*rt, 0, &local0, &mut queued_bit, item),
+            push::push_local(&*rt, 0, &local0, &mut queued_bit, item),
             cases,
         );
     }
@@ -272,7 +272,7 @@ fn a_non_searcher_parks_as_the_last_searcher_leaves() {
                         // behind): the last searcher leaving looks at the
                         // queued set.
                         let (mut searching, mut queued_bit) = (true, false);
-                        let woke = handoff::found_work(
+                        let woke = push::found_work(
                             &*rt,
                             me,
                             &mut searching,
@@ -296,7 +296,7 @@ fn a_non_searcher_parks_as_the_last_searcher_leaves() {
             // Worker 0: `Core::push_local`.
             let mut queued_bit = false;
             note_wake(
-                handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0)),
+                push::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0)),
                 &cases,
             );
             w13.join().unwrap();

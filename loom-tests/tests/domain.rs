@@ -1,9 +1,9 @@
-//! The place queues' hand-off (`src/domain.rs`): a task placed in a domain
+//! The place queues' hand-off (`src/sched/place_queue.rs`): a task placed in a domain
 //! is pushed into the domain's queue by a thread outside the domain while
 //! the domain's worker goes to sleep. The worker runs the production idle
-//! sequence (`hwsched::idle_worker::idle`, over the models' `Worker`),
+//! sequence (`hwsched::sched::idle_steps::idle`, over the models' `Worker`),
 //! which takes from its place queues and re-checks them after announcing
-//! its sleep; the pusher runs `hwsched::domain::push`. Checked in every
+//! its sleep; the pusher runs `hwsched::sched::place_queue::push`. Checked in every
 //! interleaving: the task runs exactly once, on the domain's worker, and
 //! the worker never sleeps beside it (loom reports the deadlock).
 //!
@@ -55,7 +55,7 @@ fn a_placed_push_races_its_worker_going_to_sleep() {
                 thread::spawn(move || Worker::new(rt, 1, local1, cases).idle_until_work().run())
             };
             let dq = rt.domains.as_ref().unwrap();
-            let _ = hwsched::domain::push(&*rt, dq, 0, 0, ledger.task(0));
+            let _ = hwsched::sched::place_queue::push(&*rt, dq, 0, 0, ledger.task(0));
             w1.join().unwrap();
             // Worker 0 stops searching (the counts end as they began).
             let _ = rt.s.leave_searching();

@@ -1,4 +1,4 @@
-//! The place queues' hand-off (`src/domain.rs`) with two workers in the
+//! The place queues' hand-off (`src/sched/place_queue.rs`) with two workers in the
 //! domain: one push racing both going to sleep, and two pushes (the second
 //! may find the queue non-empty and make no check). The workers run the
 //! production idle sequence over the models' `Worker`; see `domain.rs`
@@ -65,7 +65,7 @@ fn a_placed_push_races_its_domain_going_to_sleep() {
             let w1 = idle(1, local1);
             let w2 = idle(2, local2);
             let dq = rt.domains.as_ref().unwrap();
-            let _ = hwsched::domain::push(&*rt, dq, 0, 1, ledger.task(0));
+            let _ = hwsched::sched::place_queue::push(&*rt, dq, 0, 1, ledger.task(0));
             let ran = w1.join().unwrap() + w2.join().unwrap();
             assert_eq!(ran, 1, "the placed task ran exactly once");
             ledger.assert_each_once();
@@ -77,7 +77,7 @@ fn a_placed_push_races_its_domain_going_to_sleep() {
 /// Two workers, both in domain {0, 1}; two tasks pushed into the queue by
 /// an outside thread. Each worker takes one task and then stays in its
 /// poll: the second push finds the queue non-empty and makes no check, so
-/// the take that leaves it behind must (`domain::take`).
+/// the take that leaves it behind must (`place_queue::take`).
 #[test]
 fn two_placed_pushes_two_sleepers() {
     let cases = Cases::new(CASES);
@@ -99,7 +99,7 @@ fn two_placed_pushes_two_sleepers() {
             let w1 = idle(1, local1);
             let dq = rt.domains.as_ref().unwrap();
             for id in 0..2 {
-                let _ = hwsched::domain::push(&*rt, dq, 0, 0, ledger.task(id));
+                let _ = hwsched::sched::place_queue::push(&*rt, dq, 0, 0, ledger.task(id));
             }
             w0.join().unwrap();
             w1.join().unwrap();

@@ -1,7 +1,7 @@
-//! The place queues' hand-off (`src/domain.rs`) when a worker woken for a
+//! The place queues' hand-off (`src/sched/place_queue.rs`) when a worker woken for a
 //! domain's task finds other work first: the wake is handed on
-//! (`domain::left_behind`, and the worker's own inbox counted as work left
-//! behind by `idle_worker::found_work`). The workers run the production
+//! (`place_queue::left_behind`, and the worker's own inbox counted as work left
+//! behind by `idle_steps::found_work`). The workers run the production
 //! idle sequence over the models' `Worker`; see `domain.rs` beside this
 //! file for the first race. Kept apart from it: at
 //! `LOOM_MAX_PREEMPTIONS=3` this model runs for minutes, and the logic
@@ -14,7 +14,7 @@
 
 #![cfg(loom)]
 
-use hwsched::handoff;
+use hwsched::sched::push;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt, Task, Worker};
 
@@ -34,7 +34,7 @@ const CASES: &[&str] = &[
 /// never look at a queue again). So the worker that takes the plain task
 /// (perhaps woken for the placed one) must leave the placed task to the
 /// other: the domain check of a take that leaves work, or of a worker
-/// leaving its idle period with other work (`domain::left_behind`, which
+/// leaving its idle period with other work (`place_queue::left_behind`, which
 /// must look at each of the worker's queues, not only its nearest).
 #[test]
 fn a_worker_woken_for_the_domain_hands_the_wake_on() {
@@ -59,8 +59,8 @@ fn a_worker_woken_for_the_domain_hands_the_wake_on() {
             let dq = rt.domains.as_ref().unwrap();
             let llc = dq.of(1).last().unwrap();
             assert_eq!(dq.of(1).count(), 2, "worker 1 is in two domains");
-            let _ = hwsched::domain::push(&*rt, dq, llc, 1, ledger.task(0));
-            let _ = handoff::deliver(&*rt, 1, ledger.task(1));
+            let _ = hwsched::sched::place_queue::push(&*rt, dq, llc, 1, ledger.task(0));
+            let _ = push::deliver(&*rt, 1, ledger.task(1));
             w1.join().unwrap();
             w2.join().unwrap();
             ledger.assert_each_once();

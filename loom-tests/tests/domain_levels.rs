@@ -1,11 +1,11 @@
-//! The place queues' hand-off (`src/domain.rs`) with a worker in several
+//! The place queues' hand-off (`src/sched/place_queue.rs`) with a worker in several
 //! domains at once: its core's, its LLC's and its NUMA node's queues,
 //! nearest first. The other place-queue models (but `domain_handover.rs`,
 //! whose worker 1 has a core and an LLC queue) give each worker exactly
 //! one queue, so none of them sees a take or a re-check that looks only at
 //! the nearest queue. The worker runs the production idle sequence
-//! (`hwsched::idle_worker::idle`, over the models' `Worker`); the pusher
-//! runs `hwsched::domain::push`. A worker woken for its LLC's queue that
+//! (`hwsched::sched::idle_steps::idle`, over the models' `Worker`); the pusher
+//! runs `hwsched::sched::place_queue::push`. A worker woken for its LLC's queue that
 //! hands the wake on past its (empty) core queue is `domain_handover.rs`'s
 //! model.
 //!
@@ -62,7 +62,7 @@ fn a_push_into_the_farthest_domain_races_its_worker_going_to_sleep() {
                 let (rt, cases) = (rt.clone(), cases.clone());
                 thread::spawn(move || Worker::new(rt, 1, local1, cases).idle_until_work().run())
             };
-            let _ = hwsched::domain::push(&*rt, dq, numa, 0, ledger.task(0));
+            let _ = hwsched::sched::place_queue::push(&*rt, dq, numa, 0, ledger.task(0));
             w1.join().unwrap();
             let _ = rt.s.leave_searching();
             ledger.assert_each_once();

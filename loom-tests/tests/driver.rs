@@ -89,11 +89,11 @@ use std::sync::atomic::{AtomicBool as StdBool, AtomicUsize as StdCount, Ordering
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use hwsched::io::handoff::{wake_self, PollerSleep, SleepPoller, ThreadSleep};
+use hwsched::io::poller_sleep::{wake_self, PollerSleep, SleepPoller, ThreadSleep};
 use hwsched::io::scheduled_io::{Direction, ReadyEvent, ScheduledIo};
 use hwsched::io::Ready;
-use hwsched::park::{Mailbox, Notified, Wait};
-use hwsched::queue::Local;
+use hwsched::sched::park::{Mailbox, Notified, Wait};
+use hwsched::sched::queue::Local;
 use loom::sync::atomic::AtomicBool;
 use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 use loom::thread;
@@ -421,7 +421,7 @@ impl Worker {
 
     /// A wake made by this worker's dispatch or timers, while its idle
     /// period is suspended: to its own queue, then `wake_self` (what
-    /// `schedule.rs` does in batch mode, with `wake_self_in_driver`).
+    /// `worker/schedule.rs` does in batch mode, with `wake_self_in_driver`).
     fn land(&self, j: Job) {
         assert_eq!(
             *self.thread.lock().unwrap(),

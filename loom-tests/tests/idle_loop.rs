@@ -1,10 +1,10 @@
-//! The idle sequence (`src/idle_worker.rs`), run by the production code in
+//! The idle sequence (`src/sched/idle_steps.rs`), run by the production code in
 //! the shapes the conservation models (`conserve.rs`) do not reach: an
 //! owner that clears its `queued` bit and then pushes again, and two idle
 //! workers, one of them refused by the searcher cap, around one push.
 //!
 //! Each worker is the models' `Worker` (loom-tests/src/lib.rs): the
-//! production `hwsched::idle_worker::idle` over the model's queues, with a
+//! production `hwsched::sched::idle_steps::idle` over the model's queues, with a
 //! walk that tries every other worker and a condvar park.
 //!
 //! # Mutations
@@ -14,14 +14,14 @@
 
 #![cfg(loom)]
 
-use hwsched::handoff;
-use hwsched::queue::Local;
+use hwsched::sched::push;
+use hwsched::sched::queue::Local;
 use loom::sync::atomic::Ordering;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt, Task, Worker};
 
 /// Worker 0 pushed and ran its own task in a busy period, went idle (the
-/// owner's clear of its `queued` bit, `handoff::clear_queued`), and is busy
+/// owner's clear of its `queued` bit, `push::clear_queued`), and is busy
 /// again: it pushes one more task while worker 1 goes to sleep. The clear
 /// must forget the owner's record of its bit, or the second push skips
 /// setting the bit, the last searcher's re-check does not see it, and the
@@ -42,16 +42,16 @@ fn the_owner_pushes_again_after_clearing_its_bit() {
             let local0 = locals.pop().expect("worker 0's deque");
             let mut queued_bit = false;
             // The busy period before the race: a push, run by the owner.
-            let _ = handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0));
+            let _ = push::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0));
             local0.pop().expect("the owner's own task").run();
             // Idle with an empty deque: the clear (nothing in the inbox).
-            assert!(handoff::clear_queued(&*rt, 0, &mut queued_bit).is_none());
+            assert!(push::clear_queued(&*rt, 0, &mut queued_bit).is_none());
             let w1 = {
                 let (rt, cases) = (rt.clone(), cases.clone());
                 thread::spawn(move || Worker::new(rt, 1, local1, cases).idle_until_work().run())
             };
             // Busy again: the second push.
-            let _ = handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(1));
+            let _ = push::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(1));
             w1.join().unwrap();
             ledger.assert_each_once();
         }
@@ -100,7 +100,7 @@ fn two_idle_workers_one_push() {
             let w1 = idle(1, local1);
             let w2 = idle(2, local2);
             let mut queued_bit = false;
-            let _ = handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0));
+            let _ = push::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0));
             let ran = w1.join().unwrap() + w2.join().unwrap();
             // The task may still sit in worker 0's deque if shutdown came
             // first: it cannot here (only a worker that ran it shuts down).
@@ -146,7 +146,7 @@ fn a_worker_that_takes_one_of_two_tasks_leaves_the_other_to_a_sleeper() {
             let w2 = idle(2, local2);
             let mut queued_bit = false;
             for id in 0..2 {
-                let _ = handoff::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(id));
+                let _ = push::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(id));
             }
             w1.join().unwrap();
             w2.join().unwrap();

@@ -1,5 +1,5 @@
 //! The inbox take under contention (`Mailbox::take`, through
-//! `handoff::clear_queued`): the loom inbox reports a contended steal
+//! `push::clear_queued`): the loom inbox reports a contended steal
 //! (`Steal::Retry`, when another taker's CAS won the item it saw), as
 //! crossbeam's `Injector` does, while other slots may still hold items. A
 //! take that gives up on `Retry` would leave a delivery in the inbox of a
@@ -12,14 +12,14 @@
 
 #![cfg(loom)]
 
-use hwsched::handoff;
+use hwsched::sched::push;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt};
 
 /// Two tasks delivered into worker 0's inbox while it was busy (its
-/// `queued` bit set, as `handoff::deliver` leaves it). Worker 0 goes idle
+/// `queued` bit set, as `push::deliver` leaves it). Worker 0 goes idle
 /// and clears its bit, which takes one task from the inbox
-/// (`handoff::clear_queued`), while worker 1 steals from that inbox (the
+/// (`push::clear_queued`), while worker 1 steals from that inbox (the
 /// runtime's `worker::steal_from`, which retries a contended steal). The
 /// thief takes at most one task, so the owner's take must get the other,
 /// even when its first steal loses a slot to the thief.
@@ -49,7 +49,7 @@ fn the_owners_take_is_contended_by_a_thief() {
                 })
             };
             let mut queued_bit = true;
-            let mine = handoff::clear_queued(&*rt, 0, &mut queued_bit);
+            let mine = push::clear_queued(&*rt, 0, &mut queued_bit);
             let thief_took = thief.join().unwrap();
             let mine = mine.expect(
                 "the owner cleared its bit and took nothing, with a task left in its inbox",

@@ -1,4 +1,4 @@
-//! `JoinSet`'s ready list (`src/join_set.rs`): a member's completion (its
+//! `JoinSet`'s ready list (`src/runtime/join_set.rs`): a member's completion (its
 //! handle's wake of the member's entry) racing `join_next` (the pop of an
 //! entry, the clear of its `queued` flag, the poll of its handle, and the
 //! store of the set's waiter when the list is empty). The set is the
@@ -20,7 +20,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Wake, Waker};
 
-use hwsched::join_set::{Member, ReadySet};
+use hwsched::runtime::join_set::{Member, ReadySet};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use loom_tests::{model, Cases};

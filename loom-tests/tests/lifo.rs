@@ -1,16 +1,16 @@
-//! The LIFO slot (`src/idle.rs`, "The LIFO slot"): a wake kept on the
-//! waker's worker (`hwsched::handoff::push_lifo`) wakes nobody; a worker
+//! The LIFO slot (`src/sched/sleepers.rs`, "The LIFO slot"): a wake kept on the
+//! waker's worker (`hwsched::sched::push::push_lifo`) wakes nobody; a worker
 //! that goes idle while the owner is still in its poll finds the task
 //! through its re-check and takes it from the slot, and the owner and a
-//! thief never both get it (every take is a swap: `hwsched::queue::Slot`).
+//! thief never both get it (every take is a swap: `hwsched::sched::queue::Slot`).
 //!
 //! Each idle worker is the models' `Worker` (loom-tests/src/lib.rs): the
-//! production `hwsched::idle_worker::idle` over the model's queues, whose
+//! production `hwsched::sched::idle_steps::idle` over the model's queues, whose
 //! `has_work` counts the slot and whose pending steal takes from it, as
 //! the runtime's do.
 //!
 //! A put that finds the slot full replaces its occupant, which goes to the
-//! owner's deque with the pusher's check (`handoff::push_lifo`'s
+//! owner's deque with the pusher's check (`push::push_lifo`'s
 //! `replaced`): the third model puts twice while the only other worker
 //! may already sleep.
 //!
@@ -21,7 +21,7 @@
 
 #![cfg(loom)]
 
-use hwsched::handoff;
+use hwsched::sched::push;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt, Worker};
@@ -54,7 +54,7 @@ fn a_worker_that_goes_idle_takes_the_task_of_a_long_poll() {
                 })
             };
             let mut queued_bit = false;
-            let woke = handoff::push_lifo(
+            let woke = push::push_lifo(
                 &*rt,
                 0,
                 &rt.lifos[0],
@@ -103,7 +103,7 @@ fn the_owner_and_an_idle_worker_race_for_the_slot() {
                 })
             };
             let mut queued_bit = false;
-            let _ = handoff::push_lifo(
+            let _ = push::push_lifo(
                 &*rt,
                 0,
                 &rt.lifos[0],
@@ -175,7 +175,7 @@ fn a_displaced_occupant_gets_the_pushers_check() {
             };
             let mut queued_bit = false;
             for id in 0..2 {
-                let _ = handoff::push_lifo(
+                let _ = push::push_lifo(
                     &*rt,
                     0,
                     &rt.lifos[0],

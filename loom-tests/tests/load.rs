@@ -1,4 +1,4 @@
-//! Rate-limited load publishing (`src/load.rs`: `GroupLoad`, `Publisher`,
+//! Rate-limited load publishing (`src/policy/load.rs`: `GroupLoad`, `Publisher`,
 //! `LoadMap::publish`; the worker's `publish_load` and the forced publish
 //! before it parks).
 //!
@@ -52,8 +52,9 @@
 
 #![cfg(loom)]
 
-use hwsched::load::{Contribution, Load, LoadMap, Publish, Publisher};
-use hwsched::park::{Mailbox, Notified, Wait};
+use hwsched::policy::load::{Contribution, Load, Publish, Publisher};
+use hwsched::sched::load_map::LoadMap;
+use hwsched::sched::park::{Mailbox, Notified, Wait};
 use hwsched::topology::{Topology, TopologySource};
 use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;

@@ -1,7 +1,7 @@
-//! The long-poll hand-off (`src/watch.rs`, "Long polls"): a watcher that
+//! The long-poll hand-off (`src/sched/watch.rs`, "Long polls"): a watcher that
 //! sees an owner's poll count unchanged since a look `LONG_POLL_NS` ago
 //! takes the owner's private work (its LIFO slot's task and its private
-//! batch queue: `hwsched::watch::take_private`) while the owner may leave
+//! batch queue: `hwsched::sched::watch::take_private`) while the owner may leave
 //! its poll at any moment and take the same tasks itself. Every task runs
 //! exactly once, and a task of an owner that never leaves its poll is
 //! taken.
@@ -19,8 +19,8 @@
 // One-span ranges are the models' topology, not a mistaken range.
 #![allow(clippy::single_range_in_vec_init)]
 
-use hwsched::queue::{Local, Steal};
-use hwsched::watch::{self, Stale, Watch};
+use hwsched::sched::queue::{Local, Steal};
+use hwsched::sched::watch::{self, Stale, Watch};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt, Task};
@@ -137,7 +137,7 @@ fn an_owner_leaving_its_poll_and_a_watcher_never_both_run_a_task() {
     cases.assert_all_reached();
 }
 
-/// Store buffering 4 of `src/watch.rs`: worker 0 leaves the poller it
+/// Store buffering 4 of `src/sched/watch.rs`: worker 0 leaves the poller it
 /// slept in for work (the poller's lock released, then `left_poller`)
 /// while worker 1 goes to sleep (its `parked` bit, `before_poller`'s
 /// fence, a try-lock of the poller). Either worker 1 takes the poller, or

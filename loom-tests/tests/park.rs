@@ -1,4 +1,4 @@
-//! The inbox hand-off racing a worker going to sleep (`src/park.rs`, "The
+//! The inbox hand-off racing a worker going to sleep (`src/sched/park.rs`, "The
 //! protocol" and "The race it closes").
 //!
 //! A deliverer does `Mailbox::deliver` (inbox push, then `Parker::notify`);
@@ -19,7 +19,7 @@
 //!
 //! # Mutations
 //!
-//! Each applied once to `src/park.rs` (on a copy of the working tree),
+//! Each applied once to `src/sched/park.rs` (on a copy of the working tree),
 //! this file's models run at `LOOM_MAX_PREEMPTIONS=3`, reverted:
 //!
 //! | mutation | result |
@@ -34,12 +34,12 @@
 //! The mutations of the parker's orderings, and which model catches each,
 //! are in the table that `scripts/mutate.sh` generates in
 //! `loom-tests/README.md` (with the atomic inbox stand-in of
-//! `src/queue.rs`; the notes that were here described the earlier mutex
+//! `src/sched/queue.rs`; the notes that were here described the earlier mutex
 //! stand-in, under which the orderings could not be caught).
 
 #![cfg(loom)]
 
-use hwsched::park::{Mailbox, Notified, Wait};
+use hwsched::sched::park::{Mailbox, Notified, Wait};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;

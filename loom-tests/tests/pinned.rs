@@ -1,4 +1,4 @@
-//! The pinned hand-off racing its owner going to sleep (`src/park.rs`,
+//! The pinned hand-off racing its owner going to sleep (`src/sched/park.rs`,
 //! "Pinned tasks"): a task placed on a worker (`Mailbox::pinned`) or a
 //! worker's local task (`Mailbox::locals`) is pushed and counted, then the
 //! owner is notified; the owner, idle, looks at the count after its
@@ -6,15 +6,15 @@
 //! interleaving:
 //!
 //! - the owner, running the production idle sequence
-//!   (`hwsched::idle_worker::idle`) with no other work anywhere, takes the
+//!   (`hwsched::sched::idle_steps::idle`) with no other work anywhere, takes the
 //!   item and never sleeps forever (loom reports the deadlock);
 //! - a pinned push racing shutdown (the production sequence,
-//!   `hwsched::shutdown`, on both sides): the item is run by the owner or
+//!   `hwsched::sched::shutdown`, on both sides): the item is run by the owner or
 //!   cancelled exactly once (by the pusher's re-check,
 //!   `deliver_pinned_or_drain`, by the owner's exit, or by the shutdown's
 //!   `drain_inboxes`), never stranded.
 //!
-//! Mutations (applied by hand to `src/park.rs`, these models run at
+//! Mutations (applied by hand to `src/sched/park.rs`, these models run at
 //! `LOOM_MAX_PREEMPTIONS=3`, reverted):
 //!
 //! | mutation | result |
@@ -71,8 +71,8 @@ fn local_push_races_idle_owner() {
 /// A pinned push racing shutdown and the owner's exit: run by the owner,
 /// or cancelled by the pusher's re-check, by the owner's exit or by the
 /// shutdown's drain, exactly once. The owner runs the production loop and
-/// exit (`hwsched::shutdown::{next, exit}`), the shutdown is the
-/// production sequence (`hwsched::shutdown::shutdown`).
+/// exit (`hwsched::sched::shutdown::{next, exit}`), the shutdown is the
+/// production sequence (`hwsched::sched::shutdown::shutdown`).
 #[test]
 fn pinned_push_races_shutdown() {
     let cases = Cases::new(&["ran", "cancelled"]);

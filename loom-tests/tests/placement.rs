@@ -1,6 +1,6 @@
-//! Wakeup placement claiming an idle worker (`src/wake.rs`,
-//! `select_idle_sibling`; `src/place.rs`, `find_idlest_group`; the `idle`
-//! set of `Sleepers` in `src/idle.rs`, a `WorkerSet`).
+//! Wakeup placement claiming an idle worker (`src/policy/wake.rs`,
+//! `select_idle_sibling`; `src/policy/spawn_place.rs`, `find_idlest_group`; the `idle`
+//! set of `Sleepers` in `src/sched/sleepers.rs`, a `WorkerSet`).
 //!
 //! A placement that chooses an idle worker marks it not-idle first
 //! (`WorkerSet::remove`: a load, then a `fetch_and`, both `Relaxed`), so that
@@ -30,7 +30,7 @@
 //!
 //! # Mutations
 //!
-//! Each applied once to `src/park.rs` (on a copy of the working tree), the
+//! Each applied once to `src/sched/park.rs` (on a copy of the working tree), the
 //! model run at `LOOM_MAX_PREEMPTIONS=3`, reverted:
 //!
 //! | mutation | result |
@@ -44,8 +44,8 @@
 
 #![cfg(loom)]
 
-use hwsched::idle::WorkerSet;
-use hwsched::park::{Mailbox, Wait};
+use hwsched::sched::park::{Mailbox, Wait};
+use hwsched::sched::sleepers::WorkerSet;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;

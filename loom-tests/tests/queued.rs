@@ -1,16 +1,16 @@
-//! The owner's clear of its `queued` bit (`src/idle.rs`, "State": a clear
+//! The owner's clear of its `queued` bit (`src/sched/sleepers.rs`, "State": a clear
 //! bit is never stale for a queue that holds work) against a delivery into
 //! its inbox: the delivered task is never stranded. Either the owner's
 //! inbox re-check takes it, or the bit stays set and whoever reads the
 //! `queued` set finds it.
 //!
 //! The owner, worker 0, goes idle with its deque empty and runs
-//! `handoff::clear_queued` (`Core::clear_queued`'s body: the clear with an
+//! `push::clear_queued` (`Core::clear_queued`'s body: the clear with an
 //! `AcqRel` RMW, then, if the bit was set, `Mailbox::take`). A task is
 //! delivered into its inbox at the same time:
 //!
 //! - `a_delivery_races_the_owner_clearing_its_bit`: by a thread outside the
-//!   runtime, with `handoff::deliver` (the inbox push, the bit's
+//!   runtime, with `push::deliver` (the inbox push, the bit's
 //!   `insert_rmw`, the pusher's check). Worker 0's bit is set at the start
 //!   (it pushed in its busy period), and worker 1 is parked, so the
 //!   pusher's check always wakes worker 1 (`notify_parked`: `wake_one`,
@@ -19,10 +19,10 @@
 //!   it finds: the third party.
 //! - `a_placement_races_the_owner_clearing_its_bit`: worker 1 wakes a task
 //!   whose placement chose worker 0, parked at the start, with
-//!   `handoff::wake_placed`, while worker 0 wakes by itself
+//!   `push::wake_placed`, while worker 0 wakes by itself
 //!   (`leave_parked`) and, its idle period over, clears its bit. If the
-//!   claim comes first, the task goes in with `handoff::deliver_to_woken`;
-//!   if worker 0's own clear of its parked bit does, with `handoff::deliver`.
+//!   claim comes first, the task goes in with `push::deliver_to_woken`;
+//!   if worker 0's own clear of its parked bit does, with `push::deliver`.
 //!   After both, worker 1 reads the `queued` set and steals from it (the
 //!   delivery's notify would also make worker 0's next wait look at its
 //!   inbox; the property here is the bit's).
@@ -36,9 +36,9 @@
 
 #![cfg(loom)]
 
-use hwsched::handoff::{self, Delivery, Placed};
-use hwsched::park::Wait;
-use hwsched::queue::{Local, Steal};
+use hwsched::sched::park::Wait;
+use hwsched::sched::push::{self, Delivery, Placed};
+use hwsched::sched::queue::{Local, Steal};
 use loom::sync::atomic::AtomicBool;
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt, Task};
@@ -63,7 +63,7 @@ fn steal_queued(rt: &Rt, me: usize, local: &Local<Task>) -> Option<Task> {
 fn owner_clears(rt: &Rt, cases: &Cases) {
     // Worker 0's record of its bit: set in its busy period.
     let mut queued_bit = true;
-    if let Some(t) = handoff::clear_queued(rt, 0, &mut queued_bit) {
+    if let Some(t) = push::clear_queued(rt, 0, &mut queued_bit) {
         cases.hit("the owner's re-check took the task");
         t.run();
     }
@@ -112,7 +112,7 @@ fn a_delivery_races_the_owner_clearing_its_bit() {
                 let (rt, ledger) = (rt.clone(), ledger.clone());
                 thread::spawn(move || {
                     // `worker::deliver` from a foreign thread.
-                    match handoff::deliver(&*rt, 0, ledger.task(0)) {
+                    match push::deliver(&*rt, 0, ledger.task(0)) {
                         Delivery::Queued(Some((1, _))) => {}
                         d => panic!("worker 0 is busy, worker 1 parked: {d:?}"),
                     }
@@ -154,8 +154,8 @@ fn a_placement_races_the_owner_clearing_its_bit() {
                     owner_clears(&rt, &cases);
                 })
             };
-            // Worker 1: `schedule.rs` after wake placement chose worker 0.
-            match handoff::wake_placed(&*rt, 0, ledger.task(0), |_| {
+            // Worker 1: `worker/schedule.rs` after wake placement chose worker 0.
+            match push::wake_placed(&*rt, 0, ledger.task(0), |_| {
                 panic!("no other wake in flight")
             }) {
                 Placed::Woken(_) => cases.hit("placement woke the parked worker: deliver_to_woken"),

@@ -1,20 +1,20 @@
-//! The shutdown sequence (`src/shutdown.rs`) racing a delivery, a worker,
+//! The shutdown sequence (`src/sched/shutdown.rs`) racing a delivery, a worker,
 //! burials and a blocking closure.
 //!
 //! Every side of it is the production code:
-//! - the runtime's side is `hwsched::shutdown::shutdown` (announce: the
+//! - the runtime's side is `hwsched::sched::shutdown::shutdown` (announce: the
 //!   flag, then every parker's `notify`; the blocking pool's close; the
-//!   join of the workers; `shared::final_drain`: the inbox drain, the
+//!   join of the workers; `shutdown::final_drain`: the inbox drain, the
 //!   registry's wake-up, reap and drain until both are empty, the wait for
 //!   the running closures, the last reap and `Graveyard::close`), over
 //!   `loom_tests::Stop`, a view of the models' runtime `loom_tests::Rt`;
 //! - a worker is `loom_tests::Worker::run_until_shutdown`: each step of its
-//!   loop is `hwsched::shutdown::next` (the flag, then its own queues, then
-//!   the production idle sequence, `hwsched::idle_worker::idle`, whose wait
-//!   is `Mailbox::wait_with`), and its exit is `hwsched::shutdown::exit`;
+//!   loop is `hwsched::sched::shutdown::next` (the flag, then its own queues, then
+//!   the production idle sequence, `hwsched::sched::idle_steps::idle`, whose wait
+//!   is `Mailbox::wait_with`), and its exit is `hwsched::sched::shutdown::exit`;
 //! - a task woken from outside the runtime takes the schedule path:
-//!   `handoff::admit` (the shutdown check at the start of
-//!   `schedule::schedule`), then `handoff::deliver`
+//!   `push::admit` (the shutdown check at the start of
+//!   `schedule::schedule`), then `push::deliver`
 //!   (`Mailbox::deliver_or_drain` into `Workers::bury`, that is
 //!   `Graveyard::bury`); only the placement before it (which worker) is
 //!   left out.
@@ -40,8 +40,8 @@
 
 #![cfg(loom)]
 
-use hwsched::handoff;
-use hwsched::queue::Local;
+use hwsched::sched::push;
+use hwsched::sched::queue::Local;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use loom_tests::{model, Cases, Ledger, Rt, Stop, Task, Worker};
@@ -78,11 +78,11 @@ impl Done {
 }
 
 /// `schedule::schedule` for a task woken from outside the runtime, placed
-/// on worker 0: `handoff::admit`, then `handoff::deliver`.
+/// on worker 0: `push::admit`, then `push::deliver`.
 fn schedule(rt: &Rt, t: Task) {
-    if let Some(t) = handoff::admit(rt, t) {
+    if let Some(t) = push::admit(rt, t) {
         rt.admitted.store(true, std::sync::atomic::Ordering::SeqCst);
-        let _ = handoff::deliver(rt, 0, t);
+        let _ = push::deliver(rt, 0, t);
     }
 }
 
@@ -185,7 +185,7 @@ fn burial_after_the_reaper_finished() {
             let burier = {
                 let (rt, t) = (rt.clone(), ledger.task(0));
                 // `schedule::schedule` after the flag: `admit` buries it.
-                thread::spawn(move || assert!(handoff::admit(&*rt, t).is_none()))
+                thread::spawn(move || assert!(push::admit(&*rt, t).is_none()))
             };
             burier.join().unwrap();
             rt.assert_empty();
@@ -253,7 +253,7 @@ fn a_blocking_closure_waiting_on_a_task_sees_it_cancelled() {
 #[test]
 fn a_worker_drops_what_it_holds_when_it_sees_the_shutdown() {
     // Worker 0 holds item 0 on its deque; running it pushes item 1 there
-    // (a task that spawns: `handoff::push_local`) while the runtime shuts
+    // (a task that spawns: `push::push_local`) while the runtime shuts
     // down. The worker looks at the flag before its own queues: once it
     // has seen it, it polls nothing more, and its exit drops what it still
     // holds (one item or both); the shutdown joins it before the final
@@ -279,7 +279,7 @@ fn a_worker_drops_what_it_holds_when_it_sees_the_shutdown() {
                 move |w, t| {
                     t.run();
                     if let Some(t1) = spawned.lock().unwrap().take() {
-                        let _ = handoff::push_local(&*rt, 0, &w.local, &mut w.queued_bit, t1);
+                        let _ = push::push_local(&*rt, 0, &w.local, &mut w.queued_bit, t1);
                     }
                 }
             }));

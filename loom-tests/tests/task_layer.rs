@@ -48,8 +48,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool as StdBool, AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 
-use hwsched::block_on::WakeFlag;
-use hwsched::queue::{Inbox, Steal};
+use hwsched::runtime::block_on::WakeFlag;
+use hwsched::sched::queue::{Inbox, Steal};
 use hwsched::task::{build, AbortHandle, JoinError, JoinHandle, Registry, Runnable};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};

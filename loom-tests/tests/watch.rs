@@ -1,8 +1,8 @@
-//! The watch over private batches (`src/watch.rs`): an owner whose batch
+//! The watch over private batches (`src/sched/watch.rs`): an owner whose batch
 //! left tasks in its private queue, and which then never comes back from
 //! its poll, must leave a worker watching (sleeping at most a tick, then
 //! taking the stale queue) whenever a worker sleeps. The owner's check
-//! (`hwsched::watch::kept_private`) races a worker going to sleep
+//! (`hwsched::sched::watch::kept_private`) races a worker going to sleep
 //! (`before_sleep`, after its `parked` bit: `Sleepers::to_parked`), and a
 //! watcher leaving for work (`leave`). A sleeper that neither claims the
 //! role nor is woken parks for good, which loom reports as a deadlock.
@@ -14,7 +14,7 @@
 
 #![cfg(loom)]
 
-use hwsched::watch::{self, Watch};
+use hwsched::sched::watch::{self, Watch};
 use loom::thread;
 use loom_tests::{model, Cases, Rt};
 
@@ -54,7 +54,7 @@ fn sleep_until_watching(rt: &Rt, w: &Watch, me: usize, cases: &Cases) {
 
 /// Worker 0's batch leaves tasks in its private queue while worker 1 (the
 /// only other one) goes to sleep; worker 0 then stays in its poll for
-/// good. Store buffering 1 of `src/watch.rs`: either the sleeper sees the
+/// good. Store buffering 1 of `src/sched/watch.rs`: either the sleeper sees the
 /// owner's bit and claims the role, or the owner sees nobody watching and
 /// the sleeper's `parked` bit, and wakes it.
 #[test]
@@ -259,7 +259,7 @@ fn a_claimed_worker_that_woke_on_its_own_passes_the_call_on() {
 /// goes to sleep (it finds the count full and does not watch) and worker
 /// 0's batch leaves tasks in its private queue (it sees watchers and wakes
 /// nobody); then both watchers leave for work. Store buffering 3 of
-/// `src/watch.rs`: either worker 3 reads the count after a decrement and
+/// `src/sched/watch.rs`: either worker 3 reads the count after a decrement and
 /// watches, or the last watcher to leave sees its `parked` bit and calls
 /// it; worker 3 must end up watching.
 #[test]

@@ -20,7 +20,7 @@
 //!   latency 2 us, C1E 10 us (C6 133 us); a parked worker's CPU is in a
 //!   shallow C-state when the wake comes, plus the scheduler's own wakeup
 //!   path (`try_to_wake_up`, a few us).
-//! - **[VM]** `governor.rs`: the futex park/unpark round trip measured at
+//! - **[VM]** `policy/governor.rs`: the futex park/unpark round trip measured at
 //!   start-up by the runtime: ~26 us of CPU on this project's 2-core VM,
 //!   "a few us on bare metal".
 //! - **[EPOLL]** Linux `fs/eventpoll.c`: `ep_poll_callback` runs in the

@@ -15,8 +15,8 @@
 //! [`Governor::choose`]; [`Publisher::decide`] (and `GroupClass`, inside
 //! `busiest_group`).
 //!
-//! The mechanism around them lives in `src/worker/mod.rs`, `schedule.rs`, `idle.rs`
-//! and `park.rs`, over atomics and real queues, and is not callable without
+//! The mechanism around them lives in `src/worker/mod.rs`, `worker/schedule.rs`, `sched/sleepers.rs`
+//! and `sched/park.rs`, over atomics and real queues, and is not callable without
 //! threads. It is reproduced here, step for step, in plain code over the
 //! simulated state; each function below names the production function it
 //! mirrors. When those files change, these mirrors must follow (SIMULATION.md
@@ -79,7 +79,7 @@ const MAX_LIFO_POLLS: u32 = 3;
 const INBOX_CHECK_INTERVAL: u32 = 61;
 /// src/worker/mod.rs `PUBLISH_CHECK_EVERY`.
 const PUBLISH_CHECK_EVERY: u32 = 32;
-/// park.rs `ADMIT_BATCH`: a yield moves up to this many inbox tasks into
+/// sched/park.rs `ADMIT_BATCH`: a yield moves up to this many inbox tasks into
 /// the deque ahead of itself.
 const ADMIT_BATCH: usize = 128;
 /// tokio's `next_remote_task_batch`: at most half its local queue (128).
@@ -100,7 +100,7 @@ const REHOME_AFTER: u8 = 4;
 /// How many pollers the I/O driver has: the runtime's
 /// `hwsched::io::IoPollers` (`Builder::io_pollers`), mirrored because it is
 /// behind hwsched's `io` feature, which the simulator does not build; the
-/// workers of each domain are runtime.rs's (`poller_domain`).
+/// workers of each domain are runtime/mod.rs's (`poller_domain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Pollers {
     /// One poller for the whole runtime (the default, as tokio and Go).
@@ -163,7 +163,7 @@ pub struct Config {
     /// Stop the simulation at this virtual time (a safety net).
     pub time_limit_ns: u64,
     /// The re-check fix found by this simulator and adopted by the runtime
-    /// (src/idle_worker.rs `after_wait`), on by default: a worker whose pre-sleep
+    /// (src/sched/idle_steps.rs `after_wait`), on by default: a worker whose pre-sleep
     /// re-check found work and took it from a queue that is now empty looks
     /// for other queued work and wakes a searcher for it. Off, other queues
     /// found by no one wait while workers sleep (SIMULATION.md, "Findings").
@@ -300,7 +300,7 @@ struct Worker {
     last_victim: Option<usize>,
     searching: bool,
     queued_bit: bool,
-    /// The mailbox's kick note (park.rs `kicked_by`).
+    /// The mailbox's kick note (sched/park.rs `kicked_by`).
     kick: Option<usize>,
     phase: Phase,
     /// Generation of the current spin, so stale spin events are ignored.
@@ -398,7 +398,7 @@ struct Poller {
 #[derive(Debug, Clone)]
 struct IoDriver {
     pollers: Vec<Poller>,
-    /// Per worker: its own poller (runtime.rs `poller_domain`).
+    /// Per worker: its own poller (runtime/mod.rs `poller_domain`).
     poller_of: Vec<usize>,
     /// Per worker: the poller it sleeps in (src/worker/driven.rs `Driven::held`).
     held: Vec<Option<usize>>,
@@ -482,16 +482,16 @@ pub struct Sim {
     workload: Box<dyn Workload>,
     rng: Rng,
     next_task: usize,
-    // The shared state of idle.rs and shared.rs.
+    // The shared state of sched/sleepers.rs and worker/shared.rs.
     idle: Vec<bool>,
     parked: Vec<bool>,
     queued: Vec<bool>,
     idle_cores: Vec<bool>,
     llc_of: Vec<usize>,
     /// Per LLC (indexed by `llc_of`): the runs of its most capable workers
-    /// (shared.rs `capable`, from the policy's `capable_runs`).
+    /// (worker/shared.rs `capable`, from the policy's `capable_runs`).
     capable: Vec<Box<[Range<usize>]>>,
-    /// Every worker (shared.rs `all`).
+    /// Every worker (worker/shared.rs `all`).
     all: Range<usize>,
     searching: usize,
     awake: usize,
@@ -602,7 +602,7 @@ impl Sim {
                 tier.push(tier_of(topo, a, b));
             }
         }
-        // One load counter per span of the tree (load.rs `LoadMap`).
+        // One load counter per span of the tree (policy/load.rs `LoadMap`).
         let spans = topo.all_spans();
         let mut span_index = HashMap::new();
         for s in &spans {
@@ -615,7 +615,7 @@ impl Sim {
                 .max()
                 .unwrap_or(Tier::Local)
         };
-        // load.rs: every span holding the worker (its chain's, and where the
+        // policy/load.rs: every span holding the worker (its chain's, and where the
         // kernel's NUMA spans overlap, other nodes' that hold it).
         let mut ancestors: Vec<Vec<(usize, Tier)>> = vec![Vec::new(); n];
         for s in spans.iter().rev() {
@@ -789,7 +789,7 @@ impl Sim {
 
     /// Runs the workload to the end (or the time limit) and reports.
     pub fn run(mut self) -> Report {
-        // Every worker starts awake and looks for work (runtime.rs starts
+        // Every worker starts awake and looks for work (runtime/mod.rs starts
         // the threads, which find nothing and go idle).
         for w in 0..self.n {
             self.at(0, Ev::Step(w));
@@ -924,7 +924,7 @@ impl Sim {
             .map(|l| l.kind.name())
             .collect();
         let mut st = Stats::new(workers, self.stats[self.n].clone(), names);
-        // shared.rs: each worker's names where the chains differ.
+        // worker/shared.rs: each worker's names where the chains differ.
         let topo = &self.cfg.topology;
         let chains: Vec<Vec<&'static str>> = (0..self.n)
             .map(|w| topo.levels(w).iter().map(|l| l.kind.name()).collect())
@@ -1054,7 +1054,7 @@ impl Sim {
                         continue;
                     }
                     match from {
-                        // src/schedule.rs `place_spawn`: a worker's spawn goes to
+                        // src/worker/schedule.rs `place_spawn`: a worker's spawn goes to
                         // its own deque.
                         Some(w) => {
                             self.k().local_spawns += 1;
@@ -1074,7 +1074,7 @@ impl Sim {
     // ---- the I/O driver (io/mod.rs, io/driver.rs, src/worker/driven.rs `Driven`) -------
 
     /// The driver, created with the first socket (io/mod.rs, "Started on
-    /// first use"): one poller per domain of runtime.rs `poller_domain`.
+    /// first use"): one poller per domain of runtime/mod.rs `poller_domain`.
     fn new_driver(&self) -> IoDriver {
         let topo = &self.cfg.topology;
         let n = self.n;
@@ -1263,7 +1263,7 @@ impl Sim {
 
     /// One event of a turn: the socket's readiness set and its task woken
     /// on the polling worker (`ScheduledIo::set_readiness` and `wake`: the
-    /// lines the task's last worker wrote), in batch mode (schedule.rs
+    /// lines the task's last worker wrote), in batch mode (worker/schedule.rs
     /// `WakeMode::Batch`: `Core::push_batch`, no placement, no pusher's
     /// check).
     fn io_dispatch(&mut self, w: usize, t: TaskId) {
@@ -1295,7 +1295,7 @@ impl Sim {
 
     /// Mirrors `Core::end_batch`: if the batch left more than this worker
     /// runs next (its deque holds work), the pusher's check once
-    /// (`handoff::after_push`: the queued bit, and a parked worker woken to
+    /// (`push::after_push`: the queued bit, and a parked worker woken to
     /// search if nobody searches).
     fn io_end_batch(&mut self, w: usize) {
         let Some(io) = self.io.as_mut() else {
@@ -1437,7 +1437,7 @@ impl Sim {
 
     /// A waker: async-task's state machine (a task already scheduled is
     /// not scheduled again; one woken while running is rescheduled when its
-    /// poll ends), then schedule.rs `schedule`.
+    /// poll ends), then worker/schedule.rs `schedule`.
     fn wake(&mut self, from: Option<usize>, t: TaskId) {
         match self.tasks[t].state {
             TState::Queued | TState::Done | TState::Unspawned => {}
@@ -1464,9 +1464,9 @@ impl Sim {
         }
     }
 
-    // ---- schedule.rs ------------------------------------------------------
+    // ---- worker/schedule.rs ------------------------------------------------------
 
-    /// Mirrors schedule.rs `schedule` (the wake path; `woken_while_running`
+    /// Mirrors worker/schedule.rs `schedule` (the wake path; `woken_while_running`
     /// is handled in `run_end`).
     fn schedule(&mut self, from: Option<usize>, t: TaskId) {
         let last = self.tasks[t].last_worker;
@@ -1485,7 +1485,7 @@ impl Sim {
             self.deliver(None, c, t);
             return;
         };
-        // The production wake_affine (schedule.rs): prev when it is idle
+        // The production wake_affine (worker/schedule.rs): prev when it is idle
         // and shares the waker's LLC, or when the waker is loaded and prev is
         // not.
         let target = wake_affine(
@@ -1527,7 +1527,7 @@ impl Sim {
             return;
         }
         if claimed && self.parked[c] {
-            // idle.rs `wake_specific`: the one wake in flight.
+            // sched/sleepers.rs `wake_specific`: the one wake in flight.
             if self.searching != 0 {
                 self.idle[c] = true;
                 self.k().wake_deferred += 1;
@@ -1544,12 +1544,12 @@ impl Sim {
         self.deliver(Some(me), c, t);
     }
 
-    /// schedule.rs `queue_loaded`.
+    /// worker/schedule.rs `queue_loaded`.
     fn queue_loaded(&self, w: usize) -> bool {
         !self.workers[w].local.is_empty() || !self.workers[w].inbox.is_empty()
     }
 
-    /// schedule.rs `scan_depth`: the production `scan_depth` over the
+    /// worker/schedule.rs `scan_depth`: the production `scan_depth` over the
     /// target's LLC and its simulated load counter.
     fn scan_depth(&self, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
         let llc = self.cfg.topology.llc_span(target);
@@ -1562,7 +1562,7 @@ impl Sim {
         )
     }
 
-    /// schedule.rs `place`: the production `select_idle_sibling` over the
+    /// worker/schedule.rs `place`: the production `select_idle_sibling` over the
     /// simulated idle flags. `me` is who reads them (for the cost).
     fn place(
         &mut self,
@@ -1615,7 +1615,7 @@ impl Sim {
         (c.worker, c.outcome != Outcome::Fallback)
     }
 
-    // ---- src/worker/mod.rs: delivery and the wake protocol (idle.rs) --------------
+    // ---- src/worker/mod.rs: delivery and the wake protocol (sched/sleepers.rs) --------------
 
     fn inbox_push(&mut self, to: usize, t: TaskId) {
         self.workers[to].inbox.push_back(t);
@@ -1631,10 +1631,10 @@ impl Sim {
 
     /// Notifies worker `w`'s parker: a sleeping worker is woken (a futex
     /// wake, paid by the caller), a spinning one sees it within a line
-    /// transfer. Returns whether it was asleep (park.rs `Notified::Unparked`).
+    /// transfer. Returns whether it was asleep (sched/park.rs `Notified::Unparked`).
     fn notify(&mut self, from: Option<usize>, w: usize) -> bool {
         if let Some(io) = self.io.as_mut() {
-            // park.rs `Parker::notify`: the token, whatever the phase.
+            // sched/park.rs `Parker::notify`: the token, whatever the phase.
             io.token[w] |= io.held[w].is_some();
         }
         match self.workers[w].phase {
@@ -1685,14 +1685,14 @@ impl Sim {
         self.queued[w] = true;
     }
 
-    /// Mirrors src/handoff.rs `notify_parked` (idle.rs `needs_wake`).
+    /// Mirrors src/sched/push.rs `notify_parked` (sched/sleepers.rs `needs_wake`).
     fn notify_parked(&mut self, near: usize, from: Option<usize>) {
         if self.searching == 0 && self.awake < self.n {
             self.wake_searcher(near, from);
         }
     }
 
-    /// Mirrors the pusher's wake (src/handoff.rs `notify_parked`) and idle.rs `wake_one`: claims the
+    /// Mirrors the pusher's wake (src/sched/push.rs `notify_parked`) and sched/sleepers.rs `wake_one`: claims the
     /// parked worker nearest to `near` (the tokio-like baseline: the last
     /// one parked) as the one searcher in flight and kicks it.
     fn wake_searcher(&mut self, near: usize, from: Option<usize>) {
@@ -1715,12 +1715,12 @@ impl Sim {
             let near = near.min(self.n - 1);
             io.c.searcher_wakes_cross_llc += u64::from(self.llc_of[near] != self.llc_of[w]);
         }
-        // park.rs `Mailbox::kick`: the note, then the parker.
+        // sched/park.rs `Mailbox::kick`: the note, then the parker.
         self.workers[w].kick = Some(near.min(self.n - 1));
         self.notify(from, w);
     }
 
-    /// idle.rs `Sleepers::wake_one`'s search: the first `parked` bit of the
+    /// sched/sleepers.rs `Sleepers::wake_one`'s search: the first `parked` bit of the
     /// production `wake_spans` order around `near` (src/worker/mod.rs `wake_spans`:
     /// on a hybrid machine the most capable workers of `near`'s LLC, then
     /// its levels' spans, nearest first), each span from `near` (from its
@@ -1749,7 +1749,7 @@ impl Sim {
         None
     }
 
-    /// src/place.rs `place_external`: the production
+    /// src/policy/spawn_place.rs `place_external`: the production
     /// [`place_external`](hwsched::policy::place_external) decides over
     /// [`SimPlacement`], and the task is delivered as the runtime delivers
     /// it (tokio-like: a push to the global queue).
@@ -1901,7 +1901,7 @@ impl Sim {
         }
     }
 
-    /// Mirrors park.rs `Mailbox::take`: one inbox task (the worker runs
+    /// Mirrors sched/park.rs `Mailbox::take`: one inbox task (the worker runs
     /// what its own work wakes before it admits more).
     fn mailbox_take(&mut self, w: usize) -> Option<TaskId> {
         let Some(first) = self.workers[w].inbox.pop_front() else {
@@ -1912,7 +1912,7 @@ impl Sim {
         Some(first)
     }
 
-    /// Mirrors park.rs `Mailbox::admit`: a yield moves up to `ADMIT_BATCH`
+    /// Mirrors sched/park.rs `Mailbox::admit`: a yield moves up to `ADMIT_BATCH`
     /// inbox tasks into the deque, ahead of the yielding task.
     fn mailbox_admit(&mut self, w: usize) {
         let k = self.workers[w].inbox.len().min(ADMIT_BATCH);
@@ -1981,7 +1981,7 @@ impl Sim {
         r
     }
 
-    // ---- load.rs through src/worker/mod.rs ----------------------------------------
+    // ---- policy/load.rs through src/worker/mod.rs ----------------------------------------
 
     fn load(&self, span: &Span) -> Load {
         self.loads[self.span_index[span]]
@@ -2094,7 +2094,7 @@ impl Sim {
                 self.at_end = Time::sum(self.time.iter());
             }
         } else if task.notified {
-            // Woken while running (a yield): schedule.rs sends it to the
+            // Woken while running (a yield): worker/schedule.rs sends it to the
             // back of the local deque, behind the inbox (`Core::push_yield`;
             // tokio-like: the back of the local queue).
             task.state = TState::Queued;
@@ -2184,7 +2184,7 @@ impl Sim {
             .map_or(self.cfg.cost.park_round_trip_ns(), |d| d.as_nanos() as u64)
     }
 
-    /// idle.rs `to_searching`.
+    /// sched/sleepers.rs `to_searching`.
     fn become_searcher(&mut self) -> bool {
         if 2 * self.searching >= self.n.max(2) {
             return false;
@@ -2193,7 +2193,7 @@ impl Sim {
         true
     }
 
-    /// idle.rs `leave_searching`: whether it was the last searcher.
+    /// sched/sleepers.rs `leave_searching`: whether it was the last searcher.
     fn leave_searching(&mut self) -> bool {
         debug_assert!(self.searching > 0, "leave_searching without a searcher");
         self.searching -= 1;
@@ -2203,7 +2203,7 @@ impl Sim {
     /// Mirrors `Core::found_work`.
     fn found_work(&mut self, w: usize) {
         let last = std::mem::take(&mut self.workers[w].searching) && self.leave_searching();
-        // idle_worker.rs `found_work`: its deque, and its inbox.
+        // sched/idle_steps.rs `found_work`: its deque, and its inbox.
         if !self.workers[w].local.is_empty() || !self.workers[w].inbox.is_empty() {
             if !self.workers[w].queued_bit {
                 self.workers[w].queued_bit = true;
@@ -2484,7 +2484,7 @@ impl Sim {
         self.start_run(w, t);
     }
 
-    /// src/worker/mod.rs `idle` after the walk: the governor, then park.rs
+    /// src/worker/mod.rs `idle` after the walk: the governor, then sched/park.rs
     /// `wait_for` (inbox, kick, spin, before-sleep, park).
     fn after_walk(&mut self, w: usize) {
         let now = self.now + self.acc;
@@ -2523,7 +2523,7 @@ impl Sim {
     }
 
     /// The `before_sleep` closure of src/worker/mod.rs `idle`: publish, announce
-    /// (idle.rs `to_parked`), re-check with no searcher left, then sleep.
+    /// (sched/sleepers.rs `to_parked`), re-check with no searcher left, then sleep.
     fn before_sleep(&mut self, w: usize) {
         self.set_phase(w, Phase::Walking);
         // Its place's queue, last: a spinner told of a push can reach here
@@ -2581,7 +2581,7 @@ impl Sim {
         self.set_phase(w, Phase::Parked);
     }
 
-    /// idle.rs `leave_parked`: whether a waker had claimed this worker.
+    /// sched/sleepers.rs `leave_parked`: whether a waker had claimed this worker.
     fn leave_parked(&mut self, w: usize) -> bool {
         if self.parked[w] {
             self.parked[w] = false;
@@ -2621,7 +2621,7 @@ impl Sim {
         self.handle_woken(w, kick, None);
     }
 
-    /// A futex wake arrived: park.rs `wait_for` returns after the park.
+    /// A futex wake arrived: sched/park.rs `wait_for` returns after the park.
     fn woken(&mut self, w: usize) {
         self.set_phase(w, Phase::Walking);
         if let Some(p) = self.io.as_ref().and_then(|io| io.held[w]) {
@@ -2659,7 +2659,7 @@ impl Sim {
                     let near = if v == INJECT { w } else { v };
                     self.notify_parked(near, Some(w));
                 } else if self.cfg.recheck_wakes_for_others {
-                    // As the runtime does (src/idle_worker.rs `after_wait`): the re-check found more
+                    // As the runtime does (src/sched/idle_steps.rs `after_wait`): the re-check found more
                     // than one queue with work; having taken from one, make
                     // sure the others get a searcher, as the last searcher
                     // leaving does.
@@ -2675,7 +2675,7 @@ impl Sim {
             self.workers[w].searching = self.become_searcher();
         }
         if self.io.is_some() {
-            // src/idle_worker.rs `after_wait`: what its own poller turn put in its
+            // src/sched/idle_steps.rs `after_wait`: what its own poller turn put in its
             // LIFO slot or deque is its own work.
             let lifo = self.workers[w].lifo.take();
             let t = lifo.or_else(|| {
@@ -2693,7 +2693,7 @@ impl Sim {
     }
 }
 
-/// The simulated idle flags as wake placement sees them (schedule.rs
+/// The simulated idle flags as wake placement sees them (worker/schedule.rs
 /// `RuntimeIdle`), costing one cache line per idle-mask word read (at the
 /// distance of its workers) and per claim.
 struct SimIdle<'a> {
@@ -2714,7 +2714,7 @@ impl SimIdle<'_> {
         self.cost.line(self.tier[self.me * self.n + w])
     }
 
-    /// The idle-mask word holding `w` (idle.rs `WorkerSet`: each LLC starts
+    /// The idle-mask word holding `w` (sched/sleepers.rs `WorkerSet`: each LLC starts
     /// a word, 64 workers a word).
     fn word(&self, w: usize) -> usize {
         let s = self.topo.llc_span(w).start;
@@ -2780,7 +2780,7 @@ impl IdleView for SimIdle<'_> {
 }
 
 /// The simulated load counters and idle flags as external spawn placement
-/// sees them (schedule.rs `RuntimeView`).
+/// sees them (worker/schedule.rs `RuntimeView`).
 struct SimPlacement<'a> {
     sim: RefCell<&'a mut Sim>,
 }
@@ -2801,10 +2801,10 @@ impl PlacementView for SimPlacement<'_> {
     }
 }
 
-/// The simulated wake protocol (idle.rs `Sleepers`) as the production
+/// The simulated wake protocol (sched/sleepers.rs `Sleepers`) as the production
 /// `place_external` reads and claims it.
 impl ExternalView for SimPlacement<'_> {
-    /// idle.rs `claim_awake_idle`: an idle worker that is not parked,
+    /// sched/sleepers.rs `claim_awake_idle`: an idle worker that is not parked,
     /// scanning the idle words from the one holding worker `from`.
     fn claim_awake_idle(&self, from: usize) -> Option<usize> {
         let mut s = self.sim.borrow_mut();
@@ -2821,7 +2821,7 @@ impl ExternalView for SimPlacement<'_> {
         let s = self.sim.borrow();
         s.searching == 0 && s.awake < s.n
     }
-    /// idle.rs `wake_one`: the claim (`searching += 1`), the `parked` bit
+    /// sched/sleepers.rs `wake_one`: the claim (`searching += 1`), the `parked` bit
     /// nearest to `near`, and `awake += 1`.
     fn wake_one(&self, near: usize) -> Option<usize> {
         let mut s = self.sim.borrow_mut();

@@ -109,7 +109,7 @@ fn with_free_scheduling_no_worker_idles_while_work_waits() {
 
 #[test]
 fn without_the_recheck_fix_the_mirrored_protocol_leaves_work_waiting() {
-    // The finding that changed the runtime (src/idle_worker.rs `after_wait`): the
+    // The finding that changed the runtime (src/sched/idle_steps.rs `after_wait`): the
     // protocol without the re-check fix lets a queue wait while workers
     // sleep after a pre-sleep re-check took work from another queue; with
     // it (the default now, as in the runtime), nothing waits.
@@ -181,7 +181,7 @@ fn sis_run(s: &str, sis: SisMode, f: impl Fn(&mut Config)) -> Report {
 
 #[test]
 fn the_tunables_reach_the_production_wake_placement() {
-    // As wake.rs's unit tests say: with the scan off (scan_nr 0), step 5
+    // As policy/wake.rs's unit tests say: with the scan off (scan_nr 0), step 5
     // never finds a worker and never scans; scanning the whole LLC finds
     // idle workers there. (The idle-core search, which skips step 5, is
     // off here so that step 5 runs on every wake that gets that far.)

@@ -35,7 +35,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::handle::Handle;
+use crate::runtime::handle::Handle;
 
 #[cfg(feature = "server")]
 mod serve;

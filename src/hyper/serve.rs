@@ -32,8 +32,8 @@ use ::hyper::{Request, Response};
 use parking_lot::Mutex;
 
 use super::{Executor, Timer};
-use crate::handle::Handle;
 use crate::net::{TcpListener, TcpStream};
+use crate::runtime::handle::Handle;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 

@@ -2,7 +2,7 @@
 //! every socket keeps of it (an `Arc` in its [`Registration`]).
 //!
 //! The handle sits below the scheduler: the runtime's shared state
-//! (`shared.rs`) holds it, the worker drives the pollers through it, and
+//! (`worker/shared.rs`) holds it, the worker drives the pollers through it, and
 //! nothing here reaches up to them. What the driver needs of the scheduler
 //! comes through two narrow doors: which worker runs on this thread
 //! ([`Handle::current_worker`], from the thread-local context of

@@ -13,7 +13,7 @@
 //!
 //! The driver has one or more pollers ([`IoPollers`]); each is an epoll
 //! instance behind a try-lock, with an eventfd as its waker. A worker that
-//! goes to sleep (the park protocol of `park.rs`, step 4) does
+//! goes to sleep (the park protocol of `sched/park.rs`, step 4) does
 //! it in one of two ways:
 //!
 //! - it takes a free poller (its own domain's first, then the others): it
@@ -27,7 +27,7 @@
 //! takes the waker under the parker's mutex and wakes it: one eventfd write
 //! interrupts `epoll_wait`. A notify that came first is seen by the worker's
 //! `fetch_or(PARKED)` and the worker does not sleep. This is the same race,
-//! closed the same way, as a condvar park (park.rs, "The race it closes");
+//! closed the same way, as a condvar park (sched/park.rs, "The race it closes");
 //! the loom model `loom-tests/tests/driver.rs` drives it with a task wake, a
 //! readiness event and a timer expiry racing a worker that enters and leaves
 //! the poller.
@@ -37,7 +37,7 @@
 //! dispatches the events: readiness set, waiters woken **on its thread**.
 //! A wake that lands on the sleeping worker notifies its own parker, which
 //! ends its park when it polls it again. These steps are written once, in
-//! `handoff.rs` (`PollerSleep`), generic over the
+//! `poller_sleep.rs` (`PollerSleep`), generic over the
 //! poller, so that the loom models drive them with a mock poller and the
 //! runtime with mio's.
 //!
@@ -47,13 +47,13 @@
 //! on the worker that polled, without wake placement per task: the last
 //! in its LIFO slot, up to `BATCH_LOCAL` (16) more in a batch queue private
 //! to it, the rest in its stealable deque (`Core`'s batch mode in
-//! schedule.rs, `Core::push_batch`). If the worker was asleep, the first
+//! worker/schedule.rs, `Core::push_batch`). If the worker was asleep, the first
 //! such wake takes it out of the parked set (it runs the batch). After the
 //! batch the worker makes one decision: if its deque holds work, the
 //! pusher's check of the wake protocol runs once: a parked worker is woken
 //! to search only if nobody searches (tokio's `should_notify_others`). The
 //! private queue is work conservation's one other exception beside the LIFO
-//! slot, and a bounded one: the watch over private batches (`src/watch.rs`,
+//! slot, and a bounded one: the watch over private batches (`src/sched/watch.rs`,
 //! the kernel's tick-driven idle balance in userspace) lets up to two
 //! workers that sleep while I/O is active watch: sleep at most a tick (from 2 x
 //! `migration_cost`, backing off to 16 ms) and then take the batches, LIFO
@@ -105,7 +105,7 @@
 //! layer's), and this one, whose `Handle` (`handle.rs`) holds the pollers.
 //! The runtime's shared state holds the handles; a socket's registration
 //! and a registered timer keep theirs. None of them names the shared state
-//! or the worker: the worker calls the driver (its sleep, `handoff.rs`; its
+//! or the worker: the worker calls the driver (its sleep, `poller_sleep.rs`; its
 //! looks while busy), never the other way. What the driver needs of the
 //! scheduler comes through the thread-local context (`context.rs`: the
 //! current worker's index, this thread's driver), through the callback the
@@ -121,9 +121,9 @@ mod handle;
 // a mock in the loom model `loom-tests/tests/driver.rs`), and the readiness
 // cache: public under `cfg(loom)` so the models drive the production code.
 #[cfg(loom)]
-pub mod handoff;
+pub mod poller_sleep;
 #[cfg(not(loom))]
-pub(crate) mod handoff;
+pub(crate) mod poller_sleep;
 mod registration;
 #[cfg(loom)]
 pub mod scheduled_io;

@@ -428,7 +428,7 @@ mod tests {
             let (s, _) = l.accept().unwrap();
             s.set_nonblocking(true).unwrap();
             // Off the workers: the first poller.
-            let handle = crate::shared::current().unwrap().driver.io.clone();
+            let handle = crate::runtime::handle::current().unwrap().driver.io.clone();
             let mut pe = PollEvented::new(handle, mio::net::TcpStream::from_std(s)).unwrap();
             assert_eq!(pe.registration().poller(), 0);
             assert_eq!(rt.stats().io_pollers, 2);

@@ -281,7 +281,7 @@ use crate::io::{PollEvented, Ready, Registration};
 ///
 /// [`no_runtime`]: crate::io::no_runtime
 pub(crate) fn evented<E: mio::event::Source>(io: E) -> io::Result<PollEvented<E>> {
-    let shared = crate::shared::current().ok_or_else(crate::io::no_runtime)?;
+    let shared = crate::runtime::handle::current().ok_or_else(crate::io::no_runtime)?;
     PollEvented::new(shared.driver.io.clone(), io)
 }
 

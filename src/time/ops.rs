@@ -25,7 +25,7 @@ use super::wheel::Wheel;
 /// timer that comes due earlier than the sleeper in poller 0 sleeps wakes
 /// it; timers need the driver created), the runtime's clock origin, every
 /// worker's wheel, and the outside threads' wheel. The runtime's shared
-/// state holds it (`shared.rs`); a registered timer keeps it alive
+/// state holds it (`worker/shared.rs`); a registered timer keeps it alive
 /// (`Sleep`).
 pub(crate) struct Handle {
     /// The I/O driver's handle.

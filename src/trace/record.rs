@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
-use crate::placed::CurrentPlace;
+use crate::place::CurrentPlace;
 use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::task::TaskMeta;
 
@@ -22,7 +22,7 @@ pub const DEFAULT_CAPACITY: usize = 1 << 16;
 const OUTSIDE_CAPACITY: usize = 1 << 14;
 
 /// Where a woken (or spawned) task was put, and which decision chose it:
-/// the wakeup placement of schedule.rs and wake.rs, each named after the
+/// the wakeup placement of worker/schedule.rs and policy/wake.rs, each named after the
 /// `Stats` counter that counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -219,7 +219,7 @@ pub enum EventKind {
         batch: usize,
     },
     /// This worker, watching, took private work from other workers
-    /// (watch.rs).
+    /// (sched/watch.rs).
     WatcherTake {
         /// Tasks taken.
         tasks: usize,

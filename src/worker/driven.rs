@@ -1,11 +1,12 @@
 //! How a worker sleeps in the I/O driver and looks at it while busy.
 
-#[allow(unused_imports)]
-use super::*;
+use crate::stats::WorkerCounters;
+use crate::worker::shared::Shared;
+use crate::worker::{count_wake, WakeMode, WorkerCtx};
 
 /// How a worker sleeps and looks at the I/O driver (io/mod.rs): in a
 /// poller it holds, or on its thread (the steps of
-/// [`io::handoff`](crate::io::handoff), which the loom models of
+/// [`io::handoff`](crate::io::poller_sleep), which the loom models of
 /// `loom-tests/tests/driver.rs` drive); and, busy, every
 /// [`EVENT_INTERVAL`](crate::io::EVENT_INTERVAL) tasks without blocking.
 #[cfg(feature = "io")]
@@ -17,7 +18,11 @@ pub(super) struct Driven<'a> {
     index: usize,
     /// The poller this worker holds while it sleeps in it, and the sleep of
     /// its thread when every poller is taken.
-    sleep: crate::io::handoff::PollerSleep<'a, crate::io::Poller, crate::io::handoff::ThreadPark>,
+    sleep: crate::io::poller_sleep::PollerSleep<
+        'a,
+        crate::io::Poller,
+        crate::io::poller_sleep::ThreadPark,
+    >,
     tasks: u32,
 }
 
@@ -29,7 +34,9 @@ impl<'a> Driven<'a> {
             timers: &ctx.shared.driver,
             io: &ctx.shared.driver.io,
             index: ctx.index,
-            sleep: crate::io::handoff::PollerSleep::new(crate::io::handoff::ThreadPark::current()),
+            sleep: crate::io::poller_sleep::PollerSleep::new(
+                crate::io::poller_sleep::ThreadPark::current(),
+            ),
             tasks: 0,
         }
     }
@@ -38,7 +45,7 @@ impl<'a> Driven<'a> {
     /// else `PARKED` with the waker of a poller this worker takes (its own
     /// first), or of its thread when every poller is taken. `Pending`
     /// suspends the idle period; [`wait`](Self::wait) then sleeps.
-    pub(super) fn sleep(&mut self, p: &crate::park::Parker) -> std::task::Poll<bool> {
+    pub(super) fn sleep(&mut self, p: &crate::sched::park::Parker) -> std::task::Poll<bool> {
         let Some(d) = self.io.get() else {
             let trace = &self.shared.trace;
             trace.park(self.index, crate::trace::ParkReason::Condvar);
@@ -51,14 +58,14 @@ impl<'a> Driven<'a> {
         // the poller is released when the park ends.
         let held = self.sleep.held().is_some();
         if !held {
-            crate::watch::before_poller();
+            crate::sched::watch::before_poller();
         }
         let r = self.sleep.sleep(&d.pollers, d.poller_of(self.index), p);
         if held && r.is_ready() {
             // Left the poller for work: somebody must be able to take it
-            // if this worker's next poll runs long (watch.rs, "Long polls").
+            // if this worker's next poll runs long (sched/watch.rs, "Long polls").
             let shared = self.shared;
-            let woke = crate::watch::left_poller(shared, &shared.watch, self.index);
+            let woke = crate::sched::watch::left_poller(shared, &shared.watch, self.index);
             if woke.is_some() {
                 WorkerCounters::bump(&shared.workers[self.index].stats.watch_wakes, 1);
             }
@@ -77,12 +84,12 @@ impl<'a> Driven<'a> {
         let ext = self.sleep.held() == Some(0);
         let deadline = crate::time::sleep_deadline(self.timers, self.index, ext);
         let mut timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
-        // The watch over private batches (watch.rs): the watcher sleeps at
+        // The watch over private batches (sched/watch.rs): the watcher sleeps at
         // most a tick.
         let cost = shared.tunables.migration_cost.as_nanos() as u64;
         let watching = {
             let mut core = ctx.core.borrow_mut();
-            crate::watch::before_sleep(
+            crate::sched::watch::before_sleep(
                 &shared.watch,
                 self.index,
                 shared.now_ns(),

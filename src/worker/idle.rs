@@ -1,10 +1,19 @@
 //! The idle period: entering and leaving the idle state, and the worker's
-//! view for the idle sequence of [`idle_worker`](crate::idle_worker) (its
+//! view for the idle sequence of [`idle_steps`](crate::sched::idle_steps) (its
 //! walk, the governor's spin, load publishing and counters around the
 //! protocol's steps).
 
-#[allow(unused_imports)]
-use super::*;
+use crate::policy::governor::Choice;
+use crate::policy::load::{Contribution, Publish};
+use crate::sched::idle_steps::{Idle, Suspended as SuspendedIdle};
+use crate::sched::park::{Notified, Wait};
+use crate::sched::queue::Local;
+use crate::stats::WorkerCounters;
+use crate::sync::Ordering;
+use crate::task::Runnable;
+use crate::worker::shared::Shared;
+use crate::worker::steal::{find_queued_work, has_work, steal_from, walk};
+use crate::worker::{count_wake, Core};
 
 /// Marks the worker idle and sets its LLC's idle-core hint when its whole
 /// core is idle (read before write).
@@ -12,8 +21,8 @@ pub(super) fn enter_idle(shared: &Shared, core: &mut Core) {
     core.running = false;
     // Idle, it holds no batch: its bit in the watch's `private` set goes.
     core.private_emptied(shared);
-    let idle = &shared.idle.idle;
-    // Relaxed: a placement hint (see idle.rs).
+    let idle = &shared.sleepers.idle;
+    // Relaxed: a placement hint (see sched/sleepers.rs).
     idle.insert(core.index, Ordering::Relaxed);
     if shared.tunables.sis_idle_core {
         let cs = shared.topology.core_span(core.index);
@@ -36,7 +45,7 @@ pub(super) fn enter_idle(shared: &Shared, core: &mut Core) {
 pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64>, slept: bool) {
     core.running = true;
     // A claimed worker looks at `private` (a Relaxed scan; empty in a
-    // program without I/O) before the out-of-line check (watch.rs, `leave`).
+    // program without I/O) before the out-of-line check (sched/watch.rs, `leave`).
     let claimed = std::mem::take(&mut core.claimed);
     if core.watching
         || shared.watch.called(core.index)
@@ -44,7 +53,7 @@ pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64
     {
         leave_watch(shared, core, claimed);
     }
-    shared.idle.idle.remove(core.index, Ordering::Relaxed);
+    shared.sleepers.idle.remove(core.index, Ordering::Relaxed);
     if let Some(t0) = idle_since {
         let now = shared.now_ns();
         let mut sample = now.saturating_sub(t0);
@@ -63,13 +72,13 @@ pub(super) fn exit_idle(shared: &Shared, core: &mut Core, idle_since: Option<u64
 /// A watcher (or a worker called to watch, or claimed by a waker) leaves
 /// its idle period for work: it is no longer counted, and a parked worker
 /// is called in its place when nobody watches while private work is about
-/// (watch.rs). Its own batch counts: the private queue, or a batch task in
+/// (sched/watch.rs). Its own batch counts: the private queue, or a batch task in
 /// its LIFO slot (the work it leaves for may be an inbox task, run first).
 #[cold]
 fn leave_watch(shared: &Shared, core: &mut Core, claimed: bool) {
     let holds_queue = !core.batch_q.is_empty()
         || (core.lifo_batch && !shared.workers[core.index].lifo.is_empty());
-    let woke = crate::watch::leave(
+    let woke = crate::sched::watch::leave(
         shared,
         &shared.watch,
         core.index,
@@ -83,9 +92,7 @@ fn leave_watch(shared: &Shared, core: &mut Core, claimed: bool) {
     count_wake(shared, Some(core.index), woke);
 }
 
-pub(crate) use crate::idle_worker::{Idle, Suspended as SuspendedIdle};
-
-/// The worker as the idle sequence ([`idle_worker`](crate::idle_worker))
+/// The worker as the idle sequence ([`idle_steps`](crate::sched::idle_steps))
 /// sees it: its core, with the runtime's policy (the walk, the governor's
 /// spin, load publishing) and counters around the protocol's steps.
 pub(super) struct IdleCore<'a> {
@@ -93,10 +100,10 @@ pub(super) struct IdleCore<'a> {
     core: &'a mut Core,
 }
 
-impl crate::idle_worker::Queues<Runnable> for Shared {
+impl crate::sched::idle_steps::Queues<Runnable> for Shared {
     #[inline]
     fn has_work(&self, v: usize) -> bool {
-        // The re-checks also count the LIFO slot (handoff::push_lifo); the
+        // The re-checks also count the LIFO slot (push::push_lifo); the
         // walk does not take from it.
         has_work(self, v) || !self.workers[v].lifo.is_empty()
     }
@@ -109,12 +116,12 @@ impl crate::idle_worker::Queues<Runnable> for Shared {
         count_wake(self, Some(me), woke);
     }
     #[inline]
-    fn places(&self) -> Option<&crate::domain::DomainQueues<Runnable>> {
+    fn places(&self) -> Option<&crate::sched::place_queue::DomainQueues<Runnable>> {
         Some(&self.domains)
     }
 }
 
-impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
+impl crate::sched::idle_steps::IdleWorker<Runnable> for IdleCore<'_> {
     fn index(&self) -> usize {
         self.core.index
     }
@@ -153,7 +160,7 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
     fn wait(
         &mut self,
         before_sleep: impl FnOnce() -> bool,
-        sleep: impl FnOnce(&crate::park::Parker) -> std::task::Poll<bool>,
+        sleep: impl FnOnce(&crate::sched::park::Parker) -> std::task::Poll<bool>,
     ) -> Wait<Runnable> {
         let shared = self.shared;
         let me = &shared.workers[self.core.index];
@@ -181,7 +188,7 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
                 let Some(end) = spin_end else { return false };
                 if shared.domains.has_work(index) {
                     // A task of one of its place queues: stop spinning;
-                    // the re-check before the sleep finds it (domain.rs).
+                    // the re-check before the sleep finds it (sched/place_queue.rs).
                     return false;
                 }
                 let t = shared.now_ns();
@@ -229,7 +236,7 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
 
     fn resume(
         &mut self,
-        sleep: impl FnOnce(&crate::park::Parker) -> std::task::Poll<bool>,
+        sleep: impl FnOnce(&crate::sched::park::Parker) -> std::task::Poll<bool>,
     ) -> Wait<Runnable> {
         let me = &self.shared.workers[self.core.index];
         me.mailbox.resume(&self.shared.shutdown, sleep)
@@ -248,7 +255,7 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
         // a delivery that another worker's steal then took: still idle, say
         // so again, or wakeups would stop choosing it.
         self.shared
-            .idle
+            .sleepers
             .idle
             .insert(self.core.index, Ordering::Relaxed);
     }
@@ -265,8 +272,8 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
         self.shared.now_ns()
     }
 
-    fn count(&mut self, e: crate::idle_worker::Event) {
-        use crate::idle_worker::Event;
+    fn count(&mut self, e: crate::sched::idle_steps::Event) {
+        use crate::sched::idle_steps::Event;
         let st = &self.shared.workers[self.core.index].stats;
         let c = match e {
             Event::Slept => &st.parks,
@@ -279,16 +286,16 @@ impl crate::idle_worker::IdleWorker<Runnable> for IdleCore<'_> {
     }
 }
 
-/// The idle path: the idle sequence of [`idle_worker`](crate::idle_worker)
+/// The idle path: the idle sequence of [`idle_steps`](crate::sched::idle_steps)
 /// over this worker's core. `sleep` parks the worker: on its condvar
 /// (`Ready(slept)`), or, for a worker that sleeps in the I/O driver,
-/// [`Parker::poll_park`](crate::park::Parker::poll_park) with the poller's
+/// [`Parker::poll_park`](crate::sched::park::Parker::poll_park) with the poller's
 /// or its thread's waker; then this returns [`Idle::Suspended`], and the
 /// next call goes on with the period where it stopped.
 pub(super) fn idle(
     shared: &Shared,
     core: &mut Core,
-    sleep: impl FnMut(&crate::park::Parker) -> std::task::Poll<bool>,
+    sleep: impl FnMut(&crate::sched::park::Parker) -> std::task::Poll<bool>,
 ) -> Idle<Runnable> {
-    crate::idle_worker::idle(shared, &mut IdleCore { shared, core }, sleep)
+    crate::sched::idle_steps::idle(shared, &mut IdleCore { shared, core }, sleep)
 }

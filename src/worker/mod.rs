@@ -8,39 +8,39 @@
 //!    and wakes on this thread reach its queues.
 //! 2. Loop: take the next task, LIFO slot first (at most
 //!    [`MAX_LIFO_POLLS`] in a row, as tokio does), then the local deque,
-//!    then the tasks placed on it (park.rs, "Pinned tasks"), then those placed
-//!    in its domains (their place queues, nearest first: domain.rs), then
+//!    then the tasks placed on it (sched/park.rs, "Pinned tasks"), then those placed
+//!    in its domains (their place queues, nearest first: sched/place_queue.rs), then
 //!    the inbox (one task: the worker runs what its own work wakes before it
-//!    admits more external work; [`Mailbox::take`](crate::park::Mailbox::take));
+//!    admits more external work; [`Mailbox::take`](crate::sched::park::Mailbox::take));
 //!    every [`INBOX_CHECK_INTERVAL`] polls these go first, so work pushed
 //!    from outside is never starved by a busy local queue, and a task that
 //!    yields ([`yield_now`](crate::yield_now)) lets up to
-//!    [`ADMIT_BATCH`](crate::park::ADMIT_BATCH) inbox tasks into the deque
+//!    [`ADMIT_BATCH`](crate::sched::park::ADMIT_BATCH) inbox tasks into the deque
 //!    ahead of itself. Run it, with the task's `last_worker` updated.
 //! 3. When all three are empty the worker is idle: it leaves the `queued`
 //!    set, marks itself idle and, if fewer than half the workers search,
-//!    becomes a searcher and walks its levels ([`balance`](crate::balance)).
-//!    Then it asks the [`governor`](crate::governor) whether to spin or
-//!    park, and waits through its [`Mailbox`] ([`park`](crate::park): no
+//!    becomes a searcher and walks its levels ([`balance`](crate::policy::balance)).
+//!    Then it asks the [`governor`](crate::policy::governor) whether to spin or
+//!    park, and waits through its [`Mailbox`] ([`park`](crate::sched::park): no
 //!    lost wakeups); before it sleeps it announces it to the wake protocol
-//!    ([`idle`](crate::idle)), and a worker that sleeps with no searcher
+//!    ([`idle`](crate::sched::sleepers)), and a worker that sleeps with no searcher
 //!    left re-checks the `queued` set and steals instead of sleeping when
-//!    work is left (the sequence is [`idle_worker`](crate::idle_worker)'s). Work
+//!    work is left (the sequence is [`idle_steps`](crate::sched::idle_steps)'s). Work
 //!    arriving ends the idle period, whose length feeds `avg_idle`.
 //! 4. Every push that makes a task stealable (onto its deque, or into a
 //!    busy worker's inbox) runs the wake protocol's pusher check: if nobody
 //!    searches and a worker is parked, the parked worker nearest to the
-//!    work is woken to search ([`handoff::notify_parked`]). The one exception is the
+//!    work is woken to search ([`push::notify_parked`]). The one exception is the
 //!    LIFO slot, the worker's next task: its push wakes nobody, and a worker
 //!    that goes idle while this one is still in its poll takes it from
-//!    there ([`idle`](crate::idle), "The LIFO slot").
+//!    there ([`idle`](crate::sched::sleepers), "The LIFO slot").
 //! 5. Once the I/O driver exists (`crate::io`), a worker going to sleep
 //!    suspends its idle period ([`Idle::Suspended`]) and sleeps in a poller
 //!    it takes (or on its thread), with its next timer as the timeout
-//!    ([`Driven`]); the I/O and timer wakes it makes there stay on it (a
+//!    ([`Driven`](driven::Driven)); the I/O and timer wakes it makes there stay on it (a
 //!    batch), and the idle period goes on when it wakes.
 //! 6. Its load contribution is published to the shared group counters at
-//!    most once per `load_update_interval` ([`load`](crate::load)), and
+//!    most once per `load_update_interval` ([`load`](crate::policy::load)), and
 //!    always before it sleeps.
 //!
 //! # Shutdown
@@ -77,9 +77,9 @@
 //!    and closes the graveyard: later burials (a worker that outlived
 //!    `shutdown_timeout`, a user's waker) drop at once.
 //!
-//! The sequence is written once, in [`shutdown`](crate::shutdown): the
+//! The sequence is written once, in [`shutdown`](crate::sched::shutdown): the
 //! runtime's side (steps 1 and 2, the join, and the rest of steps 5-7,
-//! which is `shared::final_drain`) is `shutdown::shutdown` over a view of the
+//! which is `shutdown::final_drain`) is `shutdown::shutdown` over a view of the
 //! runtime (`Runtime::shutdown` passes its threads and deadline), a
 //! worker's side is `shutdown::next` (each step of its loop: the flag
 //! before its own queues) and `shutdown::exit` (step 4). The loom models
@@ -91,32 +91,33 @@ use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use crate::balance::BalanceState;
-use crate::governor::{Choice, Governor};
-use crate::handoff::{self, Delivery, Workers};
-use crate::load::{Contribution, Publish};
-use crate::park::{Mailbox, Notified, Wait};
-use crate::queue::{Local, Steal};
-use crate::shared::Shared;
-use crate::stats::{WorkerCounters, MAX_LEVELS};
+use crate::policy::balance::BalanceState;
+use crate::policy::governor::Governor;
+use crate::policy::load::{Contribution, Publish};
+use crate::sched::idle_steps::{Idle, Suspended as SuspendedIdle};
+use crate::sched::park::{Mailbox, Notified};
+use crate::sched::push::{self, Delivery, Workers};
+use crate::sched::queue::Local;
+use crate::stats::WorkerCounters;
 use crate::sync::Ordering;
-use crate::task::{JoinHandle, Registry, Runnable, TaskFuture, TaskMeta};
+use crate::task::{drop_task, Runnable};
 use crate::topology::pin_current_thread;
-use crate::tunables::StealWalk;
-use std::future::Future;
+use crate::worker::shared::Shared;
 use std::sync::Arc;
 
 #[cfg(feature = "io")]
 mod driven;
 mod idle;
 mod placed;
+pub(crate) mod schedule;
+pub(crate) mod spawn;
+// The shared state, whose drains the loom models drive: public under
+// `cfg(loom)`.
+#[cfg(loom)]
+pub mod shared;
+#[cfg(not(loom))]
+pub(crate) mod shared;
 mod steal;
-
-#[cfg(feature = "io")]
-use driven::*;
-pub(crate) use idle::*;
-pub(crate) use placed::*;
-pub(crate) use steal::*;
 
 /// Most polls in a row from the LIFO slot before the deque gets a turn
 /// (tokio's `MAX_LIFO_POLLS_PER_TICK`): a pair of tasks waking each other
@@ -151,7 +152,7 @@ pub(crate) struct Core {
     lifo_streak: u32,
     tick: u32,
     pub(crate) running: bool,
-    publisher: crate::load::Publisher,
+    publisher: crate::policy::load::Publisher,
     ops_since_publish: u32,
     pub(crate) balance: BalanceState,
     pub(crate) avg_scan_cost_ns: u64,
@@ -162,7 +163,7 @@ pub(crate) struct Core {
     /// The worker this one last stole from: tried first on the next idle
     /// walk, before the load-counter gate (see `walk`).
     last_victim: Option<usize>,
-    /// Whether this worker counts as searching (idle.rs).
+    /// Whether this worker counts as searching (sched/sleepers.rs).
     pub(crate) searching: bool,
     /// Whether this worker set its own bit in the `queued` set since it
     /// last cleared it.
@@ -173,7 +174,7 @@ pub(crate) struct Core {
     batch: u32,
     /// The I/O driver's batches beyond the LIFO slot, private to this
     /// worker while they stay cache-hot ([`Core::push_batch`]): only a
-    /// watcher takes from it, once stale (watch.rs).
+    /// watcher takes from it, once stale (sched/watch.rs).
     batch_q: Local<Runnable>,
     /// The batches in `batch_q`, oldest first: how many tasks had been
     /// pushed into it when each ended, and when.
@@ -188,17 +189,17 @@ pub(crate) struct Core {
     /// Whether this worker set its bit in the watch's `private` set since
     /// it last cleared it.
     private_bit: bool,
-    /// Whether this worker is counted a watcher (watch.rs).
+    /// Whether this worker is counted a watcher (sched/watch.rs).
     pub(crate) watching: bool,
     /// Whether a waker claimed this worker in its current idle period
-    /// (watch.rs, `leave`).
+    /// (sched/watch.rs, `leave`).
     pub(crate) claimed: bool,
     /// The idle period suspended while this worker sleeps in its poller
     /// (or parks its thread, with the I/O driver on).
     pub(crate) suspended: Option<SuspendedIdle>,
 }
 
-/// How a wake made on a worker's thread is placed (schedule.rs).
+/// How a wake made on a worker's thread is placed (worker/schedule.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WakeMode {
     /// A task's wake: wake placement (`wake_affine`, `select_idle_sibling`).
@@ -235,12 +236,6 @@ fn with_ctx<R>(f: impl FnOnce(Option<&WorkerCtx>) -> R) -> R {
     f(ctx)
 }
 
-/// The index of this thread's worker, if it is a worker of `shared`.
-#[inline]
-pub(crate) fn current_worker(shared: &Shared) -> Option<usize> {
-    shared.current_worker()
-}
-
 /// Where this thread's worker is, in whichever runtime.
 pub(crate) fn current_place() -> Option<crate::CurrentPlace> {
     with_ctx(|c| c.map(|c| c.shared.places.current(c.index)))
@@ -275,86 +270,36 @@ pub(crate) fn with_core<R>(
     })
 }
 
-pub(crate) use crate::task::drop_task;
-
-/// Runs `f` on the blocking pool (see [`crate::spawn_blocking`]): a task
-/// polled once by a pool thread, so its `JoinHandle` (output, panics,
-/// cancellation at shutdown) is a task's like any other.
-pub(crate) fn spawn_blocking<F, R>(shared: &Arc<Shared>, f: F) -> JoinHandle<R>
-where
-    F: FnOnce() -> R + Send + 'static,
-    R: Send + 'static,
-{
-    let here = current_worker(shared);
-    let mask = match here {
-        Some(w) if !shared.blocking_mask_of.is_empty() => Some(shared.blocking_mask_of[w]),
-        _ => None,
-    };
-    let s = shared.clone();
-    let registry: *const Registry = &shared.registry;
-    let (runnable, task) = async_task::Builder::new().metadata(TaskMeta::new()).spawn(
-        move |meta: &TaskMeta| {
-            // SAFETY: as in `spawn`: the registry lives in `Shared`, which
-            // the schedule function of this task keeps alive.
-            TaskFuture::new(async move { f() }, meta, unsafe { &*registry })
-        },
-        // Runs once, from the `schedule` call below, never inside a waker
-        // call: the future never returns `Pending`, so nothing wakes the
-        // task (it registers no waker, so `abort` wakes nothing either).
-        // So a pool that is shut down may drop the task right here (`push`
-        // does), rather than bury it for the shutdown's last reap, which
-        // comes after the wait for the running closures: one of them
-        // waiting on this task would wait forever.
-        move |r: Runnable| s.blocking.push(r, mask),
-    );
-    let handle = JoinHandle::new(task, &shared.registry, runnable.waker());
-    match here {
-        Some(w) => WorkerCounters::bump(&shared.workers[w].stats.spawned, 1),
-        None => WorkerCounters::bump_shared(&shared.external.spawned, 1),
-    }
-    shared.trace.blocking(here, runnable.metadata());
-    if shared.is_shutdown() {
-        // Shut down: cancelled at once, as `spawn` does. A call that misses
-        // the flag reaches the pool before or after `Runtime::shutdown`
-        // closes it: it is queued and then cancelled by the close (or run,
-        // if a thread takes it first), or dropped by `push`.
-        drop_task(runnable);
-        return handle;
-    }
-    runnable.schedule();
-    handle
-}
-
 /// The spans around worker `w`, nearest first (its levels), ending with
-/// every worker: the policy's [`near_spans`](crate::spans::near_spans).
+/// every worker: the policy's [`near_spans`](crate::policy::search_order::near_spans).
 #[inline]
 pub(crate) fn near_spans(
     shared: &Shared,
     w: usize,
 ) -> impl Iterator<Item = &std::ops::Range<usize>> + Clone {
-    crate::spans::near_spans(shared.topology.levels(w), &shared.all)
+    crate::policy::search_order::near_spans(shared.topology.levels(w), &shared.all)
 }
 
 /// Where a parked worker is woken to search near worker `w`: on a hybrid
 /// machine, the most capable workers of `w`'s LLC first, then
-/// [`near_spans`]; the policy's [`wake_spans`](crate::spans::wake_spans).
+/// [`near_spans`]; the policy's [`wake_spans`](crate::policy::search_order::wake_spans).
 #[inline]
 pub(crate) fn wake_spans(
     shared: &Shared,
     w: usize,
 ) -> impl Iterator<Item = &std::ops::Range<usize>> + Clone {
-    crate::spans::wake_spans(
+    crate::policy::search_order::wake_spans(
         &shared.capable[shared.workers[w].llc_hint],
         shared.topology.levels(w),
         &shared.all,
     )
 }
 
-/// The runtime as the pusher's steps see it ([`handoff`]).
+/// The runtime as the pusher's steps see it ([`push`]).
 impl Workers<Runnable> for Shared {
     #[inline]
-    fn sleepers(&self) -> &crate::idle::Sleepers {
-        &self.idle
+    fn sleepers(&self) -> &crate::sched::sleepers::Sleepers {
+        &self.sleepers
     }
     #[inline]
     fn mailbox(&self, w: usize) -> &Mailbox<Runnable> {
@@ -385,7 +330,7 @@ fn bump_for(
     }
 }
 
-/// Counts a wake made by the pusher's check ([`handoff::notify_parked`]'s
+/// Counts a wake made by the pusher's check ([`push::notify_parked`]'s
 /// result) for the caller's worker `from`.
 #[inline]
 pub(crate) fn count_wake(shared: &Shared, from: Option<usize>, woke: Option<(usize, Notified)>) {
@@ -405,7 +350,7 @@ pub(crate) fn count_wake(shared: &Shared, from: Option<usize>, woke: Option<(usi
 #[cold]
 fn cover_timer(shared: &Shared, me: usize, tick: u64) {
     let at = tick.saturating_mul(1_000_000);
-    let woke = crate::watch::cover_timer(shared, &shared.watch, me, at);
+    let woke = crate::sched::watch::cover_timer(shared, &shared.watch, me, at);
     if woke.is_some() {
         WorkerCounters::bump(&shared.workers[me].stats.watch_wakes, 1);
         count_wake(shared, Some(me), woke);
@@ -413,17 +358,17 @@ fn cover_timer(shared: &Shared, me: usize, tick: u64) {
 }
 
 /// Delivers `r` to worker `to`'s inbox from anywhere (`from`: the caller's
-/// worker, if any): [`handoff::deliver`], counted.
+/// worker, if any): [`push::deliver`], counted.
 #[inline]
 pub(crate) fn deliver(shared: &Shared, from: Option<usize>, to: usize, r: Runnable) {
-    let d = handoff::deliver(shared, to, r);
+    let d = push::deliver(shared, to, r);
     if matches!(d, Delivery::Unparked) {
         shared.trace.notify(from, to);
     }
     count_delivery(shared, from, d);
 }
 
-/// Counts what a [`handoff::deliver`] did, for the caller's worker `from`.
+/// Counts what a [`push::deliver`] did, for the caller's worker `from`.
 #[inline]
 pub(crate) fn count_delivery(shared: &Shared, from: Option<usize>, d: Delivery) {
     match d {
@@ -433,9 +378,9 @@ pub(crate) fn count_delivery(shared: &Shared, from: Option<usize>, d: Delivery) 
 }
 
 /// Delivers `r` to worker `w`, just claimed from the parked set as the one
-/// wake in flight: [`handoff::deliver_to_woken`], counted.
+/// wake in flight: [`push::deliver_to_woken`], counted.
 pub(crate) fn deliver_to_woken(shared: &Shared, from: Option<usize>, w: usize, r: Runnable) {
-    if handoff::deliver_to_woken(shared, w, r) == Notified::Unparked {
+    if push::deliver_to_woken(shared, w, r) == Notified::Unparked {
         shared.trace.notify(from, w);
         bump_for(shared, from, |s| &s.unparks);
     }
@@ -453,12 +398,15 @@ impl Core {
         Core {
             index,
             llc: shared.topology.llc_span(index),
-            llc_word: shared.idle.idle.word_of(&shared.topology.llc_span(index)),
+            llc_word: shared
+                .sleepers
+                .idle
+                .word_of(&shared.topology.llc_span(index)),
             local,
             lifo_streak: 0,
             tick: 0,
             running: true,
-            publisher: crate::load::Publisher::new(),
+            publisher: crate::policy::load::Publisher::new(),
             ops_since_publish: 0,
             balance: BalanceState::new(levels, t.migration_cost.as_nanos() as u64),
             avg_scan_cost_ns: 0,
@@ -505,13 +453,13 @@ impl Core {
         {
             return;
         }
-        s.left_parked = Some(shared.idle.leave_parked(self.index));
-        shared.idle.idle.remove(self.index, Ordering::Relaxed);
-        // Step 5 of the hand-off (io/handoff.rs, loom: driver.rs). Only a
+        s.left_parked = Some(shared.sleepers.leave_parked(self.index));
+        shared.sleepers.idle.remove(self.index, Ordering::Relaxed);
+        // Step 5 of the hand-off (io/poller_sleep.rs, loom: driver.rs). Only a
         // worker sleeping in the driver gets here (`suspended`), so only
         // with the `io` feature.
         #[cfg(feature = "io")]
-        let _ = crate::io::handoff::wake_self(&shared.workers[self.index].mailbox.parker);
+        let _ = crate::io::poller_sleep::wake_self(&shared.workers[self.index].mailbox.parker);
         #[cfg(not(feature = "io"))]
         let _ = shared.workers[self.index].mailbox.parker.notify();
     }
@@ -536,7 +484,7 @@ impl Core {
         }
         if self.tick % INBOX_CHECK_INTERVAL == 0 {
             // Tasks placed on this worker first: nobody else can run them;
-            // then those placed in its domains (domain.rs).
+            // then those placed in its domains (sched/place_queue.rs).
             if let Some(r) = me.mailbox.take_pinned() {
                 return Some(r);
             }
@@ -578,7 +526,7 @@ impl Core {
     }
 
     /// A task of this worker's place queues, nearest first
-    /// ([`domain::take`](crate::domain::take)), counted. One load when no
+    /// ([`place_queue::take`](crate::sched::place_queue::take)), counted. One load when no
     /// domain place was ever used.
     #[inline]
     fn take_placed(&mut self, shared: &Shared) -> Option<Runnable> {
@@ -590,7 +538,7 @@ impl Core {
 
     #[cold]
     fn take_placed_slow(&mut self, shared: &Shared) -> Option<Runnable> {
-        let r = crate::domain::take(&shared.domains, self.index)?;
+        let r = crate::sched::place_queue::take(&shared.domains, self.index)?;
         WorkerCounters::bump(&shared.workers[self.index].stats.placed_pulls, 1);
         Some(r)
     }
@@ -634,8 +582,8 @@ impl Core {
     }
 
     /// A yielding task to the back of the deque, behind the worker's inbox:
-    /// up to [`ADMIT_BATCH`](crate::park::ADMIT_BATCH) inbox tasks move into
-    /// the deque first ([`Mailbox::admit`](crate::park::Mailbox::admit)),
+    /// up to [`ADMIT_BATCH`](crate::sched::park::ADMIT_BATCH) inbox tasks move into
+    /// the deque first ([`Mailbox::admit`](crate::sched::park::Mailbox::admit)),
     /// and the push's check covers them.
     /// The private batch queue goes ahead of it too ([`Core::release_batch`]):
     /// a task that yields over and over would otherwise refill the deque,
@@ -676,17 +624,17 @@ impl Core {
         if !self.local.is_empty() {
             let st = &shared.workers[self.index].stats;
             WorkerCounters::bump(&st.hog_releases, 1);
-            let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
+            let woke = push::after_push(shared, self.index, &mut self.queued_bit);
             count_wake(shared, Some(self.index), woke);
         }
     }
 
     /// Pushes onto the local deque, where other workers may steal it: marks
     /// this worker in the `queued` set (once per busy period) and runs the
-    /// pusher's check of the wake protocol ([`idle`](crate::idle)): a parked
+    /// pusher's check of the wake protocol ([`idle`](crate::sched::sleepers)): a parked
     /// worker is woken to search if nobody searches.
     pub(crate) fn push_local(&mut self, shared: &Shared, r: Runnable) {
-        let woke = handoff::push_local(shared, self.index, &self.local, &mut self.queued_bit, r);
+        let woke = push::push_local(shared, self.index, &self.local, &mut self.queued_bit, r);
         count_wake(shared, Some(self.index), woke);
         self.maybe_publish(shared);
     }
@@ -704,7 +652,7 @@ impl Core {
     /// 0.63-0.70 of tokio's requests: BENCHMARKS.md.) The private part
     /// stays private only while it is cache-hot: once its oldest task has
     /// waited the runtime's `migration_cost`, the watcher takes it
-    /// (watch.rs).
+    /// (sched/watch.rs).
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) fn push_batch(&mut self, shared: &Shared, r: Runnable) {
         self.batch += 1;
@@ -734,7 +682,7 @@ impl Core {
 
     /// Drops the marks of batches whose tasks have all left `batch_q`
     /// (run here, or taken by a watcher); the next batch's time becomes
-    /// the age of the private work (watch.rs, `stamp`).
+    /// the age of the private work (sched/watch.rs, `stamp`).
     fn prune_marks(&mut self, shared: &Shared) {
         let done = self.batch_pushed - self.batch_q.len() as u64;
         let mut moved = false;
@@ -748,25 +696,25 @@ impl Core {
         }
         if moved {
             if let Some(&(_, t)) = self.batch_marks.front() {
-                crate::watch::stamp(&shared.watch, self.index, t);
+                crate::sched::watch::stamp(&shared.watch, self.index, t);
             }
         }
     }
 
     /// The private batch queue was found empty, and the LIFO slot holds no
-    /// task of a batch (watch.rs, `emptied`).
+    /// task of a batch (sched/watch.rs, `emptied`).
     pub(crate) fn private_emptied(&mut self, shared: &Shared) {
         self.batch_marks.clear();
         self.batch_marked = self.batch_pushed;
         if std::mem::take(&mut self.private_bit) {
-            crate::watch::emptied(&shared.watch, self.index);
+            crate::sched::watch::emptied(&shared.watch, self.index);
         }
     }
 
-    /// The watcher's look when its tick ends (watch.rs): the LIFO slots
+    /// The watcher's look when its tick ends (sched/watch.rs): the LIFO slots
     /// and private queues of other workers whose last batch came more than
     /// `migration_cost` ago, or whose owner has been in one poll since a
-    /// look [`LONG_POLL_NS`](crate::watch::LONG_POLL_NS) ago, move to this
+    /// look [`LONG_POLL_NS`](crate::sched::watch::LONG_POLL_NS) ago, move to this
     /// worker's deque, with the pusher's check, and the worker leaves its
     /// sleep to run them. Returns how many tasks it took.
     #[cfg(feature = "io")]
@@ -782,17 +730,17 @@ impl Core {
             self.index,
             now,
             cost,
-            crate::watch::LONG_POLL_NS,
+            crate::sched::watch::LONG_POLL_NS,
             polls,
             cpu,
             |v, why| {
-                let took = crate::watch::take_private(
+                let took = crate::sched::watch::take_private(
                     &shared.workers[v].lifo,
                     &shared.workers[v].batch,
                     local,
                 );
                 n += took;
-                if why == crate::watch::Stale::LongPoll {
+                if why == crate::sched::watch::Stale::LongPoll {
                     long += took;
                     // Relaxed: a hint for the owner (`run_task`), also when
                     // an earlier look took the work as aged.
@@ -808,7 +756,7 @@ impl Core {
             WorkerCounters::bump(&st.long_poll_rescued, long as u64);
             shared.trace.watcher_take(self.index, n, long);
             self.wake_self_in_driver(shared);
-            let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
+            let woke = push::after_push(shared, self.index, &mut self.queued_bit);
             count_wake(shared, Some(self.index), woke);
         }
         n
@@ -840,13 +788,14 @@ impl Core {
             }
             if self.private_bit {
                 if first && fresh {
-                    crate::watch::stamp(&shared.watch, self.index, now);
+                    crate::sched::watch::stamp(&shared.watch, self.index, now);
                 }
             } else {
                 // Private work where there was none: the owner's check of the
-                // watch (watch.rs).
+                // watch (sched/watch.rs).
                 self.private_bit = true;
-                let woke = crate::watch::kept_private(shared, &shared.watch, self.index, now);
+                let woke =
+                    crate::sched::watch::kept_private(shared, &shared.watch, self.index, now);
                 if woke.is_some() {
                     WorkerCounters::bump(&st.watch_wakes, 1);
                 }
@@ -855,7 +804,7 @@ impl Core {
         }
         WorkerCounters::bump(&st.driver_batches, 1);
         if !self.local.is_empty() {
-            let woke = handoff::after_push(shared, self.index, &mut self.queued_bit);
+            let woke = push::after_push(shared, self.index, &mut self.queued_bit);
             if woke.is_some() {
                 WorkerCounters::bump(&st.batch_wakes, 1);
             }
@@ -864,10 +813,10 @@ impl Core {
     }
 
     /// Puts a woken task in the LIFO slot; the previous occupant moves to
-    /// the deque ([`handoff::push_lifo`]).
+    /// the deque ([`push::push_lifo`]).
     #[inline(always)]
     pub(crate) fn push_lifo(&mut self, shared: &Shared, r: Runnable) {
-        let woke = handoff::push_lifo(
+        let woke = push::push_lifo(
             shared,
             self.index,
             &shared.workers[self.index].lifo,
@@ -929,7 +878,7 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
     }
 }
 
-/// Polls `r` while this worker holds private work (watch.rs, "Long
+/// Polls `r` while this worker holds private work (sched/watch.rs, "Long
 /// polls"): a task marked a hog (a watcher took the private work from
 /// behind one of its polls) first makes that work stealable, with the
 /// pusher's check, so that another worker takes it at once instead of at
@@ -953,7 +902,7 @@ fn run_with_private_behind(ctx: &WorkerCtx, r: Runnable) {
     // The waker holds a reference: the task's header (its metadata) stays
     // allocated until it is dropped, whatever the poll does.
     let keep = r.waker();
-    let meta: *const TaskMeta = meta;
+    let meta: *const crate::task::TaskMeta = meta;
     me.long_poll_taken.store(false, Ordering::Relaxed);
     poll_maybe_timed(ctx, r);
     if me.long_poll_taken.load(Ordering::Relaxed) {
@@ -1030,15 +979,15 @@ pub(crate) enum Step {
 /// One step of a worker's loop: the next task (or the idle period that
 /// ends with one), run. `sleep` is how the worker parks: see [`idle`]. The
 /// choice of the next task, shutdown's check first, is
-/// [`shutdown::next`](crate::shutdown::next)'s.
+/// [`shutdown::next`](crate::sched::shutdown::next)'s.
 pub(crate) fn step(
     ctx: &WorkerCtx,
-    sleep: impl FnMut(&crate::park::Parker) -> std::task::Poll<bool>,
+    sleep: impl FnMut(&crate::sched::park::Parker) -> std::task::Poll<bool>,
 ) -> Step {
     let shared = &*ctx.shared;
     let next = {
         let mut core = ctx.core.borrow_mut();
-        crate::shutdown::next(&mut LoopCore {
+        crate::sched::shutdown::next(&mut LoopCore {
             shared,
             core: &mut core,
             sleep,
@@ -1054,16 +1003,16 @@ pub(crate) fn step(
     }
 }
 
-/// A worker's loop as [`shutdown::next`](crate::shutdown::next) sees it.
+/// A worker's loop as [`shutdown::next`](crate::sched::shutdown::next) sees it.
 struct LoopCore<'a, S> {
     shared: &'a Shared,
     core: &'a mut Core,
     sleep: S,
 }
 
-impl<S> crate::shutdown::Running<Runnable> for LoopCore<'_, S>
+impl<S> crate::sched::shutdown::Running<Runnable> for LoopCore<'_, S>
 where
-    S: FnMut(&crate::park::Parker) -> std::task::Poll<bool>,
+    S: FnMut(&crate::sched::park::Parker) -> std::task::Poll<bool>,
 {
     fn is_shutdown(&self) -> bool {
         self.shared.is_shutdown()
@@ -1082,18 +1031,18 @@ where
     }
 
     fn idle(&mut self) -> Idle<Runnable> {
-        idle(self.shared, self.core, &mut self.sleep)
+        idle::idle(self.shared, self.core, &mut self.sleep)
     }
 }
 
-/// A worker leaving its loop, as [`shutdown::exit`](crate::shutdown::exit)
+/// A worker leaving its loop, as [`shutdown::exit`](crate::sched::shutdown::exit)
 /// sees it. The core is borrowed for each take only: a destructor the
 /// drops run may reach this worker's context.
 struct ExitCore<'a> {
     ctx: &'a WorkerCtx,
 }
 
-impl crate::shutdown::Exiting<Runnable> for ExitCore<'_> {
+impl crate::sched::shutdown::Exiting<Runnable> for ExitCore<'_> {
     fn take_held(&mut self) -> Option<Runnable> {
         let mut core = self.ctx.core.borrow_mut();
         let c = &mut *core;
@@ -1109,7 +1058,7 @@ impl crate::shutdown::Exiting<Runnable> for ExitCore<'_> {
         // dropped on this thread (see `drop_local_tasks`).
         let (shared, index) = (&*self.ctx.shared, self.ctx.index);
         shared.workers[index].mailbox.drain_pinned(drop_task);
-        drop_local_tasks(shared, index);
+        placed::drop_local_tasks(shared, index);
     }
 
     fn drop_task(&mut self, r: Runnable) {
@@ -1118,10 +1067,10 @@ impl crate::shutdown::Exiting<Runnable> for ExitCore<'_> {
 }
 
 /// The loop of a worker, until shutdown. Without an I/O driver it parks
-/// on its condvar; once the driver exists it sleeps through [`Driven`].
+/// on its condvar; once the driver exists it sleeps through [`Driven`](driven::Driven).
 fn run_loop(ctx: &WorkerCtx) {
     #[cfg(feature = "io")]
-    let mut driven = Driven::new(ctx);
+    let mut driven = driven::Driven::new(ctx);
     loop {
         #[cfg(feature = "io")]
         let s = step(ctx, |p| driven.sleep(p));
@@ -1165,7 +1114,7 @@ pub(crate) fn run(
         }
     }
     // This thread's CPU-time clock, for watchers telling a long poll from
-    // a preempted one (watch.rs, "Long polls").
+    // a preempted one (sched/watch.rs, "Long polls").
     let mut clock: libc::clockid_t = 0;
     // SAFETY: `pthread_self` is this thread; `clock` is a valid out-pointer.
     if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
@@ -1202,7 +1151,7 @@ pub(crate) fn run(
     #[cfg(feature = "io")]
     crate::time::exit_worker(&shared.driver);
     // Shutdown: drop what this worker still holds (see the module docs).
-    crate::shutdown::exit(&mut ExitCore { ctx: &ctx });
+    crate::sched::shutdown::exit(&mut ExitCore { ctx: &ctx });
     // After the last task this worker runs or drops.
     if let Some(h) = &shared.on_stop {
         h.run();

@@ -1,43 +1,18 @@
-//! Placed and local tasks (`spawn_on`, `spawn_local`): their schedule
-//! functions, the queues they go back to (a worker's pinned queue: park.rs,
-//! "Pinned tasks"; a domain's place queue: domain.rs), the count of their
+//! Placed and local tasks (spawned by worker/spawn.rs): their schedule
+//! functions, the queues they go back to (a worker's pinned queue: sched/park.rs,
+//! "Pinned tasks"; a domain's place queue: sched/place_queue.rs), the count of their
 //! polls by place ([`OnPlace`]), and the local tasks' drop on their own
 //! thread at shutdown.
 
-#[allow(unused_imports)]
-use super::*;
+use std::cell::RefCell;
+use std::future::Future;
 
-/// Spawns `future` at `place` (see [`Place`](crate::Place)): checked
-/// first, so a refused place spawns nothing.
-#[track_caller]
-pub(crate) fn spawn_on<F>(
-    shared: &Arc<Shared>,
-    place: crate::Place,
-    future: F,
-) -> Result<JoinHandle<F::Output>, crate::PlaceError>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    use crate::placed::{PlaceKind, Target};
-    match shared.places.check(place, current_worker(shared))? {
-        Target::Worker(w) => Ok(spawn_pinned(
-            shared,
-            w,
-            OnPlace::new(future, w..w + 1, PlaceKind::Worker),
-        )),
-        // Near a worker: an ordinary task (schedule.rs, `spawn_on`).
-        Target::Near(_) => unreachable!("schedule::spawn_on spawns a task near a worker"),
-        Target::Domain { queue, kind } => {
-            let span = shared.domains.span(queue).clone();
-            Ok(spawn_domain(
-                shared,
-                queue,
-                OnPlace::new(future, span, kind),
-            ))
-        }
-    }
-}
+use crate::sched::park::Notified;
+use crate::sched::push;
+use crate::stats::WorkerCounters;
+use crate::task::{drop_task, Runnable};
+use crate::worker::shared::Shared;
+use crate::worker::{bump_for, count_wake, with_core};
 
 /// A placed task's future: at each poll, counts the poll on the polling
 /// worker's counters, by place kind, and as off its place if that worker
@@ -46,11 +21,15 @@ where
 pub(crate) struct OnPlace<F> {
     inner: F,
     span: std::ops::Range<usize>,
-    kind: crate::placed::PlaceKind,
+    kind: crate::place::PlaceKind,
 }
 
 impl<F> OnPlace<F> {
-    fn new(inner: F, span: std::ops::Range<usize>, kind: crate::placed::PlaceKind) -> Self {
+    pub(super) fn new(
+        inner: F,
+        span: std::ops::Range<usize>,
+        kind: crate::place::PlaceKind,
+    ) -> Self {
         OnPlace { inner, span, kind }
     }
 }
@@ -66,7 +45,7 @@ impl<F: Future> Future for OnPlace<F> {
             // SAFETY: the counters live in the runtime that the worker's
             // context holds alive while `h` is valid (context.rs).
             let c = unsafe { &*h.counters };
-            use crate::placed::PlaceKind;
+            use crate::place::PlaceKind;
             let kc = match self.kind {
                 PlaceKind::Worker => &c.placed_polls_worker,
                 PlaceKind::Core => &c.placed_polls_core,
@@ -85,45 +64,10 @@ impl<F: Future> Future for OnPlace<F> {
     }
 }
 
-/// Spawns `future` into place queue `queue` (a checked domain
-/// [`Place`](crate::Place)): its schedule function, [`schedule_domain`],
-/// sends it back to that queue at every wake, which only the domain's
-/// workers take from (domain.rs). A task without a place never runs this
-/// code.
-#[track_caller]
-pub(crate) fn spawn_domain<F>(
-    shared: &Arc<Shared>,
-    queue: usize,
-    future: F,
-) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let this = shared;
-    let shared = this.clone();
-    // SAFETY: as in `spawn`: the schedule function keeps `Shared`, which
-    // holds the registry, alive for as long as the task exists.
-    let (runnable, handle) = unsafe {
-        crate::task::build(future, &this.registry, move |r: Runnable| {
-            schedule_domain(&shared, queue, r)
-        })
-    };
-    let here = current_worker(this);
-    bump_for(this, here, |s| &s.spawned);
-    this.trace.spawn(here, runnable.metadata());
-    if this.is_shutdown() {
-        drop_task(runnable);
-        return handle;
-    }
-    push_domain(this, queue, runnable);
-    handle
-}
-
 /// The schedule function of a task placed in a domain: after shutdown it
-/// is buried ([`handoff::admit`]); else back to its place queue.
+/// is buried ([`push::admit`]); else back to its place queue.
 pub(super) fn schedule_domain(shared: &Shared, queue: usize, r: Runnable) {
-    let Some(r) = handoff::admit(shared, r) else {
+    let Some(r) = push::admit(shared, r) else {
         return;
     };
     if shared.trace.is_on() {
@@ -131,68 +75,38 @@ pub(super) fn schedule_domain(shared: &Shared, queue: usize, r: Runnable) {
         let d = crate::trace::Decision::PlaceQueue;
         shared
             .trace
-            .wake(current_worker(shared), r.metadata(), to, d);
+            .wake(shared.current_worker(), r.metadata(), to, d);
     }
     push_domain(shared, queue, r);
 }
 
-/// The pusher's steps of a place queue ([`domain::push`](crate::domain::push)),
+/// The pusher's steps of a place queue ([`place_queue::push`](crate::sched::place_queue::push)),
 /// counted for the calling worker (if any): the wake looks first at the
 /// caller's worker when it is one of the domain's, else at the domain's
 /// first.
 pub(super) fn push_domain(shared: &Shared, queue: usize, r: Runnable) {
-    let from = current_worker(shared);
+    let from = shared.current_worker();
     let span = shared.domains.span(queue);
     let near = match from {
         Some(w) if span.contains(&w) => w,
         _ => span.start,
     };
-    let woke = crate::domain::push(shared, &shared.domains, queue, near, r);
+    let woke = crate::sched::place_queue::push(shared, &shared.domains, queue, near, r);
     count_wake(shared, from, woke);
 }
 
-/// Spawns `future` pinned to worker `w` (a checked [`Place`](crate::Place)):
-/// its schedule function, [`schedule_pinned`], sends it to `w`'s pinned
-/// queue at every wake, which only `w` takes from (park.rs, "Pinned
-/// tasks"). A task without a place never runs this code.
-#[track_caller]
-pub(crate) fn spawn_pinned<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let this = shared;
-    let shared = this.clone();
-    // SAFETY: as in `spawn`: the schedule function keeps `Shared`, which
-    // holds the registry, alive for as long as the task exists.
-    let (runnable, handle) = unsafe {
-        crate::task::build(future, &this.registry, move |r: Runnable| {
-            schedule_pinned(&shared, w, r)
-        })
-    };
-    let here = current_worker(this);
-    bump_for(this, here, |s| &s.spawned);
-    this.trace.spawn(here, runnable.metadata());
-    if this.is_shutdown() {
-        drop_task(runnable);
-        return handle;
-    }
-    push_pinned(this, w, runnable, false);
-    handle
-}
-
 /// The schedule function of a task pinned to worker `w`: after shutdown it
-/// is buried, as every task is ([`handoff::admit`]); else it goes back to
+/// is buried, as every task is ([`push::admit`]); else it goes back to
 /// `w`'s pinned queue.
 pub(super) fn schedule_pinned(shared: &Shared, w: usize, r: Runnable) {
-    let Some(r) = handoff::admit(shared, r) else {
+    let Some(r) = push::admit(shared, r) else {
         return;
     };
     if shared.trace.is_on() {
         let d = crate::trace::Decision::Pinned;
         shared
             .trace
-            .wake(current_worker(shared), r.metadata(), w, d);
+            .wake(shared.current_worker(), r.metadata(), w, d);
     }
     push_pinned(shared, w, r, false);
 }
@@ -201,7 +115,7 @@ pub(super) fn schedule_pinned(shared: &Shared, w: usize, r: Runnable) {
 /// `w` itself while it runs (its core free and not asleep in the driver),
 /// a push alone, since `w` looks at the queue before it waits; from
 /// anywhere else a delivery with the notify that `w`'s wait cannot sleep
-/// through (park.rs, "Pinned tasks").
+/// through (sched/park.rs, "Pinned tasks").
 pub(super) fn push_pinned(shared: &Shared, w: usize, r: Runnable, local: bool) {
     let m = &shared.workers[w].mailbox;
     let (own, from) = with_core(shared, |c| match c {
@@ -269,57 +183,31 @@ impl<F> Drop for LocalFuture<F> {
     }
 }
 
-/// Spawns the `!Send` `future` on worker `w`, the calling thread's: its
-/// schedule function sends it to `w`'s `locals` queue at every wake (from
-/// any thread), which only `w` takes from and drops from, also at
-/// shutdown ([`drop_local_tasks`]). Async-task checks the thread at every
-/// poll and drop of the future.
-#[track_caller]
-pub(crate) fn spawn_local<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
-where
-    F: Future + 'static,
-    F::Output: 'static,
-{
-    debug_assert_eq!(current_worker(shared), Some(w));
+/// A local task's future around `inner`, and its key in [`LOCAL_TASKS`].
+pub(super) fn local_future<F>(inner: F) -> (LocalFuture<F>, u64) {
     let key = LOCAL_TASKS.with(|l| {
         let mut l = l.borrow_mut();
         l.next += 1;
         l.next
     });
-    let this = shared;
-    let shared = this.clone();
-    let registry: *const Registry = &this.registry;
-    let (runnable, task) = async_task::Builder::new()
-        .metadata(TaskMeta::new())
-        .spawn_local(
-            move |meta: &TaskMeta| {
-                // SAFETY: as in `spawn`: the registry lives in `Shared`,
-                // which the schedule function of this task keeps alive.
-                TaskFuture::new(LocalFuture { inner: future, key }, meta, unsafe {
-                    &*registry
-                })
-            },
-            move |r: Runnable| {
-                if shared.trace.is_on() {
-                    let d = crate::trace::Decision::Pinned;
-                    shared
-                        .trace
-                        .wake(current_worker(&shared), r.metadata(), w, d);
-                }
-                push_pinned(&shared, w, r, true)
-            },
-        );
-    let handle = JoinHandle::new(task, &this.registry, runnable.waker());
-    LOCAL_TASKS.with(|l| l.borrow_mut().live.insert(key, runnable.waker()));
-    WorkerCounters::bump(&this.workers[w].stats.spawned, 1);
-    this.trace.spawn(Some(w), runnable.metadata());
-    if this.is_shutdown() {
-        // On its own thread: dropped here (its handle says Cancelled).
-        drop_task(runnable);
-        return handle;
+    (LocalFuture { inner, key }, key)
+}
+
+/// Records the live local task `key` of this thread, by a waker of it.
+pub(super) fn track_local(key: u64, waker: std::task::Waker) {
+    LOCAL_TASKS.with(|l| l.borrow_mut().live.insert(key, waker));
+}
+
+/// The schedule function of a local task of worker `w`: back to `w`'s
+/// `locals` queue, from any thread.
+pub(super) fn schedule_local(shared: &Shared, w: usize, r: Runnable) {
+    if shared.trace.is_on() {
+        let d = crate::trace::Decision::Pinned;
+        shared
+            .trace
+            .wake(shared.current_worker(), r.metadata(), w, d);
     }
-    push_pinned(this, w, runnable, true);
-    handle
+    push_pinned(shared, w, r, true)
 }
 
 /// The worker's last duty at shutdown: every live local task of this

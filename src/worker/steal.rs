@@ -1,8 +1,14 @@
-//! Stealing: the idle walk over the levels (balance.rs), a steal from one
+//! Stealing: the idle walk over the levels (policy/balance.rs), a steal from one
 //! victim, and the re-check's look at the `queued` set.
 
-#[allow(unused_imports)]
-use super::*;
+use crate::policy::balance::BalanceState;
+use crate::sched::queue::Steal;
+use crate::stats::{WorkerCounters, MAX_LEVELS};
+use crate::sync::Ordering;
+use crate::task::Runnable;
+use crate::tunables::StealWalk;
+use crate::worker::shared::Shared;
+use crate::worker::{near_spans, Core};
 
 /// Whether worker `v` has stealable work now.
 pub(super) fn has_work(shared: &Shared, v: usize) -> bool {
@@ -11,8 +17,8 @@ pub(super) fn has_work(shared: &Shared, v: usize) -> bool {
 }
 
 /// The re-check of the last searcher leaving, or of a worker parking with
-/// no searcher left (idle.rs, steps 2 and 3): a worker other than `me`
-/// whose queue holds work (its deque, its inbox or its LIFO slot: idle.rs,
+/// no searcher left (sched/sleepers.rs, steps 2 and 3): a worker other than `me`
+/// whose queue holds work (its deque, its inbox or its LIFO slot: sched/sleepers.rs,
 /// "The LIFO slot"), found through the `queued` set nearest first.
 /// Call after the fence of `leave_searching` / `to_parked`.
 pub(super) fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
@@ -21,7 +27,7 @@ pub(super) fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
     let mut words = 0u64;
     let mut found = None;
     for span in near_spans(shared, me) {
-        let (f, n) = shared.idle.find_queued(span, me, |v| {
+        let (f, n) = shared.sleepers.find_queued(span, me, |v| {
             touched += 1;
             has_work(shared, v) || !shared.workers[v].lifo.is_empty()
         });
@@ -69,7 +75,7 @@ pub(crate) fn steal_from(
     None
 }
 
-/// Steals from the busiest other group of `level` (see balance.rs).
+/// Steals from the busiest other group of `level` (see policy/balance.rs).
 pub(super) fn steal_from_level(
     shared: &Shared,
     core: &mut Core,
@@ -79,8 +85,9 @@ pub(super) fn steal_from_level(
     let lvl = &shared.topology.levels(core.index)[level];
     let st = &shared.workers[core.index].stats;
     let start = core.rand(lvl.groups.len());
-    let mut best =
-        crate::balance::busiest_group(&lvl.groups, searched, start, |g| shared.load.load(g));
+    let mut best = crate::policy::balance::busiest_group(&lvl.groups, searched, start, |g| {
+        shared.load.load(g)
+    });
     if best.is_none() {
         // The counters show nothing queued here, but they lag (and a worker
         // stuck in a long poll never publishes): the `queued` set is exact
@@ -93,10 +100,11 @@ pub(super) fn steal_from_level(
             .filter(|g| !searched.is_subset(g))
             .find(|g| {
                 g.runs().iter().any(|run| {
-                    let (any, n) = shared
-                        .idle
-                        .queued
-                        .any(run, Ordering::Relaxed, Some(core.index));
+                    let (any, n) =
+                        shared
+                            .sleepers
+                            .queued
+                            .any(run, Ordering::Relaxed, Some(core.index));
                     words += n as u64;
                     any
                 })
@@ -123,7 +131,7 @@ pub(super) fn steal_from_level(
         .chain(runs[..k].iter().cloned())
         .chain(std::iter::once(runs[k].start..off));
     for part in parts {
-        let (_, words) = shared.idle.find_queued(&part, me, |v| {
+        let (_, words) = shared.sleepers.find_queued(&part, me, |v| {
             touched += 1;
             found = steal_from(shared, core, v);
             found.is_some()
@@ -137,7 +145,7 @@ pub(super) fn steal_from_level(
     found
 }
 
-/// The idle walk; see balance.rs.
+/// The idle walk; see policy/balance.rs.
 pub(super) fn walk(
     shared: &Shared,
     core: &mut Core,
@@ -183,10 +191,11 @@ pub(super) fn walk(
     // The gate (the kernel's rd->overload): nothing queued anywhere, by the
     // counters and by the `queued` set.
     if !shared.load.overloaded() {
-        let (any, words) = shared
-            .idle
-            .queued
-            .any(&shared.all, Ordering::Relaxed, Some(core.index));
+        let (any, words) =
+            shared
+                .sleepers
+                .queued
+                .any(&shared.all, Ordering::Relaxed, Some(core.index));
         WorkerCounters::bump(&st.recheck_words, words as u64);
         if !any {
             WorkerCounters::bump(&st.walks_skipped, 1);

@@ -1,17 +1,17 @@
 //! Handing work to workers: the pusher's steps of the wake protocol
-//! ([`idle`](crate::idle), "The steps"), the start of every task's
+//! ([`idle`](crate::sched::sleepers), "The steps"), the start of every task's
 //! schedule path, and the owner's clear of its `queued` bit
 //! ([`clear_queued`]), written once over a small view of the runtime
-//! ([`Workers`]) so that the runtime (`worker/`, `schedule.rs`) and the
-//! loom models (`loom-tests/tests/conserve.rs`, `queued.rs`, `shutdown.rs`)
+//! ([`Workers`]) so that the runtime (`worker/`, `worker/schedule.rs`) and the
+//! loom models (`loom-tests/tests/conserve.rs`, `queued.rs`, `sched/shutdown.rs`)
 //! run the same code. The callers keep what is theirs: placement, counters, and what a
 //! worker's core holds.
 
 use std::ops::Range;
 
-use crate::idle::{Sleepers, WakeSpecific};
-use crate::park::{Mailbox, Notified};
-use crate::queue::{Handle, Local, Slot};
+use crate::sched::sleepers::{Sleepers, WakeSpecific};
+use crate::sched::park::{Mailbox, Notified};
+use crate::sched::queue::{Handle, Local, Slot};
 use crate::sync::{AtomicBool, Ordering};
 
 /// What the pusher's steps need of a runtime: its idle state, each
@@ -62,7 +62,7 @@ pub enum Placed {
 /// buried (not dropped: this may run inside a waker call); otherwise it is
 /// returned to be placed. `Relaxed`, as the runtime's `is_shutdown`: the
 /// flag is published by the parker RMW that follows its store, and a
-/// delivery re-checks it after its own RMW (park.rs, "shutdown";
+/// delivery re-checks it after its own RMW (sched/park.rs, "shutdown";
 /// [`Mailbox::deliver_or_drain`]).
 #[inline]
 pub fn admit<T>(rt: &impl Workers<T>, t: T) -> Option<T> {
@@ -73,7 +73,7 @@ pub fn admit<T>(rt: &impl Workers<T>, t: T) -> Option<T> {
     Some(t)
 }
 
-/// The pusher's steps 2-3 ([`idle`](crate::idle)): after work became
+/// The pusher's steps 2-3 ([`idle`](crate::sched::sleepers)): after work became
 /// stealable at worker `near`, wakes the parked worker nearest to it to
 /// search, unless a worker already searches (or nobody is parked), with a
 /// note to look at `near` first ([`Mailbox::kick`]). Returns the worker
@@ -132,8 +132,8 @@ pub fn push_local<T>(
 /// returns, and a wake would cost a futex round trip for a task that waits
 /// microseconds. Should the poll run long, the slot is where a worker that
 /// goes idle meanwhile finds the task: its re-check reads the `queued` set
-/// and [`Queues::has_work`](crate::idle_worker::Queues::has_work) counts
-/// the slot, and its pending steal takes it (idle.rs, "The LIFO slot").
+/// and [`Queues::has_work`](crate::sched::idle_steps::Queues::has_work) counts
+/// the slot, and its pending steal takes it (sched/sleepers.rs, "The LIFO slot").
 /// `Core::push_lifo`, `Core::push_batch` and the loom model `lifo.rs` call
 /// this.
 #[inline]
@@ -152,7 +152,7 @@ pub fn push_lifo<T: Handle>(
         *queued_bit = true;
         // Relaxed: a re-check that reads this bit after its fence looks at
         // the slot; the slot's Release store and the taker's Acquire swap
-        // hand the task over (queue.rs, `Slot`).
+        // hand the task over (sched/queue.rs, `Slot`).
         rt.sleepers().queued.insert(me, Ordering::Relaxed);
     }
     None
@@ -205,7 +205,7 @@ pub fn found_work<T>(
 /// deque empty (only the owner pushes onto it; `queued_bit` is the owner's
 /// record of its bit, which [`after_push`] reads): returns a task if the
 /// inbox got one meanwhile.
-/// The idle sequence ([`idle_worker`](crate::idle_worker)) and the loom
+/// The idle sequence ([`idle_steps`](crate::sched::idle_steps)) and the loom
 /// model `queued.rs` call this.
 ///
 /// ORDERING: AcqRel; its acquire is needed (loom: `queued.rs`, mutation
@@ -240,7 +240,7 @@ pub fn clear_queued<T>(rt: &impl Workers<T>, me: usize, queued_bit: &mut bool) -
 /// takes the task itself. Otherwise `to` is awake: running (perhaps stuck
 /// in a long poll) or idle. Either way the task is stealable work behind a
 /// worker that may not get to it soon, so `to`'s `queued` bit is set (an
-/// RMW: see idle.rs on why the owner's clear cannot lose it) and the
+/// RMW: see sched/sleepers.rs on why the owner's clear cannot lose it) and the
 /// pusher's check runs: work conservation. After shutdown the inbox is
 /// drained into [`Workers::bury`] ([`Mailbox::deliver_or_drain`]).
 #[inline]
@@ -285,7 +285,7 @@ pub fn wake_placed<T>(rt: &impl Workers<T>, c: usize, t: T, defer: impl FnOnce(T
     match rt.sleepers().wake_specific(c) {
         WakeSpecific::Woken => Placed::Woken(deliver_to_woken(rt, c, t)),
         WakeSpecific::InFlight => {
-            // Relaxed: a placement hint (idle.rs).
+            // Relaxed: a placement hint (sched/sleepers.rs).
             rt.sleepers().idle.insert(c, Ordering::Relaxed);
             defer(t);
             Placed::Deferred

@@ -47,7 +47,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use crate::handle::Handle;
+use crate::runtime::handle::Handle;
 use crate::sync::{AtomicBool, Mutex, MutexGuard, Ordering};
 use crate::task::{JoinError, JoinHandle};
 

@@ -1,6 +1,6 @@
 //! Search orders: which spans of workers a search near worker `w` tries,
 //! nearest first. The wake protocol's choice of the parked worker to wake
-//! (idle.rs `Sleepers::wake_one`) and the re-check for queued work
+//! (sched/sleepers.rs `Sleepers::wake_one`) and the re-check for queued work
 //! (worker/steal.rs `find_queued_work`) take the first span of the order that
 //! holds a candidate, so the order is the policy: which worker is woken,
 //! whose queue is looked at first.

@@ -1,6 +1,6 @@
 //! Where a woken task goes: the mechanism around the wakeup placement
-//! policy (`wake.rs`'s `select_idle_sibling`) and the external spawn
-//! placement (`place.rs`'s `find_idlest_group`). The policies are pure
+//! policy (`policy/wake.rs`'s `select_idle_sibling`) and the external spawn
+//! placement (`policy/spawn_place.rs`'s `find_idlest_group`). The policies are pure
 //! functions over views; the views over the runtime's shared state, the
 //! wake path of every task (`schedule`) and its hand-off to the wake
 //! protocol live here.
@@ -14,37 +14,35 @@
 //! the cost of a load, when every worker is busy (message passing under
 //! load). The search runs only when an idle worker may exist.
 
-use std::future::Future;
 use std::ops::Range;
-use std::sync::Arc;
 
-use crate::handoff::{self, Placed};
-use crate::load::Load;
-use crate::park::{Notified, NO_WORKER};
-use crate::place::PlacementView;
-use crate::place::{External, ExternalView};
-use crate::shared::Shared;
-use crate::stats::WorkerCounters;
-use crate::sync::Ordering;
-use crate::task::{drop_task, JoinHandle, Runnable};
-use crate::trace::Decision;
-use crate::tunables::SisMode;
-use crate::wake::{
+use crate::policy::load::Load;
+use crate::policy::spawn_place::PlacementView;
+use crate::policy::spawn_place::{External, ExternalView};
+use crate::policy::wake::{
     prop_depth, select_idle_sibling, IdleView, Outcome, SisConfig, SCAN_COST_SAMPLE,
 };
+use crate::sched::park::{Notified, NO_WORKER};
+use crate::sched::push::{self, Placed};
+use crate::stats::WorkerCounters;
+use crate::sync::Ordering;
+use crate::task::Runnable;
+use crate::trace::Decision;
+use crate::tunables::SisMode;
 use crate::worker;
-use crate::worker::{current_worker, deliver, deliver_to_woken, wake_spans, with_core};
+use crate::worker::shared::Shared;
+use crate::worker::{deliver, deliver_to_woken, wake_spans, with_core};
 
 /// The runtime's idle view.
 struct RuntimeIdle<'a>(&'a Shared);
 
 impl IdleView for RuntimeIdle<'_> {
     fn is_idle(&self, w: usize) -> bool {
-        self.0.idle.idle.contains(w)
+        self.0.sleepers.idle.contains(w)
     }
     fn claim(&self, w: usize) -> bool {
-        // Relaxed: a placement hint (idle.rs).
-        self.0.idle.idle.remove(w, Ordering::Relaxed)
+        // Relaxed: a placement hint (sched/sleepers.rs).
+        self.0.sleepers.idle.remove(w, Ordering::Relaxed)
     }
     fn has_idle_cores(&self, w: usize) -> bool {
         self.0.llc_idle_cores[self.0.workers[w].llc_hint].load(Ordering::Relaxed)
@@ -57,7 +55,7 @@ impl IdleView for RuntimeIdle<'_> {
     }
     fn find_idle(&self, span: &Range<usize>, from: usize, max: usize) -> (Option<usize>, usize) {
         self.0
-            .idle
+            .sleepers
             .idle
             .find(span, from, max, Ordering::Relaxed, None)
     }
@@ -75,7 +73,7 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
     }
     // After shutdown: buried, not dropped here (we are inside a waker
     // call, see Shared::bury).
-    let Some(r) = handoff::admit(shared, r) else {
+    let Some(r) = push::admit(shared, r) else {
         return;
     };
     worker::with_core(shared, |cur| match cur {
@@ -206,15 +204,15 @@ fn place_from_worker(
         return;
     }
     let llc_idle = match core.llc_word {
-        Some(wm) => shared.idle.idle.any_of(wm),
-        None => shared.idle.idle.any_in(&core.llc),
+        Some(wm) => shared.sleepers.idle.any_of(wm),
+        None => shared.sleepers.idle.any_in(&core.llc),
     };
     if !llc_idle && !prev_idle_elsewhere(shared, &core.llc, last) {
         // Every worker the placement could choose is busy: the wakee waits
         // here, in the LIFO slot (tokio's `schedule_local`), with no search
         // and no look at another worker's queues. A worker that goes idle
         // while this one is still in its poll takes it from the slot
-        // (idle.rs, "The LIFO slot").
+        // (sched/sleepers.rs, "The LIFO slot").
         WorkerCounters::bump(&shared.workers[me].stats.wake_none_idle, 1);
         shared
             .trace
@@ -235,12 +233,12 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
     // wake_affine: the waker's worker, unless prev is idle and shares
     // the waker's LLC, or the waker is loaded and prev is not (the policy's
     // `wake_affine`).
-    let target = crate::wake::wake_affine(
+    let target = crate::policy::wake::wake_affine(
         &shared.topology,
         me,
         (last != NO_WORKER).then_some(last),
         || !core.local.is_empty(),
-        |p| shared.idle.idle.contains(p),
+        |p| shared.sleepers.idle.contains(p),
         |p| queue_loaded(shared, p),
     );
     if target == me && shared.workers[me].lifo.is_empty() && core.local.is_empty() {
@@ -283,13 +281,13 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
     // Recorded before the hand-off (after it the task may be gone); a
     // deferred wake records where the task went instead, after this.
     shared.trace.wake(Some(me), meta, c, decision);
-    if claimed && shared.idle.parked.contains(c) {
+    if claimed && shared.sleepers.parked.contains(c) {
         // The idle worker chosen is parked: the deepest idle state, a
         // futex round trip to leave (where the kernel's idle CPU costs
-        // an IPI). Wake it only as the one wake in flight (idle.rs);
+        // an IPI). Wake it only as the one wake in flight (sched/sleepers.rs);
         // while another wake is in flight, queue the task here, where
         // the searcher finds it.
-        let placed = handoff::wake_placed(shared, c, r, |r| {
+        let placed = push::wake_placed(shared, c, r, |r| {
             WorkerCounters::bump(&stats.wake_deferred, 1);
             shared
                 .trace
@@ -318,24 +316,24 @@ fn place_searching(shared: &Shared, me: usize, core: &mut worker::Core, r: Runna
 /// mask per 64 workers of the LLC (and one for `last` when it is in
 /// another LLC), where the search it saves reads the other workers'
 /// queues and scans. `Relaxed`: a placement hint, as every read of the
-/// idle mask (idle.rs); a worker that becomes idle just after finds the
+/// idle mask (sched/sleepers.rs); a worker that becomes idle just after finds the
 /// task by stealing, or is woken by the pusher's check.
 #[inline]
 fn idle_near(shared: &Shared, llc: &Range<usize>, last: usize) -> bool {
-    shared.idle.idle.any_in(llc) || prev_idle_elsewhere(shared, llc, last)
+    shared.sleepers.idle.any_in(llc) || prev_idle_elsewhere(shared, llc, last)
 }
 
 /// Whether the task's previous worker `last` is idle outside `llc`.
 #[inline]
 fn prev_idle_elsewhere(shared: &Shared, llc: &Range<usize>, last: usize) -> bool {
-    last != NO_WORKER && !llc.contains(&last) && shared.idle.idle.contains(last)
+    last != NO_WORKER && !llc.contains(&last) && shared.sleepers.idle.contains(last)
 }
 
 /// The policy's `scan_depth` over `target`'s LLC and its load counter.
 #[inline]
 fn scan_depth(shared: &Shared, target: usize, avg_idle_ns: u64, avg_scan_cost_ns: u64) -> usize {
     let llc = shared.topology.llc_span(target);
-    crate::wake::scan_depth(
+    crate::policy::wake::scan_depth(
         shared.tunables.sis,
         llc.len(),
         avg_idle_ns,
@@ -405,19 +403,28 @@ fn place(
     (c.worker, c.outcome != Outcome::Fallback, decision)
 }
 
-/// The runtime's view: its load counters and idle flags.
+/// The runtime's view for the placement policies: its load counters and
+/// idle flags ([`PlacementView`]), and for a spawn from outside the wake
+/// protocol's atomics and the burst target ([`ExternalView`]).
 pub(crate) struct RuntimeView<'a>(pub(crate) &'a Shared);
 
 impl PlacementView for RuntimeView<'_> {
+    #[inline]
     fn load(&self, span: &crate::topology::Span) -> Load {
         self.0.load.load(span)
     }
+    #[inline]
     fn claim_idle(&self, w: usize) -> bool {
-        self.0.idle.idle.remove(w, crate::sync::Ordering::Relaxed)
+        self.0
+            .sleepers
+            .idle
+            .remove(w, crate::sync::Ordering::Relaxed)
     }
+    #[inline]
     fn is_parked(&self, w: usize) -> bool {
-        self.0.idle.parked.contains(w)
+        self.0.sleepers.parked.contains(w)
     }
+    #[inline]
     fn backlog(&self, w: usize) -> usize {
         let ws = &self.0.workers[w];
         ws.mailbox.inbox.len() + ws.stealer.len()
@@ -425,119 +432,12 @@ impl PlacementView for RuntimeView<'_> {
 }
 
 thread_local! {
-    /// Round-robin ticket of this thread's external spawns (see place.rs).
+    /// Round-robin ticket of this thread's external spawns (see policy/spawn_place.rs).
     static SPAWN_RR: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Spawns `future` on this runtime; placement depends on the caller (a
-/// worker pushes to its own deque, anyone else uses find_idlest_group).
-#[track_caller]
-pub(crate) fn spawn<F>(shared: &Arc<Shared>, future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let here = current_worker(shared);
-    let this = shared;
-    let shared = this.clone();
-    // SAFETY: the registry lives in `Shared`, which the schedule function
-    // (owned by this same task) keeps alive, at the same address, for as
-    // long as the task exists; see task.rs's module docs.
-    let (runnable, handle) = unsafe {
-        crate::task::build(
-            future,
-            &this.registry,
-            async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
-                schedule(&shared, r, info)
-            }),
-        )
-    };
-    match here {
-        Some(w) => WorkerCounters::bump(&this.workers[w].stats.spawned, 1),
-        None => WorkerCounters::bump_shared(&this.external.spawned, 1),
-    }
-    this.trace.spawn(here, runnable.metadata());
-    if this.is_shutdown() {
-        // Shut down: the task is dropped at once; its handle says Cancelled.
-        drop_task(runnable);
-        return handle;
-    }
-    if this.poll_timing {
-        stamp_runnable(this, &runnable);
-    }
-    place_spawn(this, here, runnable);
-    handle
-}
-
-/// Spawns `future` at `place` ([`Place`](crate::Place)): near a worker, an
-/// ordinary task ([`spawn_near`]); pinned or in a domain, a placed task
-/// (worker/placed.rs).
-#[track_caller]
-pub(crate) fn spawn_on<F>(
-    shared: &Arc<Shared>,
-    place: crate::Place,
-    future: F,
-) -> Result<JoinHandle<F::Output>, crate::PlaceError>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    match place {
-        crate::Place::NearWorker(_) | crate::Place::NearHere => {
-            match shared.places.check(place, current_worker(shared))? {
-                crate::placed::Target::Near(w) => Ok(spawn_near(shared, w, future)),
-                _ => unreachable!("a near place checks to a worker to start at"),
-            }
-        }
-        _ => worker::spawn_on(shared, place, future),
-    }
-}
-
-/// Spawns `future` as an ordinary task that starts at worker `w`
-/// ([`Place::NearWorker`](crate::Place::NearWorker)): on `w`'s own deque
-/// when `w` spawns it, else into `w`'s inbox (stealable, with the pusher's
-/// check), its previous worker recorded as `w` so that its first wake is
-/// placed near `w` too. Nothing confines it afterwards.
-#[track_caller]
-pub(crate) fn spawn_near<F>(shared: &Arc<Shared>, w: usize, future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let here = current_worker(shared);
-    let this = shared;
-    let shared = this.clone();
-    // SAFETY: as in `spawn`: the schedule function owns the `Arc<Shared>`
-    // that holds the registry.
-    let (runnable, handle) = unsafe {
-        crate::task::build(
-            future,
-            &this.registry,
-            async_task::WithInfo(move |r: Runnable, info: async_task::ScheduleInfo| {
-                schedule(&shared, r, info)
-            }),
-        )
-    };
-    match here {
-        Some(h) => WorkerCounters::bump(&this.workers[h].stats.spawned, 1),
-        None => WorkerCounters::bump_shared(&this.external.spawned, 1),
-    }
-    this.trace.spawn(here, runnable.metadata());
-    if this.is_shutdown() {
-        drop_task(runnable);
-        return handle;
-    }
-    runnable.metadata().last_worker.store(w, Ordering::Relaxed);
-    if here == Some(w) {
-        place_spawn(this, here, runnable);
-    } else {
-        deliver(this, here, w, runnable);
-    }
-    handle
-}
-
 /// Places a newly spawned task: on the spawning worker's own deque, or (from
-/// outside) see [`place_external`].
+/// outside) see [`deliver_from_outside`].
 pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
     if here.is_some() {
         let pushed = with_core(shared, |c| match c {
@@ -555,23 +455,23 @@ pub(crate) fn place_spawn(shared: &Shared, here: Option<usize>, r: Runnable) {
             Some(r) => return deliver(shared, here, here.unwrap_or(0), r),
         }
     }
-    place_external(shared, r);
+    deliver_from_outside(shared, r);
 }
 
 /// Placement of a task spawned from outside the runtime: the policy's
-/// [`place_external`](crate::place::place_external) decides (an awake idle
+/// [`place_external`](crate::policy::spawn_place::place_external) decides (an awake idle
 /// worker, else a parked one woken to search, else the burst's target
 /// while that wake is in flight, else `find_idlest_group`) over
-/// [`ExternalRuntimeView`], this delivers: without a futex wake to an
+/// [`RuntimeView`], this delivers: without a futex wake to an
 /// awake worker, with the woken worker's notify to a woken one.
-fn place_external(shared: &Shared, r: Runnable) {
+fn deliver_from_outside(shared: &Shared, r: Runnable) {
     let c = &shared.external;
     let rr = SPAWN_RR.with(|x| {
         let v = x.get().wrapping_add(1);
         x.set(v);
         v
     });
-    match crate::place::place_external(&shared.topology, &ExternalRuntimeView(shared), rr) {
+    match crate::policy::spawn_place::place_external(&shared.topology, &RuntimeView(shared), rr) {
         External::AwakeIdle(w) => {
             WorkerCounters::bump_shared(&c.spawn_placed_idle, 1);
             deliver(shared, None, w, r)
@@ -588,46 +488,25 @@ fn place_external(shared: &Shared, r: Runnable) {
     }
 }
 
-/// The runtime's [`ExternalView`]: the wake protocol's atomics (idle.rs)
-/// and the burst target; the load counters through
-/// [`RuntimeView`](crate::schedule::RuntimeView).
-struct ExternalRuntimeView<'a>(&'a Shared);
-
-impl crate::place::PlacementView for ExternalRuntimeView<'_> {
-    #[inline]
-    fn load(&self, span: &crate::topology::Span) -> crate::load::Load {
-        RuntimeView(self.0).load(span)
-    }
-    #[inline]
-    fn claim_idle(&self, w: usize) -> bool {
-        RuntimeView(self.0).claim_idle(w)
-    }
-    #[inline]
-    fn is_parked(&self, w: usize) -> bool {
-        RuntimeView(self.0).is_parked(w)
-    }
-    #[inline]
-    fn backlog(&self, w: usize) -> usize {
-        RuntimeView(self.0).backlog(w)
-    }
-}
-
-impl ExternalView for ExternalRuntimeView<'_> {
+/// The spawn placement policy's view of the runtime beyond the load
+/// counters: the wake protocol's atomics (sched/sleepers.rs) and the burst
+/// target.
+impl ExternalView for RuntimeView<'_> {
     #[inline]
     fn claim_awake_idle(&self, from: usize) -> Option<usize> {
-        self.0.idle.claim_awake_idle(from)
+        self.0.sleepers.claim_awake_idle(from)
     }
     #[inline]
     fn needs_wake(&self) -> bool {
-        self.0.idle.needs_wake()
+        self.0.sleepers.needs_wake()
     }
     #[inline]
     fn wake_one(&self, near: usize) -> Option<usize> {
-        self.0.idle.wake_one(near, wake_spans(self.0, near)).0
+        self.0.sleepers.wake_one(near, wake_spans(self.0, near)).0
     }
     #[inline]
     fn someone_asleep(&self) -> bool {
-        self.0.idle.counts().awake < self.0.workers.len()
+        self.0.sleepers.counts().awake < self.0.workers.len()
     }
     #[inline]
     fn burst_target(&self) -> usize {

@@ -31,7 +31,7 @@
 //!   (`sysctl_sched_migration_cost`) and is floored there, and `avg_idle`
 //!   starts at twice it.
 //! - Which group to steal from comes from the rate-limited load counters
-//!   ([`load`](crate::load)): the busiest other group of the level,
+//!   ([`load`](crate::policy::load)): the busiest other group of the level,
 //!   overloaded before fully busy; a group with nothing queued is skipped
 //!   without touching its members. Within it, members are tried from a
 //!   random start with `steal_batch_and_pop` (half the victim's deque) and
@@ -40,7 +40,7 @@
 //! # Who walks, and what the walk may miss
 //!
 //! Only a *searching* worker walks (the wake protocol of
-//! [`idle`](crate::idle): at most half the workers search at once, and a
+//! [`idle`](crate::sched::sleepers): at most half the workers search at once, and a
 //! worker woken to search carries a note naming the worker whose queue
 //! needs help, which it tries first). The bound may cut a walk short, and
 //! the counters lag (a worker stuck in a long poll never publishes), so a
@@ -67,7 +67,7 @@
 //! words read, are counted in [`Stats`](crate::Stats) (`walk_touched`,
 //! `recheck_words`).
 
-use crate::load::{GroupClass, Load};
+use crate::policy::load::{GroupClass, Load};
 use crate::topology::Span;
 
 /// Nanoseconds in the decay period of [`LevelCost`] (the kernel's `HZ`).

@@ -19,7 +19,7 @@
 //! A worker looks at its queues (nearest first): in its find-work path
 //! every `INBOX_CHECK_INTERVAL` polls and whenever its own queues are empty
 //! (`worker/mod.rs`); at each pass of its idle sequence, after its wait
-//! ends, and in the re-check before it sleeps (`idle_worker.rs`).
+//! ends, and in the re-check before it sleeps (`sched/idle_steps.rs`).
 //!
 //! # Work conservation inside a domain
 //!
@@ -29,7 +29,7 @@
 //! domain was parked when the task was pushed, and none has gone to sleep
 //! since without re-checking the queue (a re-check that sees the task does
 //! not sleep).** The global wake
-//! protocol ([`idle`](crate::idle)) cannot give this: its searchers may all
+//! protocol ([`idle`](crate::sched::sleepers)) cannot give this: its searchers may all
 //! be outside the domain.
 //!
 //! The steps:
@@ -39,7 +39,7 @@
 //!   [`Workers::bury`], as a pinned push does); then runs the **domain
 //!   check** ([`wake_member`]): the `parked` bits of the domain's workers;
 //!   if one is set, that worker is claimed
-//!   ([`Sleepers::wake_in`](crate::idle::Sleepers::wake_in): counted awake
+//!   ([`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in): counted awake
 //!   and searching, then its bit taken) and notified. Every push checks,
 //!   not only the one that makes the queue non-empty: a burst of `k`
 //!   pushes wakes up to `k` parked workers of the domain at once, where a
@@ -47,13 +47,13 @@
 //!   latency per task to the last one's start, which on a loaded machine
 //!   is milliseconds each.
 //! - **A worker leaving its idle period with work** ([`left_behind`],
-//!   called by `idle_worker::found_work`, whether the work came from a
+//!   called by `idle_steps::found_work`, whether the work came from a
 //!   place queue ([`take`]) or elsewhere): `fence(SeqCst)`, then the
 //!   domain check for each of its queues that still holds work: a worker
 //!   woken for a domain that finds other work first (its inbox, a steal)
 //!   hands the wake on here.
 //! - **A worker going to sleep** ([`recheck`], in the idle sequence's
-//!   announcement, after [`Sleepers::to_parked`](crate::idle::Sleepers::to_parked)
+//!   announcement, after [`Sleepers::to_parked`](crate::sched::sleepers::Sleepers::to_parked)
 //!   has set its `parked` bit): `fence(SeqCst)` (unless `to_parked` made
 //!   one), then the counts of its queues; work there and it does not sleep
 //!   (it takes the task after the wait returns).
@@ -90,7 +90,7 @@
 //! final drain makes a `fence(SeqCst)` before it drains the queues
 //! ([`DomainQueues::drain`]): store-buffering between the flag and the
 //! push, so a push the drain does not see sees the flag and drains the
-//! queue itself (the graveyard's argument, `shared.rs`). Nothing else
+//! queue itself (the graveyard's argument, `sched/shutdown.rs`). Nothing else
 //! drains them: the workers leave them to the final drain.
 //!
 //! Model-checked: `loom-tests/tests/domain.rs` (a push while the
@@ -105,9 +105,9 @@ use std::ops::Range;
 
 use crossbeam_utils::CachePadded;
 
-use crate::handoff::Workers;
-use crate::park::Notified;
-use crate::queue::{Inbox, Steal};
+use crate::sched::push::Workers;
+use crate::sched::park::Notified;
+use crate::sched::queue::{Inbox, Steal};
 use crate::sync::{fence, spin_loop, AtomicBool, AtomicUsize, Ordering};
 
 /// One domain's queue: its tasks, their count, and the domain's workers.
@@ -309,7 +309,7 @@ pub fn wake_member<T>(
         // The claim was undone: pushers may have skipped their wake
         // while it stood (it counted a searcher), so the global pusher's
         // check runs again.
-        crate::handoff::notify_parked(rt, near);
+        crate::sched::push::notify_parked(rt, near);
     })?;
     Some((w, rt.mailbox(w).parker.notify()))
 }

@@ -4,10 +4,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::shared::Shared;
 use crate::stats::Stats;
 use crate::task::JoinHandle;
-use crate::worker;
+use crate::worker::shared::Shared;
 
 /// A reference to a [`Runtime`](crate::Runtime): spawn onto it, block on it,
 /// read its stats, from anywhere.
@@ -72,7 +71,7 @@ impl Handle {
     /// assert!(hwsched::Handle::try_current().is_none());
     /// ```
     pub fn try_current() -> Option<Handle> {
-        crate::shared::current().map(|shared| Handle { shared })
+        current().map(|shared| Handle { shared })
     }
 
     /// Spawns a task onto this runtime; it starts running on some worker at
@@ -84,7 +83,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::schedule::spawn(&self.shared, future)
+        crate::worker::spawn::spawn(&self.shared, crate::worker::spawn::Home::Free, future)
     }
 
     /// Spawns a task that runs only at `place`; see
@@ -100,7 +99,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::schedule::spawn_on(&self.shared, place, future)
+        crate::worker::spawn::spawn_on(&self.shared, place, future)
     }
 
     /// Where the caller runs, if it is a worker of this runtime; see
@@ -115,7 +114,9 @@ impl Handle {
     /// # Ok::<(), hwsched::BuildError>(())
     /// ```
     pub fn current_place(&self) -> Option<crate::CurrentPlace> {
-        worker::current_worker(&self.shared).map(|w| self.shared.places.current(w))
+        self.shared
+            .current_worker()
+            .map(|w| self.shared.places.current(w))
     }
 
     /// Runs the blocking function `f` on this runtime's blocking pool; see
@@ -125,7 +126,7 @@ impl Handle {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        worker::spawn_blocking(&self.shared, f)
+        crate::worker::spawn::spawn_blocking(&self.shared, f)
     }
 
     /// Runs `future` to completion on the calling thread, with this runtime
@@ -137,11 +138,29 @@ impl Handle {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         #[cfg(feature = "tokio-compat")]
         let _tokio = self.shared.tokio.as_ref().map(|h| h.enter());
-        crate::block_on::block_on(&self.shared, future)
+        crate::runtime::block_on::block_on(&self.shared, future)
     }
 
     /// A snapshot of the runtime's counters.
     pub fn stats(&self) -> Stats {
         self.shared.stats()
     }
+}
+
+/// The runtime of this thread's context: its worker's, or its `block_on`'s.
+pub(crate) fn current() -> Option<std::sync::Arc<Shared>> {
+    let from_worker = crate::context::with_here(|h| {
+        h.map(|h| {
+            let p = h.rt as *const Shared;
+            // SAFETY: `rt` is `Arc::as_ptr` of the runtime whose worker runs
+            // on this thread, and that worker's context holds an `Arc` of it
+            // while `h` is valid: the count is at least one, so taking one
+            // more and building an `Arc` from the pointer is sound.
+            unsafe {
+                std::sync::Arc::increment_strong_count(p);
+                std::sync::Arc::from_raw(p)
+            }
+        })
+    });
+    from_worker.or_else(|| crate::runtime::block_on::BLOCK_ON.with(|b| b.borrow().clone()))
 }

@@ -1,26 +1,36 @@
-//! `Builder`, `Runtime`, and the state every worker shares.
+//! `Builder` and `Runtime`, and the free functions (`spawn`, `spawn_on`,
+//! `spawn_local`, `spawn_blocking`, `current_place`, `worker_index`): the
+//! API. `Builder::build` checks the options, has the state every worker
+//! shares built below it (`Shared::new`, worker/shared.rs) and starts the
+//! workers.
+
+// `block_on`'s protocol, which the loom models drive: public under
+// `cfg(loom)`.
+#[cfg(loom)]
+pub mod block_on;
+#[cfg(not(loom))]
+pub(crate) mod block_on;
+pub(crate) mod handle;
+#[cfg(loom)]
+pub mod join_set;
+#[cfg(not(loom))]
+pub(crate) mod join_set;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::CachePadded;
-
 use crate::config::Hook;
 use crate::error::BuildError;
-use crate::idle::Sleepers;
-use crate::load::LoadMap;
-use crate::park::Mailbox;
-use crate::queue::Local;
-use crate::shared::{Latch, Shared, WorkerShared};
-use crate::stats::{Stats, WorkerCounters};
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::stats::Stats;
+use crate::sync::{AtomicBool, Ordering};
 use crate::task::drop_task;
-use crate::task::{JoinHandle, Registry, Runnable};
+use crate::task::{JoinHandle, Runnable};
 use crate::topology::{Topology, TopologySource};
 use crate::tunables::Tunables;
 use crate::worker;
+use crate::worker::shared::{Shared, SharedOptions};
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -432,173 +442,34 @@ impl Builder {
         let topology = Topology::with_cpus(&self.source, self.workers, self.cpus.as_deref())?;
         let pin = self.pin.unwrap_or(topology.is_system());
         let n = topology.workers();
-
-        let locals: Vec<Local<Runnable>> = (0..n).map(|_| Local::new()).collect();
-        let batches: Vec<Local<Runnable>> = (0..n).map(|_| Local::new()).collect();
-        let mut llc_spans: Vec<std::ops::Range<usize>> = Vec::new();
-        let llc_hint: Vec<usize> = (0..n)
-            .map(|w| {
-                let s = topology.llc_span(w);
-                match llc_spans.iter().position(|x| *x == s) {
-                    Some(i) => i,
-                    None => {
-                        llc_spans.push(s);
-                        llc_spans.len() - 1
-                    }
-                }
-            })
-            .collect();
-        // Per worker, the index of its poller (Builder::io_pollers).
-        #[cfg(feature = "io")]
-        let poller_domain: Box<[usize]> = {
-            let span_of = |w: usize| match self.io_pollers {
-                crate::io::IoPollers::One => 0..n,
-                crate::io::IoPollers::PerLlc => topology.llc_span(w),
-                crate::io::IoPollers::PerNuma => topology.numa_span(w),
-            };
-            let mut seen: Vec<std::ops::Range<usize>> = Vec::new();
-            (0..n)
-                .map(|w| {
-                    let s = span_of(w);
-                    seen.iter().position(|x| *x == s).unwrap_or_else(|| {
-                        seen.push(s);
-                        seen.len() - 1
-                    })
-                })
-                .collect()
-        };
-        // On a hybrid machine, the runs of each LLC's most capable workers.
-        let capable: Box<[Box<[std::ops::Range<usize>]>]> = llc_spans
-            .iter()
-            .map(|span| crate::spans::capable_runs(&topology, span.clone()))
-            .collect();
-        let workers = (0..n)
-            .map(|w| WorkerShared {
-                mailbox: CachePadded::new(Mailbox::new()),
-                stealer: locals[w].stealer(),
-                batch: batches[w].stealer(),
-                lifo: CachePadded::new(crate::queue::Slot::new()),
-                stats: CachePadded::new(WorkerCounters::default()),
-                timing: CachePadded::new(crate::timing::WorkerTiming::default()),
-                llc_hint: llc_hint[w],
-                pinned: AtomicBool::new(false),
-                long_poll_taken: AtomicBool::new(false),
-                cpu_clock: std::sync::atomic::AtomicI64::new(-1),
-            })
-            .collect();
-        let park_cost = match (self.tunables.park_cost, self.tunables.idle) {
-            (Some(c), _) => c,
-            (None, crate::IdleMode::Governed) => crate::park::measure_park_cost(),
-            (None, _) => Duration::ZERO,
-        };
-        let (masks, blocking_mask_of) = if self.blocking_affinity && topology.is_system() {
-            crate::blocking::affinity_masks(&topology)
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        let blocking_config = crate::blocking::BlockingConfig {
-            max_threads: self.max_blocking_threads,
-            keep_alive: self.keep_alive,
-            stack_size,
-            thread_name: name.clone(),
-            on_start: self.on_start.as_ref().map(|h| h.0.clone()),
-            on_stop: self.on_stop.as_ref().map(|h| h.0.clone()),
-            masks,
-        };
-        let mut places = crate::placed::Places::new(&topology);
-        let (domains, queue_ids) = crate::domain::DomainQueues::new(n, &places.all_spans());
-        places.set_queues(&queue_ids);
-        // Per worker, the OS index of its CPU (the I/O driver maps an
-        // accepted socket's `SO_INCOMING_CPU` to a poller with it).
-        #[cfg(feature = "io")]
-        let cpus: Box<[usize]> = (0..n).map(|w| topology.place(w).os_index).collect();
-        // The driver's descriptors, now: the first socket or timer must not
-        // fail for want of one (io/mod.rs, "Opened by `build`").
-        #[cfg(feature = "io")]
-        let io_driver = if self.io {
-            Some(crate::io::open_driver(&poller_domain).map_err(BuildError::IoDriver)?)
-        } else {
-            None
-        };
-        let start = Instant::now();
-        #[cfg(feature = "trace")]
-        let trace = {
-            let at = (0..n).map(|w| places.current(w)).collect();
-            let cap = self.trace.unwrap_or(crate::trace::DEFAULT_CAPACITY);
-            let r = Arc::new(crate::trace::Recorder::new(at, start, cap));
-            if self.trace.is_some() {
-                r.start();
-            }
-            r
-        };
-        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| Shared {
-            // Each blocking thread runs with this runtime as its context. A
-            // Weak: the pool lives in `Shared`, so an Arc here would be a
-            // cycle.
-            blocking: crate::blocking::BlockingPool::new(blocking_config, {
-                let weak = weak.clone();
-                Arc::new(move || match weak.upgrade() {
-                    Some(s) => Box::new(crate::block_on::enter(s)) as Box<dyn std::any::Any>,
-                    None => Box::new(()),
-                })
-            }),
-            blocking_mask_of,
-            load: LoadMap::new(&topology),
-            llc_idle_cores: llc_spans
-                .iter()
-                .map(|_| CachePadded::new(AtomicBool::new(false)))
-                .collect(),
+        let (shared, queues) = Shared::new(SharedOptions {
             topology,
             tunables: self.tunables,
-            workers,
-            shutdown: CachePadded::new(AtomicBool::new(false)),
-            idle: Sleepers::new(n, &llc_spans),
-            watch: crate::watch::Watch::new(n, &llc_spans),
-            capable,
-            all: 0..n,
-            burst_target: AtomicUsize::new(0),
-            places,
-            domains,
-            registry: Registry::new(n),
-            external: CachePadded::new(WorkerCounters::default()),
-            park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
-            start,
-            graveyard: crate::shared::Graveyard::new(),
-            starting: Latch::new(n),
-            #[cfg(feature = "io")]
-            driver: {
-                // Workers asleep on their condvars move into the driver at
-                // their next park: once it exists, notify them, so that one
-                // sleeps in each poller now. A Weak, as for the pool.
-                let owner = weak.as_ptr() as *const ();
-                let weak = weak.clone();
-                let on_create = Box::new(move || {
-                    if let Some(s) = weak.upgrade() {
-                        for w in s.workers.iter() {
-                            let _ = w.mailbox.parker.notify();
-                        }
-                    }
-                });
-                let io = crate::io::Handle::new(io_driver, cpus, owner, on_create);
-                Arc::new(crate::time::Handle::new(Arc::new(io), start, n))
-            },
-            on_start: self.on_start.clone(),
-            on_stop: self.on_stop.clone(),
+            thread_name: name.clone(),
+            stack_size,
+            max_blocking_threads: self.max_blocking_threads,
+            keep_alive: self.keep_alive,
+            blocking_affinity: self.blocking_affinity,
+            on_start: self.on_start,
+            on_stop: self.on_stop,
             poll_timing: self.poll_timing || self.long_poll_threshold.is_some(),
             long_poll_ns: self
                 .long_poll_threshold
                 .unwrap_or(Builder::DEFAULT_LONG_POLL_THRESHOLD)
                 .as_nanos()
                 .min(u64::MAX as u128) as u64,
+            #[cfg(feature = "io")]
+            io: self.io,
+            #[cfg(feature = "io")]
+            io_pollers: self.io_pollers,
             #[cfg(feature = "trace")]
-            trace,
-            #[cfg(not(feature = "trace"))]
-            trace: crate::trace::Recorder,
+            trace: self.trace,
             #[cfg(feature = "tokio-compat")]
             tokio: bridge.as_ref().map(|b| b.handle.clone()),
-        });
+            enter: |s| Box::new(crate::runtime::block_on::enter(s)),
+        })?;
         let mut threads = Vec::with_capacity(n);
-        for (index, (local, batch)) in locals.into_iter().zip(batches).enumerate() {
+        for (index, (local, batch)) in queues.into_iter().enumerate() {
             let s = shared.clone();
             let mut tb = thread::Builder::new().name(format!("{name}-{index}"));
             if let Some(sz) = stack_size {
@@ -727,7 +598,7 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::schedule::spawn(&self.shared, future)
+        crate::worker::spawn::spawn(&self.shared, crate::worker::spawn::Home::Free, future)
     }
 
     /// Spawns a task that runs only at `place`, now and after every wake
@@ -757,7 +628,7 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::schedule::spawn_on(&self.shared, place, future)
+        crate::worker::spawn::spawn_on(&self.shared, place, future)
     }
 
     /// Runs the blocking function `f` on the runtime's blocking pool (not on
@@ -767,7 +638,7 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        worker::spawn_blocking(&self.shared, f)
+        crate::worker::spawn::spawn_blocking(&self.shared, f)
     }
 
     /// Runs `future` to completion on the calling thread; inside it,
@@ -778,7 +649,7 @@ impl Runtime {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         #[cfg(feature = "tokio-compat")]
         let _tokio = self.shared.tokio.as_ref().map(|h| h.enter());
-        crate::block_on::block_on(&self.shared, future)
+        crate::runtime::block_on::block_on(&self.shared, future)
     }
 
     /// A [`Handle`](crate::Handle) to this runtime: cloneable, `Send + Sync`,
@@ -903,7 +774,7 @@ impl Runtime {
         // or `hwsched::spawn_blocking` gets a handle that resolves to
         // `Cancelled` at once (a spawn after shutdown), not a panic about a
         // missing runtime.
-        let _context = crate::block_on::enter(shared.clone());
+        let _context = crate::runtime::block_on::enter(shared.clone());
         // And tokio's, for the destructors of tasks that hold tokio
         // resources (the bridge still runs).
         #[cfg(feature = "tokio-compat")]
@@ -911,7 +782,7 @@ impl Runtime {
         // The sequence (announce, close the blocking pool, join, final
         // drain) is `shutdown::shutdown`'s: see there, and the worker's
         // module docs, "Shutdown".
-        let joined = crate::shutdown::shutdown(&mut Stop {
+        let joined = crate::sched::shutdown::shutdown(&mut Stop {
             shared,
             threads: &mut self.threads,
             deadline: timeout.map(|t| Instant::now() + t),
@@ -928,7 +799,7 @@ impl Runtime {
     }
 }
 
-/// The runtime as the shutdown sequence ([`crate::shutdown::shutdown`])
+/// The runtime as the shutdown sequence ([`crate::sched::shutdown::shutdown`])
 /// sees it: its workers' threads, with the shutdown's deadline.
 struct Stop<'a> {
     shared: &'a Shared,
@@ -936,12 +807,12 @@ struct Stop<'a> {
     deadline: Option<Instant>,
 }
 
-impl crate::shutdown::Stopping<Runnable> for Stop<'_> {
+impl crate::sched::shutdown::Stopping<Runnable> for Stop<'_> {
     fn flag(&self) -> &AtomicBool {
         &self.shared.shutdown
     }
 
-    fn parkers(&self) -> impl Iterator<Item = &crate::park::Parker> {
+    fn parkers(&self) -> impl Iterator<Item = &crate::sched::park::Parker> {
         self.shared.workers.iter().map(|w| &w.mailbox.parker)
     }
 
@@ -980,15 +851,17 @@ impl crate::shutdown::Stopping<Runnable> for Stop<'_> {
         all_joined
     }
 
-    fn graveyard(&self) -> &crate::shared::Graveyard<Runnable> {
+    fn graveyard(&self) -> &crate::sched::shutdown::Graveyard<Runnable> {
         &self.shared.graveyard
     }
 
     fn drain_inboxes(&self) -> usize {
         // The place queues of the domains are drained with the inboxes
-        // (`DomainQueues::drain` fences first: domain.rs).
-        crate::shared::drain_inboxes(self.shared.workers.iter().map(|w| &*w.mailbox), drop_task)
-            + self.shared.domains.drain(drop_task)
+        // (`DomainQueues::drain` fences first: sched/place_queue.rs).
+        crate::sched::shutdown::drain_inboxes(
+            self.shared.workers.iter().map(|w| &*w.mailbox),
+            drop_task,
+        ) + self.shared.domains.drain(drop_task)
     }
 
     fn wake_waiting(&self) {
@@ -1213,8 +1086,8 @@ where
     F::Output: 'static,
 {
     match worker::current_shared_worker() {
-        Some((shared, w)) => worker::spawn_local(&shared, w, future),
-        None => crate::block_on::spawn_local(future).unwrap_or_else(|| {
+        Some((shared, w)) => crate::worker::spawn::spawn_local(&shared, w, future),
+        None => crate::runtime::block_on::spawn_local(future).unwrap_or_else(|| {
             panic!(
                 "hwsched::spawn_local called off a worker thread and outside Runtime::block_on: \
                  a local task stays on the thread that spawns it, so call it from a task running \

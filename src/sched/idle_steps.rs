@@ -1,39 +1,39 @@
-//! An idle worker's steps of the wake protocol ([`idle`](crate::idle),
+//! An idle worker's steps of the wake protocol ([`idle`](crate::sched::sleepers),
 //! "The steps", a worker's steps 1-5): the idle period of a worker whose
 //! own queues are empty, written once over two small views, so that the
 //! runtime (`worker/idle.rs`) and the loom models (`loom-tests/tests/conserve.rs`,
 //! `idle_loop.rs`) run the same sequence. The pusher's steps are
-//! [`handoff`](crate::handoff)'s.
+//! [`push`](crate::sched::push)'s.
 //!
 //! [`Queues`] is what the steps need of the runtime beyond the pusher's
 //! view: whether a worker holds stealable work, and the re-check's look at
 //! the `queued` set. [`IdleWorker`] is the worker running them: its deque,
 //! its protocol record (searching, its `queued` bit), its walk and steal
-//! (the policy: `balance.rs` in the runtime), its wait on its mailbox
+//! (the policy: `policy/balance.rs` in the runtime), its wait on its mailbox
 //! (where the runtime spins or parks as its governor says), and hooks for
 //! what is not protocol (the idle mask, load publishing, counters), which
 //! a model leaves empty.
 //!
 //! # The sequence
 //!
-//! 1. Leave the `queued` set ([`handoff::clear_queued`]: the bit, the
+//! 1. Leave the `queued` set ([`push::clear_queued`]: the bit, the
 //!    owner's record of it, and a last look at the inbox); mark idle;
 //!    become a searcher if fewer than half the workers search
-//!    ([`Sleepers::to_searching`](crate::idle::Sleepers::to_searching)).
-//! 2. A task of the worker's place queues (domain.rs) ends the period;
+//!    ([`Sleepers::to_searching`](crate::sched::sleepers::Sleepers::to_searching)).
+//! 2. A task of the worker's place queues (sched/place_queue.rs) ends the period;
 //!    else a searcher (or a worker kicked with a note of where work is)
 //!    walks; work found ends the period ([`found_work`], which also hands
-//!    on a place queue's wake: [`domain::left_behind`]).
+//!    on a place queue's wake: [`place_queue::left_behind`]).
 //! 3. Wait on the mailbox. Before it sleeps the worker announces it
-//!    ([`Sleepers::to_parked`](crate::idle::Sleepers::to_parked)); with no
+//!    ([`Sleepers::to_parked`](crate::sched::sleepers::Sleepers::to_parked)); with no
 //!    searcher left after it, it re-checks the `queued` set
 //!    ([`Queues::find_queued_work`]) and does not sleep when that finds
 //!    work (the *pending* steal). Whatever the searchers, it then
-//!    re-checks its domains' place queues ([`domain::recheck`], after a
+//!    re-checks its domains' place queues ([`place_queue::recheck`], after a
 //!    fence) and does not sleep when one holds a task.
 //! 4. After the wait, whatever ended it: a worker that announced its sleep
 //!    leaves the parked set
-//!    ([`Sleepers::leave_parked`](crate::idle::Sleepers::leave_parked):
+//!    ([`Sleepers::leave_parked`](crate::sched::sleepers::Sleepers::leave_parked):
 //!    searching if a waker claimed it). Then: a task delivered to its
 //!    inbox ends the period; shutdown ends it; a pending steal is made
 //!    (and a parked worker woken for what is left behind, since pushers
@@ -49,10 +49,10 @@
 
 use std::task::Poll;
 
-use crate::domain::{self, DomainQueues};
-use crate::handoff::{self, Workers};
-use crate::park::{Notified, Parker, Wait};
-use crate::queue::Local;
+use crate::sched::place_queue::{self, DomainQueues};
+use crate::sched::push::{self, Workers};
+use crate::sched::park::{Notified, Parker, Wait};
+use crate::sched::queue::Local;
 use crate::sync::Ordering;
 
 /// What the idle steps need of the runtime, beyond the pusher's view.
@@ -60,17 +60,17 @@ pub trait Queues<T>: Workers<T> {
     /// Whether worker `v` holds stealable work now (its deque or inbox).
     fn has_work(&self, v: usize) -> bool;
     /// The re-check of a worker going to sleep with no searcher left, or of
-    /// the last searcher leaving (idle.rs, steps 2 and 3): a worker other
+    /// the last searcher leaving (sched/sleepers.rs, steps 2 and 3): a worker other
     /// than `me` whose queue holds work, found through the `queued` set,
     /// nearest first. Called after the fence of `to_parked` /
     /// `leave_searching`.
     fn find_queued_work(&self, me: usize) -> Option<usize>;
     /// Counts a wake made by worker `me`'s pusher's check (what
-    /// [`handoff::notify_parked`] returned). Not protocol.
+    /// [`push::notify_parked`] returned). Not protocol.
     fn count_wake(&self, me: usize, woke: Option<(usize, Notified)>) {
         let _ = (me, woke);
     }
-    /// The place queues of the domains (domain.rs), if the runtime has
+    /// The place queues of the domains (sched/place_queue.rs), if the runtime has
     /// them: the sequence takes from its worker's, and re-checks them
     /// before it sleeps.
     fn places(&self) -> Option<&DomainQueues<T>> {
@@ -102,7 +102,7 @@ pub trait IdleWorker<T> {
     /// the record of its `queued` bit.
     fn parts(&mut self) -> (&Local<T>, &mut bool, &mut bool);
     /// The walk: work stolen from another worker, from `kicked_by` first
-    /// when given (the policy; `balance.rs` in the runtime).
+    /// when given (the policy; `policy/balance.rs` in the runtime).
     fn walk(&mut self, kicked_by: Option<usize>) -> Option<T>;
     /// A steal from worker `v` (its deque, then its inbox) into this
     /// worker's deque: the one task to run.
@@ -110,7 +110,7 @@ pub trait IdleWorker<T> {
     /// Work on this worker's own queues (its LIFO slot, its deque, its
     /// private batch), put there while it slept.
     fn take_own(&mut self) -> Option<T>;
-    /// One wait on its mailbox ([`Mailbox::wait_with`](crate::park::Mailbox::wait_with)
+    /// One wait on its mailbox ([`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with)
     /// with its deque): spinning while its governor says so, then
     /// `before_sleep` (after whatever the worker does first, such as
     /// publishing its load), then `sleep`.
@@ -119,7 +119,7 @@ pub trait IdleWorker<T> {
         before_sleep: impl FnOnce() -> bool,
         sleep: impl FnOnce(&Parker) -> Poll<bool>,
     ) -> Wait<T>;
-    /// Goes on with a suspended wait ([`Mailbox::resume`](crate::park::Mailbox::resume)).
+    /// Goes on with a suspended wait ([`Mailbox::resume`](crate::sched::park::Mailbox::resume)).
     fn resume(&mut self, sleep: impl FnOnce(&Parker) -> Poll<bool>) -> Wait<T>;
     /// Where a suspended period is kept.
     fn suspended(&mut self) -> &mut Option<Suspended>;
@@ -183,22 +183,22 @@ pub struct Suspended {
     pass: Pass,
     /// Set when a wake made in the driver put work on this worker: it has
     /// left the `parked` set then (`Some(searching)`, what
-    /// [`Sleepers::leave_parked`](crate::idle::Sleepers::leave_parked)
+    /// [`Sleepers::leave_parked`](crate::sched::sleepers::Sleepers::leave_parked)
     /// returned), so the wakes after it spread to other workers.
     pub left_parked: Option<bool>,
 }
 
 /// The owner `me`'s clear of its `queued` bit at the start of an idle
-/// period ([`handoff::clear_queued`]), counted.
+/// period ([`push::clear_queued`]), counted.
 fn clear_queued<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T> {
     let me = w.index();
     let (_, _, queued_bit) = w.parts();
-    let t = handoff::clear_queued(rt, me, queued_bit)?;
+    let t = push::clear_queued(rt, me, queued_bit)?;
     w.count(Event::InboxPull);
     Some(t)
 }
 
-/// Work was found by idle worker `w` ([`handoff::found_work`]): it stops
+/// Work was found by idle worker `w` ([`push::found_work`]): it stops
 /// searching, and the work left behind gets a worker.
 pub fn found_work<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) {
     let me = w.index();
@@ -209,7 +209,7 @@ pub fn found_work<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) {
     // it may be about to run a long poll elsewhere, a task of a place
     // queue or a steal, so the pusher's steps run for what waits there).
     let inbox = &rt.mailbox(me).inbox;
-    let woke = handoff::found_work(
+    let woke = push::found_work(
         rt,
         me,
         searching,
@@ -220,15 +220,15 @@ pub fn found_work<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) {
     rt.count_wake(me, woke);
     if let Some(dq) = rt.places() {
         // A wake for a place queue may have brought this worker here, and
-        // it runs other work: the wake is handed on (domain.rs).
-        domain::left_behind(rt, dq, me, |x| rt.count_wake(me, Some(x)));
+        // it runs other work: the wake is handed on (sched/place_queue.rs).
+        place_queue::left_behind(rt, dq, me, |x| rt.count_wake(me, Some(x)));
     }
 }
 
-/// A task of one of `w`'s place queues (domain.rs), nearest first (the
+/// A task of one of `w`'s place queues (sched/place_queue.rs), nearest first (the
 /// caller's `found_work` checks for what it leaves behind).
 fn take_placed<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T> {
-    let t = domain::take(rt.places()?, w.index())?;
+    let t = place_queue::take(rt.places()?, w.index())?;
     w.count(Event::PlacedPull);
     Some(t)
 }
@@ -236,7 +236,7 @@ fn take_placed<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T> 
 /// The idle path of worker `w`, whose own queues are empty: the sequence
 /// of the [module docs](self), until work is found, the runtime shuts down,
 /// or the wait is suspended. `sleep` parks the worker (see
-/// [`Mailbox::wait_with`](crate::park::Mailbox::wait_with)).
+/// [`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with)).
 pub fn idle<T>(
     rt: &impl Queues<T>,
     w: &mut impl IdleWorker<T>,
@@ -308,7 +308,7 @@ pub fn idle<T>(
         let mut rechecked = false;
         let res = w.wait(
             || {
-                // Announce the sleep (idle.rs, step 3). With no searcher
+                // Announce the sleep (sched/sleepers.rs, step 3). With no searcher
                 // left, re-check the `queued` set and steal instead of
                 // sleeping when it finds work.
                 announced = true;
@@ -322,9 +322,9 @@ pub fn idle<T>(
                 }
                 // The place queues of its domains, whatever the searchers
                 // (a searcher elsewhere cannot take their tasks): after a
-                // fence, store-buffering with the pushers' (domain.rs).
+                // fence, store-buffering with the pushers' (sched/place_queue.rs).
                 match rt.places() {
-                    Some(dq) => !domain::recheck(dq, me, none_left),
+                    Some(dq) => !place_queue::recheck(dq, me, none_left),
                     None => true,
                 }
             },
@@ -388,7 +388,7 @@ fn after_wait<T>(
                 w.count(Event::Slept);
             }
             period.kicked_by = kicked_by;
-            // Relaxed: as `Shared::is_shutdown` (park.rs, "shutdown").
+            // Relaxed: as `Shared::is_shutdown` (sched/park.rs, "shutdown").
             if rt.shutdown().load(Ordering::Relaxed) {
                 return Some(Idle::Shutdown);
             }
@@ -410,7 +410,7 @@ fn after_wait<T>(
                         rt.find_queued_work(me)
                     };
                     if let Some(u) = left {
-                        rt.count_wake(me, handoff::notify_parked(rt, u));
+                        rt.count_wake(me, push::notify_parked(rt, u));
                     }
                     found_work(rt, w);
                     w.exit_idle(Some(pass.t0), period.slept_any);

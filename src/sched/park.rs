@@ -90,7 +90,7 @@
 //! from: [`Mailbox::pinned`] and [`Mailbox::locals`]. No other worker ever
 //! looks at them: they are not stealable, not in the `queued` set, not in
 //! the load counters' backlog, and the wake protocol of
-//! [`idle`](crate::idle) is not involved (a pinned task has one worker
+//! [`idle`](crate::sched::sleepers) is not involved (a pinned task has one worker
 //! that can run it, so nobody else is woken for it). One word, `placed`,
 //! counts the items of both, so the owner's look at them is one load.
 //!
@@ -127,12 +127,12 @@
 //!
 //! Who sleeps and who wakes whom (the searching count, the `parked` and
 //! `idle` sets, and work conservation) is the protocol of
-//! [`idle`](crate::idle), built on this one: this module only makes sure
+//! [`idle`](crate::sched::sleepers), built on this one: this module only makes sure
 //! that a notification sent to one worker is never lost.
 
 use std::task::{Poll, Waker};
 
-use crate::queue::{Inbox, Local, Steal};
+use crate::sched::queue::{Inbox, Local, Steal};
 use crate::sync::{spin_loop, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
 const NOTIFIED: usize = 1;
@@ -146,7 +146,7 @@ const PARKED: usize = 2;
 pub const ADMIT_BATCH: usize = 128;
 
 /// Sentinel for "no worker" in [`Mailbox`]'s kick note (the policy's).
-pub use crate::wake::NO_WORKER;
+pub use crate::policy::wake::NO_WORKER;
 
 /// A worker's sleep state: a token (`NOTIFIED`) and a sleeping bit (`PARKED`).
 /// See the [module docs](self) for the protocol.
@@ -531,7 +531,7 @@ impl<T> Mailbox<T> {
         }
         if !before_sleep() {
             // The worker found work elsewhere (the re-check of a worker that
-            // sleeps with no searcher left, idle.rs): it does not sleep.
+            // sleeps with no searcher left, sched/sleepers.rs): it does not sleep.
             return Wait::Woken {
                 slept: false,
                 kicked_by: self.take_kick(),
@@ -593,7 +593,7 @@ impl<T> Mailbox<T> {
     /// holds (two steals: crossbeam's injector hands out at most one block,
     /// 63 items, per steal). A yielding task calls this before it queues
     /// itself, so that external work runs before it runs again; its own
-    /// push then runs the pusher's check for the deque (handoff.rs).
+    /// push then runs the pusher's check for the deque (sched/push.rs).
     #[inline]
     pub fn admit(&self, local: &Local<T>) {
         if self.inbox.is_empty() {

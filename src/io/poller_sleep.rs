@@ -5,7 +5,7 @@
 //! condvar and atomics.
 //!
 //! A worker that goes to sleep (step 4 of the park protocol,
-//! [`park`](crate::park)):
+//! [`park`](crate::sched::park)):
 //!
 //! 1. takes a free poller with a try-lock, its own first, then the others
 //!    ([`PollerSleep::sleep`]); every poller being taken, it sleeps on its
@@ -37,7 +37,7 @@
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use crate::park::{Notified, Parker};
+use crate::sched::park::{Notified, Parker};
 
 /// A poller a worker may sleep in: mio's epoll in the runtime, a mock in
 /// the loom models.
@@ -158,8 +158,8 @@ impl<'a, P: SleepPoller + 'a, T: ThreadSleep> PollerSleep<'a, P, T> {
     }
 
     /// Step 4 of the park protocol, the `sleep` of
-    /// [`Mailbox::wait_with`](crate::park::Mailbox::wait_with) and
-    /// [`resume`](crate::park::Mailbox::resume): takes a free poller if it
+    /// [`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with) and
+    /// [`resume`](crate::sched::park::Mailbox::resume): takes a free poller if it
     /// holds none (`own` first, then the next ones of `pollers`), and polls
     /// the park with that poller's waker, or its thread's. `Pending`: asleep,
     /// the caller suspends its idle period and calls [`wait`](Self::wait).

@@ -33,12 +33,27 @@
 //! );
 //! ```
 
-pub use crate::balance::{busiest_group, BalanceState, LevelCost, WalkOutcome, DECAY_PERIOD_NS};
-pub use crate::governor::{Choice as IdleChoice, Governor, MIN_SPIN_NS, SPIN_WINDOW_NS};
-pub use crate::load::{Contribution, GroupClass, Load, Publish, Publisher};
-pub use crate::place::{find_idlest_group, place_external, External, ExternalView, PlacementView};
-pub use crate::spans::{capable_runs, near_spans, wake_spans};
-pub use crate::wake::{
+pub(crate) mod balance;
+pub(crate) mod governor;
+// The load counters the loom models drive: public under `cfg(loom)`.
+#[cfg(loom)]
+pub mod load;
+#[cfg(not(loom))]
+pub(crate) mod load;
+pub(crate) mod search_order;
+pub(crate) mod spawn_place;
+pub(crate) mod wake;
+
+pub use crate::policy::balance::{
+    busiest_group, BalanceState, LevelCost, WalkOutcome, DECAY_PERIOD_NS,
+};
+pub use crate::policy::governor::{Choice as IdleChoice, Governor, MIN_SPIN_NS, SPIN_WINDOW_NS};
+pub use crate::policy::load::{Contribution, GroupClass, Load, Publish, Publisher};
+pub use crate::policy::search_order::{capable_runs, near_spans, wake_spans};
+pub use crate::policy::spawn_place::{
+    find_idlest_group, place_external, External, ExternalView, PlacementView,
+};
+pub use crate::policy::wake::{
     prop_depth, scan_depth, select_idle_sibling, util_depth, wake_affine, Choice, IdleView,
     Outcome, SisConfig, SCAN_COST_SAMPLE,
 };

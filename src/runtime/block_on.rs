@@ -50,11 +50,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::context::on_worker_thread;
-use crate::shared::Shared;
-use crate::shared::BLOCK_ON;
 use crate::stats::WorkerCounters;
 use crate::sync::{AtomicBool, Mutex, Ordering};
-use crate::task::{drop_task, JoinHandle, Runnable, TaskFuture, TaskMeta};
+use crate::task::{drop_task, JoinHandle, Runnable};
+use crate::worker::shared::Shared;
+
+thread_local! {
+    /// The runtime whose `block_on` runs on this thread, if any.
+    pub(crate) static BLOCK_ON: std::cell::RefCell<Option<std::sync::Arc<Shared>>> =
+        const { std::cell::RefCell::new(None) };
+}
 
 /// The wake flag of one `block_on` call: the waker sets it, then unparks
 /// the thread; the loop consumes it, parking until it is set. The loom
@@ -72,7 +77,7 @@ impl WakeFlag {
     /// (`unpark`). The other order loses the wake: the loop could take the
     /// unpark's token in a park that returns at once, find the flag still
     /// clear, and park again, and the flag set afterwards has no unpark
-    /// left to end that park (the loom model `block_on.rs` finds it).
+    /// left to end that park (the loom model `runtime/block_on.rs` finds it).
     #[inline]
     pub fn wake(&self, unpark: impl FnOnce()) {
         self.set();
@@ -327,23 +332,18 @@ where
     let queue = locals.queue.clone();
     let thread = std::thread::current();
     let keep = shared.clone();
-    let (runnable, task) = async_task::Builder::new()
-        .metadata(TaskMeta::new())
-        .spawn_local(
-            move |meta: &TaskMeta| {
-                // SAFETY: the registry lives in `Shared`, which the
-                // schedule function of this task keeps alive (`keep`), as
-                // in `spawn`.
-                TaskFuture::new(LocalFuture { inner: future, key }, meta, unsafe {
-                    &*registry
-                })
-            },
+    // SAFETY: the registry lives in `Shared`, which the schedule function
+    // of this task keeps alive (`keep`), as in `spawn`.
+    let (runnable, handle) = unsafe {
+        crate::task::build_local(
+            LocalFuture { inner: future, key },
+            registry,
             move |r: Runnable| {
                 let shut_down = keep.is_shutdown();
                 queue.push((r, shut_down), || thread.unpark());
             },
-        );
-    let handle = JoinHandle::new(task, &shared.registry, runnable.waker());
+        )
+    };
     locals.live.borrow_mut().insert(key, runnable.waker());
     WorkerCounters::bump_shared(&shared.external.spawned, 1);
     runnable.schedule();
@@ -409,7 +409,7 @@ impl Drop for Restore {
 /// Makes `shared` this thread's runtime context (what `hwsched::spawn`
 /// spawns onto, and whose driver keeps the timers and sockets made here)
 /// until the returned guard is dropped. On a worker thread the worker's
-/// runtime stays the context (`shared::current`): its driver stays too.
+/// runtime stays the context (`handle::current`): its driver stays too.
 pub(crate) fn enter(shared: Arc<Shared>) -> Restore {
     #[cfg(feature = "io")]
     let _driver =

@@ -51,7 +51,7 @@
 //!   private work.
 //! - **The owner's check.** An owner whose private work goes from none
 //!   to some sets its bit, then (after a fence) reads the count; if it is
-//!   zero, it claims a parked worker ([`Sleepers::wake_in`]), marks it
+//!   zero, it claims a parked worker ([`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in)), marks it
 //!   *called* and notifies it: that worker finds nothing to steal, parks
 //!   again and, called, watches. A called worker that finds other work
 //!   instead leaves as a watcher does (below), so that its call is passed
@@ -154,7 +154,7 @@
 //!    does not watch) against the last of them leaving: the sleeper set
 //!    its `parked` bit, fenced, and read the count; the leaver decrements,
 //!    fences, and reads the count, `private` and the `parked` set (in
-//!    [`Sleepers::wake_in`]). Either the sleeper read the count after the
+//!    [`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in)). Either the sleeper read the count after the
 //!    decrement (and found room, or another watcher), or the leaver sees
 //!    its `parked` bit and calls it (or another parked worker) when
 //!    private work is about.
@@ -163,7 +163,7 @@
 //!    going to sleep that finds the poller taken: the sleeper set its
 //!    `parked` bit, fenced ([`before_poller`]) and try-locked the poller;
 //!    the leaver released the poller's lock, fences, and reads the count and
-//!    the `parked` set (in [`Sleepers::wake_in`]). Either the sleeper takes
+//!    the `parked` set (in [`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in)). Either the sleeper takes
 //!    the free poller, or the leaver sees its `parked` bit and calls it (or
 //!    another parked worker) to watch: it takes the poller at its tick.
 //!
@@ -186,9 +186,9 @@ use std::ops::Range;
 
 use crossbeam_utils::CachePadded;
 
-use crate::handoff::Workers;
-use crate::idle::WorkerSet;
-use crate::park::Notified;
+use crate::sched::push::Workers;
+use crate::sched::sleepers::WorkerSet;
+use crate::sched::park::Notified;
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// At most this many workers watch at once (module docs, "Claiming").
@@ -441,10 +441,10 @@ impl Look {
 /// Every take is a swap or a steal, so the owner, leaving its poll
 /// meanwhile, and the watcher never both get a task (loom:
 /// `loom-tests/tests/long_poll.rs`). Returns how many tasks it moved.
-pub fn take_private<T: crate::queue::Handle>(
-    lifo: &crate::queue::Slot<T>,
-    batch: &crate::queue::Stealer<T>,
-    into: &crate::queue::Local<T>,
+pub fn take_private<T: crate::sched::queue::Handle>(
+    lifo: &crate::sched::queue::Slot<T>,
+    batch: &crate::sched::queue::Stealer<T>,
+    into: &crate::sched::queue::Local<T>,
 ) -> usize {
     let mut n = 0;
     if let Some(t) = lifo.take() {
@@ -453,12 +453,12 @@ pub fn take_private<T: crate::queue::Handle>(
     }
     loop {
         match batch.steal() {
-            crate::queue::Steal::Success(t) => {
+            crate::sched::queue::Steal::Success(t) => {
                 into.push(t);
                 n += 1;
             }
-            crate::queue::Steal::Retry => continue,
-            crate::queue::Steal::Empty => return n,
+            crate::sched::queue::Steal::Retry => continue,
+            crate::sched::queue::Steal::Empty => return n,
         }
     }
 }
@@ -586,7 +586,7 @@ fn wake_watcher<T>(rt: &impl Workers<T>, w: &Watch, near: usize) -> Option<(usiz
     let v = rt.sleepers().wake_in(&all, near, || {
         // The claim was undone: pushers may have skipped their wake while
         // it counted a searcher, so their check runs again.
-        crate::handoff::notify_parked(rt, near);
+        crate::sched::push::notify_parked(rt, near);
     })?;
     // Relaxed: the notify's release publishes it to `v`'s wake-up.
     w.called[v].store(true, Ordering::Relaxed);

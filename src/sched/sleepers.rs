@@ -13,9 +13,9 @@
 //! then runs a long poll. Tasks pinned to a worker (placed on it, or
 //! local to it) are outside the invariant's queues: only their worker can
 //! take them, so a push notifies that worker directly and wakes nobody
-//! else (park.rs, "Pinned tasks"); a pinned task waits while its worker is
+//! else (sched/park.rs, "Pinned tasks"); a pinned task waits while its worker is
 //! busy, which is what pinning asks for. Tasks placed in a domain wait in
-//! the domain's place queue, outside these queues too: domain.rs keeps the
+//! the domain's place queue, outside these queues too: sched/place_queue.rs keeps the
 //! same invariant inside the domain, with its own steps over the `parked`
 //! set ([`Sleepers::wake_in`], a claim made whatever the searchers, who may
 //! all be outside the domain) and a re-check of the place queues by every
@@ -49,7 +49,7 @@
 //!   empty to non-empty, and by a deliverer into a busy worker's inbox;
 //!   cleared by the owner when it finds both empty, with an RMW that
 //!   acquires the deliverers' and then a last look at its inbox
-//!   ([`handoff::clear_queued`](crate::handoff::clear_queued), checked by
+//!   ([`push::clear_queued`](crate::sched::push::clear_queued), checked by
 //!   `loom-tests/tests/queued.rs`). A set bit may be stale
 //!   (a thief emptied the queue); a clear bit is never stale for a queue
 //!   that holds work, except while its owner is awake and about to look at
@@ -59,7 +59,7 @@
 //!
 //! A **pusher** (any thread that makes a task stealable: a push onto a
 //! deque, a delivery into a busy worker's inbox, a steal that leaves a batch
-//! in the thief's deque; [`handoff`](crate::handoff) writes these steps
+//! in the thief's deque; [`push`](crate::sched::push) writes these steps
 //! once, for the runtime and the loom models):
 //! 1. pushes, then sets the owner's `queued` bit if it is clear;
 //! 2. [`Sleepers::needs_wake`]: `fence(SeqCst)`, then loads `state`; if no
@@ -71,7 +71,7 @@
 //!    woken worker starts out searching.
 //!
 //! A **waker whose placement chose a parked worker** (wake placement
-//! picked an idle worker, and that one sleeps: `schedule.rs`) wakes it only
+//! picked an idle worker, and that one sleeps: `worker/schedule.rs`) wakes it only
 //! as the one wake in flight, [`Sleepers::wake_specific`]: the same CAS as
 //! step 3, then that worker's `parked` bit; the task goes to its inbox
 //! (marked in `queued`). If another wake is in flight, the task goes to the
@@ -84,7 +84,7 @@
 //! A **worker** whose own queues are empty:
 //! 1. marks itself idle and, if fewer than half the workers search,
 //!    becomes a searcher ([`Sleepers::to_searching`]);
-//! 2. a searcher walks the domain tree (balance.rs); if it finds work it
+//! 2. a searcher walks the domain tree (policy/balance.rs); if it finds work it
 //!    stops searching ([`Sleepers::leave_searching`]) and, if it was the last
 //!    searcher and work is still queued somewhere (its own deque after a
 //!    batch steal, or any `queued` bit), runs the pusher's steps 2-3 itself
@@ -96,7 +96,7 @@
 //!    not search and the searchers have left since), `fence(SeqCst)` and
 //!    read the `queued` bitmap; a worker found with work is stolen from at
 //!    once instead of sleeping;
-//! 4. parks on its [`Parker`](crate::park::Parker) (no lost wakeups: park.rs);
+//! 4. parks on its [`Parker`](crate::sched::park::Parker) (no lost wakeups: sched/park.rs);
 //! 5. on waking, for whatever reason, [`Sleepers::leave_parked`]: counts
 //!    itself awake, then clears its own `parked` bit. If the bit was gone,
 //!    a waker claimed it, and the claim counted it awake and searching: it
@@ -113,9 +113,9 @@
 //! # The LIFO slot
 //!
 //! A wake that keeps its task on the waker's worker (nobody idle to take
-//! it, or `wake_affine` chose the waker: schedule.rs) puts it in that
+//! it, or `wake_affine` chose the waker: worker/schedule.rs) puts it in that
 //! worker's LIFO slot, which the worker takes first after its current poll
-//! ([`handoff::push_lifo`](crate::handoff::push_lifo)). The slot is
+//! ([`push::push_lifo`](crate::sched::push::push_lifo)). The slot is
 //! one atomic pointer (`queue::Slot`): the owner fills it with a plain
 //! store when empty, and every take is a swap, so a task leaves it once.
 //! The push sets the owner's `queued` bit (pusher's step 1) but runs no
@@ -124,7 +124,7 @@
 //! `schedule_local` and Go's `runnext` keep it there too). What a wake
 //! would buy is the case where the waker's poll then runs long (a task
 //! that sends and then computes): the re-checks of step 3 and of the last
-//! searcher count the slot as work ([`Queues::has_work`](crate::idle_worker::Queues::has_work)),
+//! searcher count the slot as work ([`Queues::has_work`](crate::sched::idle_steps::Queues::has_work)),
 //! so a worker that goes idle while the owner is still in that poll takes
 //! the task in its pending steal (counted as `lifo_steals`); the walk does
 //! not look at slots, so a searcher does not take a task its worker is
@@ -695,7 +695,7 @@ impl Sleepers {
     }
 
     /// Claims a parked worker of `span` for work only the workers of
-    /// `span` may take (a domain's queue: domain.rs), whether or not a
+    /// `span` may take (a domain's queue: sched/place_queue.rs), whether or not a
     /// worker searches elsewhere: a searcher outside `span` cannot take
     /// that work. The claim is [`wake_specific`](Self::wake_specific)'s
     /// (`searching += 1`, `awake += 1` in one CAS, while somebody is
@@ -872,7 +872,7 @@ impl Sleepers {
     /// not, reads the bit or a later value of the word (and `f`'s look at
     /// the queue sees the push the same way); when it comes second, the
     /// pusher's check sees the re-checker's decrement. The walk's scans
-    /// (balance.rs) are hints that nothing counts on. A plain load on x86
+    /// (policy/balance.rs) are hints that nothing counts on. A plain load on x86
     /// either way.
     pub fn find_queued(
         &self,

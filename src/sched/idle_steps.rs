@@ -1,9 +1,10 @@
-//! An idle worker's steps of the wake protocol ([`idle`](crate::sched::sleepers),
-//! "The steps", a worker's steps 1-5): the idle period of a worker whose
-//! own queues are empty, written once over two small views, so that the
-//! runtime (`worker/idle.rs`) and the loom models (`loom-tests/tests/conserve.rs`,
-//! `idle_loop.rs`) run the same sequence. The pusher's steps are
-//! [`push`](crate::sched::push)'s.
+//! An idle worker's steps of the wake protocol: the idle period of a worker
+//! whose own queues are empty ([`idle`]), written once over two small views
+//! so that the runtime (`worker/idle.rs`) and the loom models
+//! (`conserve.rs`, `idle_loop.rs`) run the same sequence. The steps
+//! (search, wait, announce, re-check, sleep, wake) are numbered in
+//! src/sched/README.md, "The idle worker's steps"; the pusher's steps are
+//! [`push`]'s.
 //!
 //! [`Queues`] is what the steps need of the runtime beyond the pusher's
 //! view: whether a worker holds stealable work, and the re-check's look at
@@ -14,38 +15,10 @@
 //! what is not protocol (the idle mask, load publishing, counters), which
 //! a model leaves empty.
 //!
-//! # The sequence
-//!
-//! 1. Leave the `queued` set ([`push::clear_queued`]: the bit, the
-//!    owner's record of it, and a last look at the inbox); mark idle;
-//!    become a searcher if fewer than half the workers search
-//!    ([`Sleepers::to_searching`](crate::sched::sleepers::Sleepers::to_searching)).
-//! 2. A task of the worker's place queues (sched/place_queue.rs) ends the period;
-//!    else a searcher (or a worker kicked with a note of where work is)
-//!    walks; work found ends the period ([`found_work`], which also hands
-//!    on a place queue's wake: [`place_queue::left_behind`]).
-//! 3. Wait on the mailbox. Before it sleeps the worker announces it
-//!    ([`Sleepers::to_parked`](crate::sched::sleepers::Sleepers::to_parked)); with no
-//!    searcher left after it, it re-checks the `queued` set
-//!    ([`Queues::find_queued_work`]) and does not sleep when that finds
-//!    work (the *pending* steal). Whatever the searchers, it then
-//!    re-checks its domains' place queues ([`place_queue::recheck`], after a
-//!    fence) and does not sleep when one holds a task.
-//! 4. After the wait, whatever ended it: a worker that announced its sleep
-//!    leaves the parked set
-//!    ([`Sleepers::leave_parked`](crate::sched::sleepers::Sleepers::leave_parked):
-//!    searching if a waker claimed it). Then: a task delivered to its
-//!    inbox ends the period; shutdown ends it; a pending steal is made
-//!    (and a parked worker woken for what is left behind, since pushers
-//!    counted on this worker); a worker not searching tries to become a
-//!    searcher; work put on its own queues meanwhile (by wakes it made
-//!    while sleeping in the I/O driver), or a task of its place queues,
-//!    ends the period. Otherwise back to step 2.
-//!
 //! A wait may be *suspended* (the worker sleeps in the I/O driver, outside
 //! this call): [`idle`] then returns [`Idle::Suspended`], the period is
 //! kept in the worker ([`IdleWorker::suspended`]), and the next call goes
-//! on with step 4.
+//! on with idle step 6.
 
 use std::task::Poll;
 

@@ -1,11 +1,12 @@
-//! Handing work to workers: the pusher's steps of the wake protocol
-//! ([`idle`](crate::sched::sleepers), "The steps"), the start of every task's
-//! schedule path, and the owner's clear of its `queued` bit
-//! ([`clear_queued`]), written once over a small view of the runtime
-//! ([`Workers`]) so that the runtime (`worker/`, `worker/schedule.rs`) and the
-//! loom models (`loom-tests/tests/conserve.rs`, `queued.rs`, `sched/shutdown.rs`)
-//! run the same code. The callers keep what is theirs: placement, counters, and what a
-//! worker's core holds.
+//! Handing work to workers: the pusher's steps of the wake protocol (the
+//! start of every task's schedule path), the LIFO slot's push
+//! ([`push_lifo`]), the shutdown check ([`admit`]) and the owner's clear of
+//! its `queued` bit ([`clear_queued`]), written once over a small view of
+//! the runtime ([`Workers`]) so that the runtime (`worker/`) and the loom
+//! models (`conserve.rs`, `queued.rs`, `lifo.rs`) run the same code. The
+//! callers keep what is theirs: placement, counters, and what a worker's
+//! core holds. The steps: src/sched/README.md, "The pusher's steps" and
+//! "The LIFO slot".
 
 use std::ops::Range;
 

@@ -1,53 +1,14 @@
-//! The shutdown sequence (the [worker](crate::worker)'s module docs,
-//! "Shutdown", steps 1-7), written once over small views so that the
-//! runtime (`Runtime::shutdown` in `runtime/mod.rs`, the worker's loop and exit
-//! in `worker/mod.rs`) and the loom models (`loom-tests/tests/shutdown.rs`)
-//! run the same steps. The flag and the notifies ([`announce_shutdown`]),
-//! the burial and the final drain ([`Graveyard`], [`final_drain`]) are
-//! here, below the sequence; the wait that sees the flag
-//! ([`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with),
-//! sched/park.rs "shutdown") and the schedule path's check
-//! ([`push::admit`](crate::sched::push::admit)) are in their protocols.
-//!
-//! # The steps
-//!
-//! The runtime's side, [`shutdown`] over a [`Stopping`] view (steps 1, 2
-//! and 5-7 of the worker's docs):
-//!
-//! 1. **Announce**: set the flag, then notify every worker's parker
-//!    ([`announce_shutdown`]). A worker asleep wakes and sees the flag; a
-//!    delivery racing the announce sees it or is seen (sched/park.rs,
-//!    "shutdown").
-//! 2. **Close the blocking pool** ([`Stopping::close_blocking`]): it
-//!    refuses new closures and cancels those not yet started; it waits for
-//!    nothing yet.
-//! 3. **Join** the workers ([`Stopping::join_workers`]); a worker that
-//!    outlives the deadline (or is the calling thread) is left to exit on
-//!    its own, and the answer says so.
-//! 4. **Final drain** ([`final_drain`]): drop what is left in the inboxes,
-//!    wake every task pending on a waker (its schedule buries it), reap
-//!    the graveyard and drain the inboxes until both are empty; only then
-//!    wait for the running blocking closures ([`Stopping::wait_running`]),
-//!    reap again, and close the graveyard.
-//!
-//! A worker's side, over a [`Running`] view and an [`Exiting`] one (steps
-//! 3 and 4 there):
-//!
-//! - Each step of its loop takes its next task with [`next`]: the flag is
-//!   looked at first (before its own queues), so a worker that saw it
-//!   polls nothing more; an idle period that sees it (its wait returns
-//!   [`Wait::Shutdown`](crate::sched::park::Wait::Shutdown)) ends the loop too.
-//! - On the way out, [`exit`] drops every task it still holds (its LIFO
-//!   slot, its deque, its private batch), then what must be dropped on its
-//!   own thread (tasks placed on it, its local tasks). The inboxes are the
-//!   final drain's.
-//!
-//! Every task is thus run or dropped exactly once: a task held by a worker
-//! is dropped by its exit, a task in an inbox by the final drain, a task
-//! found after the flag (woken, or delivered concurrently) is buried and
-//! reaped by the final drain or, after [`Graveyard::close`], by its burier.
-//! Model-checked in `loom-tests/tests/shutdown.rs`, which drives these
-//! functions with the models' runtime (`loom_tests::Rt`) and workers.
+//! The shutdown sequence, written once over small views so that the
+//! runtime (`Runtime::shutdown` in `runtime/mod.rs`, the worker's loop and
+//! exit in `worker/mod.rs`) and the loom models (`loom-tests/tests/shutdown.rs`)
+//! run the same steps: the flag and the notifies ([`announce_shutdown`]),
+//! the burial and the final drain ([`Graveyard`], [`final_drain`]), the
+//! runtime's side ([`shutdown`]) and a worker's ([`next`], [`exit`]). The
+//! wait that sees the flag
+//! ([`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with)) and the
+//! schedule path's check ([`push::admit`](crate::sched::push::admit)) are
+//! in their protocols. The steps, numbered 1-7: src/sched/README.md,
+//! "Shutdown".
 
 use crate::sched::idle_steps::Idle;
 use crate::sched::park::Parker;

@@ -108,8 +108,8 @@ impl SleepPoller for super::Poller {
     }
 }
 
-/// One worker's sleep in the driver (steps 1 to 4 and 6 of the module
-/// docs): the poller it holds while it sleeps in it, and its thread's
+/// One worker's sleep in the driver (poller steps 1 to 4 and 6,
+/// src/sched/README.md): the poller it holds while it sleeps in it, and its thread's
 /// sleep for when every poller is taken.
 pub struct PollerSleep<'a, P: SleepPoller + 'a, T> {
     /// The poller held (its index and what holding gives), from the first
@@ -129,7 +129,7 @@ impl<'a, P: SleepPoller + 'a, T: ThreadSleep> PollerSleep<'a, P, T> {
         self.held.as_ref().map(|(i, _)| *i)
     }
 
-    /// Step 4 of the park protocol, the `sleep` of
+    /// Idle step 5 (src/sched/README.md), the `sleep` of
     /// [`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with) and
     /// [`resume`](crate::sched::park::Mailbox::resume): takes a free poller if it
     /// holds none (`own` first, then the next ones of `pollers`), and polls
@@ -178,7 +178,7 @@ impl<'a, P: SleepPoller + 'a, T: ThreadSleep> PollerSleep<'a, P, T> {
     }
 }
 
-/// Step 5: a wake made by this worker's dispatch (a readiness event, or a
+/// Poller step 5: a wake made by this worker's dispatch (a readiness event, or a
 /// timer fired after the wait) put a task on this worker while its idle
 /// period is suspended: the worker notifies its own parker, so that its
 /// next [`PollerSleep::sleep`] ends the park instead of waiting again with

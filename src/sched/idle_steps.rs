@@ -33,7 +33,7 @@ pub trait Queues<T>: Workers<T> {
     /// Whether worker `v` holds stealable work now (its deque or inbox).
     fn has_work(&self, v: usize) -> bool;
     /// The re-check of a worker going to sleep with no searcher left, or of
-    /// the last searcher leaving (sched/sleepers.rs, steps 2 and 3): a worker other
+    /// the last searcher leaving (src/sched/README.md, idle steps 4 and 1): a worker other
     /// than `me` whose queue holds work, found through the `queued` set,
     /// nearest first. Called after the fence of `to_parked` /
     /// `leave_searching`.
@@ -207,7 +207,7 @@ fn take_placed<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T> 
 }
 
 /// The idle path of worker `w`, whose own queues are empty: the sequence
-/// of the [module docs](self), until work is found, the runtime shuts down,
+/// of src/sched/README.md, "The idle worker's steps", until work is found, the runtime shuts down,
 /// or the wait is suspended. `sleep` parks the worker (see
 /// [`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with)).
 pub fn idle<T>(
@@ -281,7 +281,7 @@ pub fn idle<T>(
         let mut rechecked = false;
         let res = w.wait(
             || {
-                // Announce the sleep (sched/sleepers.rs, step 3). With no searcher
+                // Announce the sleep (src/sched/README.md, idle steps 3 and 4). With no searcher
                 // left, re-check the `queued` set and steal instead of
                 // sleeping when it finds work.
                 announced = true;
@@ -295,7 +295,7 @@ pub fn idle<T>(
                 }
                 // The place queues of its domains, whatever the searchers
                 // (a searcher elsewhere cannot take their tasks): after a
-                // fence, store-buffering with the pushers' (sched/place_queue.rs).
+                // fence, store-buffering with the pushers' (README, "Place queues").
                 match rt.places() {
                     Some(dq) => !place_queue::recheck(dq, me, none_left),
                     None => true,
@@ -325,7 +325,7 @@ pub fn idle<T>(
     }
 }
 
-/// The end of one idle pass, after its wait (step 4): `Some` ends the idle
+/// The end of one idle pass, after its wait (idle step 6): `Some` ends the idle
 /// period.
 fn after_wait<T>(
     rt: &impl Queues<T>,
@@ -375,8 +375,8 @@ fn after_wait<T>(
                     // their work, at `v` or elsewhere. It runs what it took
                     // without searching, so if work is left (behind `v`, or
                     // in another queue), a parked worker is woken for it.
-                    // (Found by hwsched-sim: without this, work waited in
-                    // another queue while workers slept.)
+                    // (Without this, work waits in another queue while
+                    // workers sleep: hwsched-sim shows it.)
                     let left = if rt.has_work(v) {
                         Some(v)
                     } else {

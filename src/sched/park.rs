@@ -25,7 +25,7 @@ pub const ADMIT_BATCH: usize = 128;
 pub use crate::policy::wake::NO_WORKER;
 
 /// A worker's sleep state: a token (`NOTIFIED`) and a sleeping bit (`PARKED`).
-/// See the [module docs](self) for the protocol.
+/// The protocol: src/sched/README.md, "Parking and the inbox hand-off".
 #[derive(Debug)]
 pub struct Parker {
     state: AtomicUsize,
@@ -124,7 +124,7 @@ impl Parker {
     /// never lost (its signal finds nobody waiting, and is not needed).
     pub fn park_timeout(&self, timeout: Option<std::time::Duration>) -> bool {
         let mut guard = self.lock.lock();
-        // AcqRel: pairs with notify's fetch_or; see the module docs. Either
+        // AcqRel: pairs with notify's fetch_or (README, "The race it closes"). Either
         // half alone is more than needed: what the worker reads after the
         // park is ordered by the final `swap(0, AcqRel)`, which reads every
         // notify so far, and a notifier that reads PARKED takes the mutex
@@ -156,7 +156,7 @@ impl Parker {
 
     /// [`park`](Self::park) for an owner that sleeps elsewhere (in a
     /// poller's `epoll_wait`, or on its thread: "Sleeping in the I/O
-    /// driver" in the module docs): `Pending` means "asleep: go and sleep
+    /// driver" in src/sched/README.md): `Pending` means "asleep: go and sleep
     /// until `waker` is woken", and the owner calls it again when awake.
     /// `Ready(slept)` ends the park as `park` returns: the token is
     /// consumed.
@@ -221,7 +221,7 @@ pub struct Mailbox<T> {
     /// Items pushed by other threads.
     pub inbox: Inbox<T>,
     /// Items only this worker takes (tasks placed on it): never stolen,
-    /// never in the `queued` set. See "Pinned tasks" in the module docs.
+    /// never in the `queued` set. See "Pinned tasks" in src/sched/README.md.
     pub pinned: Inbox<T>,
     /// This worker's `!Send` items (its local tasks): taken and dropped by
     /// this worker alone, also at shutdown (never drained by another

@@ -23,7 +23,7 @@ pub struct DomainQueue<T> {
 }
 
 /// The queues of a runtime's domains, and each worker's (see the
-/// [module docs](self)).
+/// src/sched/README.md, "Place queues").
 #[derive(Debug)]
 pub struct DomainQueues<T> {
     queues: Box<[CachePadded<DomainQueue<T>>]>,
@@ -108,7 +108,7 @@ impl<T> DomainQueues<T> {
     }
 
     /// The final drain of shutdown: `fence(SeqCst)` (pairs with the fence
-    /// of every [`push`], see the module docs), then every queue into
+    /// of every [`push`], see src/sched/README.md), then every queue into
     /// `drop`. Returns how many tasks it dropped.
     pub fn drain(&self, mut drop: impl FnMut(T)) -> usize {
         fence(Ordering::SeqCst);
@@ -162,7 +162,7 @@ fn pop<T>(q: &DomainQueue<T>) -> Option<T> {
     }
 }
 
-/// The pusher's steps (module docs): pushes `t` into queue `q`, counts it,
+/// The pusher's step (README, "Place queues", step 1): pushes `t` into queue `q`, counts it,
 /// fences, re-checks shutdown, and runs the domain check
 /// ([`wake_member`]). `near` is where the wake should look
 /// first (the waker's worker, or the domain's first). Returns the worker
@@ -185,9 +185,9 @@ pub fn push<T>(
     // look) of the count. The acquire half orders nothing needed.
     dom.len.fetch_add(1, Ordering::AcqRel);
     // Pairs with the re-check's fence (`recheck`) and with the final
-    // drain's (`DomainQueues::drain`): store-buffering (module docs).
+    // drain's (`DomainQueues::drain`): store-buffering (README, "Place queues").
     fence(Ordering::SeqCst);
-    // Relaxed: after the fence (see "Shutdown" in the module docs).
+    // Relaxed: after the fence (README, "Place queues", shutdown).
     if rt.shutdown().load(Ordering::Relaxed) {
         while let Some(t) = pop(dom) {
             rt.bury(t);
@@ -220,7 +220,7 @@ pub fn wake_member<T>(
 /// A worker `me` takes a task from its queues, nearest first. (What it
 /// leaves behind is the domain check's of [`left_behind`] when the worker
 /// takes it in its idle period; a busy worker's take needs none: see the
-/// module docs.)
+/// src/sched/README.md, "Place queues".)
 #[inline]
 pub fn take<T>(dq: &DomainQueues<T>, me: usize) -> Option<T> {
     if !dq.used() {
@@ -240,7 +240,7 @@ fn take_slow<T>(dq: &DomainQueues<T>, me: usize) -> Option<T> {
 #[inline]
 pub fn recheck<T>(dq: &DomainQueues<T>, me: usize, fenced: bool) -> bool {
     if !fenced {
-        // Pairs with the pushers' fences (store-buffering: module docs).
+        // Pairs with the pushers' fences (store-buffering: README, "Place queues").
         fence(Ordering::SeqCst);
     }
     dq.has_work(me)

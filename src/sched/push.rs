@@ -74,7 +74,7 @@ pub fn admit<T>(rt: &impl Workers<T>, t: T) -> Option<T> {
     Some(t)
 }
 
-/// The pusher's steps 2-3 ([`idle`](crate::sched::sleepers)): after work became
+/// The pusher's steps 2-3 (src/sched/README.md): after work became
 /// stealable at worker `near`, wakes the parked worker nearest to it to
 /// search, unless a worker already searches (or nobody is parked), with a
 /// note to look at `near` first ([`Mailbox::kick`]). Returns the worker

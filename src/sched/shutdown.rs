@@ -25,7 +25,7 @@ pub trait Stopping<T> {
     /// Step 2: the blocking pool refuses new closures and cancels those
     /// not yet started.
     fn close_blocking(&self);
-    /// Step 3: joins the workers; whether every one was joined.
+    /// Step 5: joins the workers; whether every one was joined.
     fn join_workers(&mut self) -> bool;
     /// Where tasks found after the flag are buried.
     fn graveyard(&self) -> &Graveyard<T>;
@@ -42,7 +42,7 @@ pub trait Stopping<T> {
     fn drop_task(&self, t: T);
 }
 
-/// The runtime's shutdown sequence (the [module docs](self), steps 1-4);
+/// The runtime's shutdown sequence (src/sched/README.md, steps 1, 2, 5-7);
 /// returns whether every worker and blocking closure was joined. Never
 /// call it inside a wake, nor twice.
 pub fn shutdown<T>(rt: &mut impl Stopping<T>) -> bool {
@@ -235,32 +235,32 @@ pub fn drain_inboxes<'a, T: 'a>(
 /// flag and leaves its loop.
 pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<Item = &'a Parker>) {
     // Relaxed: published to each worker (and to any deliverer) by the
-    // parker RMW that follows; see sched/park.rs, "shutdown".
+    // parker RMW that follows (README, "Parking and the inbox hand-off").
     shutdown.store(true, Ordering::Relaxed);
     for p in parkers {
         let _ = p.notify();
     }
 }
 
-/// The end of the shutdown sequence (step 4 of
+/// The end of the shutdown sequence (steps 5-7 of
 /// [`shutdown::shutdown`](crate::sched::shutdown::shutdown)), once the workers
 /// have left their loops. In this order:
 ///
-/// 1. **Cancel what is pending**: drop what is still queued in the inboxes
+/// 5. **Cancel what is pending**: drop what is still queued in the inboxes
 ///    (`drain_inboxes`, which returns how many it dropped), wake every task
 ///    that is pending on a waker (`wake_waiting`: its schedule sees the
 ///    shutdown and buries it), then reap the graveyard and drain the
 ///    inboxes until both are empty (dropping a task may wake others: a
 ///    dropped channel sender wakes its receivers, which are buried in
 ///    turn).
-/// 2. **Wait for what runs outside the workers** (`wait_running`: the
+/// 6. **Wait for what runs outside the workers** (`wait_running`: the
 ///    blocking pool's closures, up to the shutdown's deadline). A closure
 ///    that waits on a task (a channel whose sender a task holds, a
-///    `JoinHandle`) has seen it cancelled in step 1 and returns; waiting
+///    `JoinHandle`) has seen it cancelled in step 5 and returns; waiting
 ///    first would wait on it forever, since the task it waits on would
 ///    only be dropped after the wait.
-/// 3. Reap and drain again until both are empty (tasks that the closures'
-///    wakes buried during step 2), and close the graveyard
+/// 7. Reap and drain again until both are empty (tasks that the closures'
+///    wakes buried during step 6), and close the graveyard
 ///    ([`Graveyard::close`]): from then on a burial drops its task itself.
 ///
 /// Never call it inside a wake. Model-checked, with a blocking closure

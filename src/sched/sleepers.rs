@@ -279,7 +279,7 @@ impl WorkerSet {
 }
 
 /// The shared idle state of a runtime: the counts, and the `parked`,
-/// `idle` and `queued` sets. See the [module docs](self).
+/// `idle` and `queued` sets. See src/sched/README.md, "The wake protocol".
 #[derive(Debug)]
 pub struct Sleepers {
     state: CachePadded<AtomicUsize>,
@@ -322,7 +322,7 @@ impl Sleepers {
         // nothing and acquires nothing: a pusher that reads it defers its
         // wake to this searcher, and what makes that safe is the fence this
         // worker makes when it stops searching as the last searcher
-        // (`leave_searching`, `to_parked`: module docs, "Orderings"). The
+        // (`leave_searching`, `to_parked`: README, wake protocol, "Orderings"). The
         // release sequences of chain 1 run through RMWs of any ordering.
         self.state.fetch_add(SEARCHING_ONE, Ordering::SeqCst);
         true
@@ -334,7 +334,7 @@ impl Sleepers {
     /// pushers may have counted on it.
     pub fn leave_searching(&self) -> bool {
         // ORDERING: SeqCst, but Relaxed would do: the store-buffering with
-        // the pushers' fences is carried by the fence below (module docs,
+        // the pushers' fences is carried by the fence below (README,
         // "Orderings": this RMW comes after the value any pusher that
         // counted on this searcher loaded, so the fence after it comes
         // after the pusher's). The decrement follows this worker's own
@@ -354,7 +354,7 @@ impl Sleepers {
 
     /// The pusher's check: no searcher, and someone parked? `fence(SeqCst)`
     /// first, so that the caller's push is ordered before this load against
-    /// the last searcher's decrement and re-check (see module docs).
+    /// the last searcher's decrement and re-check (README, "Why no wake is lost").
     pub fn needs_wake(&self) -> bool {
         fence(Ordering::SeqCst);
         // SeqCst, but Relaxed would do: the store-buffering argument rests
@@ -377,7 +377,7 @@ impl Sleepers {
     /// and cleared its bit since the claim), the claim is undone, and
     /// because pushers may have skipped their wake while it stood, the
     /// check is made again; it goes round again only if another worker
-    /// parked meanwhile (module docs).
+    /// parked meanwhile (README, "Why no wake is lost").
     pub fn wake_one<'a>(
         &self,
         near: usize,
@@ -388,7 +388,7 @@ impl Sleepers {
         // pusher's check (`needs_wake`: fence, load) on this thread, so by
         // read-read coherence this load sees that value or a later one, and
         // a later one that shows a searcher, or nobody parked, is a state in
-        // which the protocol owes no wake (module docs); a stale value only
+        // which the protocol owes no wake (README); a stale value only
         // fails the CAS below, which reads the latest.
         let mut cur = self.state.load(Ordering::SeqCst);
         loop {
@@ -396,7 +396,7 @@ impl Sleepers {
             if c.searching != 0 || c.awake >= self.workers {
                 return (None, words);
             }
-            // ORDERING: acquire needed (chain 1 of the module docs): it
+            // ORDERING: acquire needed (chain 1, README "Orderings"): it
             // reads a value at or after the decrement of every worker it
             // counts parked, each released after that worker set its bit,
             // so the take below finds the bit. (Without it the fence after
@@ -437,7 +437,7 @@ impl Sleepers {
             // after the worker counted itself awake, and this fence
             // acquires it, so the load below shows the worker awake and
             // the loop does not go round for it. The store-buffering with
-            // the pushers is not this fence's (module docs, "Orderings");
+            // the pushers is not this fence's (README, "Orderings");
             // SeqCst kept: this path is rare (a claim that lost its worker).
             fence(Ordering::SeqCst);
             spin_loop();

@@ -20,12 +20,12 @@ use crate::sched::sleepers::WorkerSet;
 use crate::sched::park::Notified;
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-/// At most this many workers watch at once (module docs, "Claiming").
+/// At most this many workers watch at once (src/sched/README.md, watch step 2).
 pub const MAX_WATCHERS: usize = 2;
 
 /// A poll that has run this long holds up the private work behind it: a
 /// watcher that sees the owner's poll count unchanged since a look this long
-/// ago takes that work (module docs, "Long polls"). A quarter of the
+/// ago takes that work (src/sched/README.md, "Long polls"). A quarter of the
 /// kernel's `migration_cost`: a hello-world request costs a few
 /// microseconds, so a poll of this length is a hundred requests' wait.
 pub const LONG_POLL_NS: u64 = 250_000;
@@ -85,7 +85,7 @@ pub struct Watch {
     /// tick however its watchers come and go ([`next_tick_ns`]).
     tick_ns: AtomicU64,
     /// Per worker: its poll count when a watcher last saw it change, and
-    /// when (the long-poll look, module docs "Long polls").
+    /// when (the long-poll look, README "Long polls").
     looked: Box<[CachePadded<Look>]>,
     /// When the tick of the last watcher to go to sleep ends (ns on the
     /// runtime's clock): whether a timer would wait for it
@@ -315,7 +315,7 @@ pub fn kept_private<T>(
     // light load).
     w.seen.store(now, Ordering::Relaxed);
     // ORDERING: the bit, then the fence, then the count and the `parked`
-    // set: store buffering 1 and 2 (module docs) against the fences of a
+    // set: store buffering 1 and 2 (README) against the fences of a
     // sleeper (`before_sleep`'s) and of `leave`/`give_up`.
     w.private.insert_rmw(me, Ordering::SeqCst);
     fence(Ordering::SeqCst);
@@ -326,7 +326,7 @@ pub fn kept_private<T>(
 /// claimed, called and notified, to watch. (Calling one also when the
 /// counted watchers sleep on a backed-off tick made every batch after a
 /// quiet moment a wake: 2-worker hello-world HTTP fell to 0.75-0.82 of
-/// tokio's throughput at 1.4-1.5 of its CPU per request: module docs,
+/// tokio's throughput at 1.4-1.5 of its CPU per request: src/sched/README.md,
 /// "Long polls".)
 fn look_soon<T>(rt: &impl Workers<T>, w: &Watch, me: usize) -> Option<(usize, Notified)> {
     if w.watchers.load(Ordering::Relaxed) > 0 {
@@ -349,7 +349,7 @@ pub fn left_poller<T>(rt: &impl Workers<T>, w: &Watch, me: usize) -> Option<(usi
     }
     // ORDERING: the poller's release (the unlock of its lock, before this
     // call), the fence, then the count and the `parked` set: store
-    // buffering 4 (module docs), against a worker going to sleep (its
+    // buffering 4 (README), against a worker going to sleep (its
     // `parked` bit, the fence of `before_poller`, its try-lock of the
     // poller).
     fence(Ordering::SeqCst);
@@ -383,7 +383,7 @@ pub fn cover_timer<T>(
 }
 
 /// A worker whose `parked` bit is set is about to try the pollers' locks
-/// (`PollerSleep::sleep`): the fence of store buffering 4 (module docs).
+/// (`PollerSleep::sleep`): the fence of store buffering 4 (README).
 #[inline]
 pub fn before_poller() {
     // ORDERING: pairs with `left_poller`'s fence (store buffering 4): the
@@ -433,7 +433,7 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
     }
     let called = w.take_call(me);
     // ORDERING: the `parked` bit (set before this call), the fence, then
-    // `private`: store buffering 1 (module docs), with `kept_private`'s
+    // `private`: store buffering 1 (README), with `kept_private`'s
     // fence. (The idle sequence's re-check fences only when no searcher is
     // left.)
     fence(Ordering::SeqCst);
@@ -455,7 +455,7 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
         return false;
     }
     // After the fence above: a full count read in `claim` is store
-    // buffering 3 (module docs), against the last watcher's leave.
+    // buffering 3 (README), against the last watcher's leave.
     *watching = claim(w);
     *watching
 }
@@ -470,7 +470,7 @@ fn claim(w: &Watch) -> bool {
         }
         // ORDERING: SeqCst, but the count needs no fence after it: an
         // owner that reads it before it lands wakes a parked worker
-        // (module docs).
+        // (README).
         match w
             .watchers
             .compare_exchange_weak(c, c + 1, Ordering::SeqCst, Ordering::Relaxed)
@@ -485,7 +485,7 @@ fn claim(w: &Watch) -> bool {
 /// work: unless, after the fence, it finds the count at zero and a bit set
 /// (it watches again). Returns whether it still watches.
 fn give_up(w: &Watch, me: usize) -> bool {
-    // ORDERING: decrement, fence, loads: store buffering 2 (module docs),
+    // ORDERING: decrement, fence, loads: store buffering 2 (README),
     // with `kept_private`'s fence.
     w.watchers.fetch_sub(1, Ordering::SeqCst);
     fence(Ordering::SeqCst);
@@ -527,7 +527,7 @@ pub fn leave<T>(
     if !owes_check {
         return None;
     }
-    // ORDERING: decrement, fence, loads: store buffering 2 (module docs),
+    // ORDERING: decrement, fence, loads: store buffering 2 (README),
     // with `kept_private`'s fence; the fence also orders the load of the
     // `parked` set in `wake_watcher`.
     if counted {

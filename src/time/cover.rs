@@ -10,7 +10,7 @@ use crate::sync::{fence, AtomicU64, Ordering};
 /// No timer: the largest tick.
 pub const NONE: u64 = u64::MAX;
 
-/// The shared words (module docs).
+/// The shared words (src/sched/README.md, "The timer cover").
 #[derive(Debug)]
 pub struct Cover {
     earliest: AtomicU64,
@@ -41,7 +41,7 @@ impl Cover {
         // Release: pairs with a scan's acquire swap (`scan_begin`).
         self.earliest.fetch_min(tick, Ordering::AcqRel);
         // ORDERING: the RMW, the fence, then the load: store buffering
-        // against `sleep_until` (module docs).
+        // against `sleep_until` (src/sched/README.md, "The timer cover").
         fence(Ordering::SeqCst);
         let until = self.sleeping_until.load(Ordering::Relaxed);
         Lowered {
@@ -59,7 +59,7 @@ impl Cover {
         let next = theirs.min(self.earliest.load(Ordering::Relaxed));
         self.sleeping_until.store(next, Ordering::Relaxed);
         // ORDERING: the store, the fence, then the load: store buffering
-        // against `lowered` (module docs). An insert that lowers
+        // against `lowered` (src/sched/README.md, "The timer cover"). An insert that lowers
         // `earliest` after the first load and sees the store wakes this
         // worker needlessly at worst.
         fence(Ordering::SeqCst);

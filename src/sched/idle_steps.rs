@@ -361,7 +361,7 @@ fn after_wait<T>(
                 w.count(Event::Slept);
             }
             period.kicked_by = kicked_by;
-            // Relaxed: as `Shared::is_shutdown` (sched/park.rs, "shutdown").
+            // Relaxed: as `Shared::is_shutdown` (README, "Parking and the inbox hand-off").
             if rt.shutdown().load(Ordering::Relaxed) {
                 return Some(Idle::Shutdown);
             }

@@ -63,7 +63,7 @@ pub enum Placed {
 /// buried (not dropped: this may run inside a waker call); otherwise it is
 /// returned to be placed. `Relaxed`, as the runtime's `is_shutdown`: the
 /// flag is published by the parker RMW that follows its store, and a
-/// delivery re-checks it after its own RMW (sched/park.rs, "shutdown";
+/// delivery re-checks it after its own RMW (README, "Parking and the inbox hand-off";
 /// [`Mailbox::deliver_or_drain`]).
 #[inline]
 pub fn admit<T>(rt: &impl Workers<T>, t: T) -> Option<T> {
@@ -134,7 +134,7 @@ pub fn push_local<T>(
 /// microseconds. Should the poll run long, the slot is where a worker that
 /// goes idle meanwhile finds the task: its re-check reads the `queued` set
 /// and [`Queues::has_work`](crate::sched::idle_steps::Queues::has_work) counts
-/// the slot, and its pending steal takes it (sched/sleepers.rs, "The LIFO slot").
+/// the slot, and its pending steal takes it (src/sched/README.md, "The LIFO slot").
 /// `Core::push_lifo`, `Core::push_batch` and the loom model `lifo.rs` call
 /// this.
 #[inline]

@@ -21,9 +21,9 @@
 //! rule (keep renting until the rent paid equals the price of buying), which
 //! costs at most twice what the best choice in hindsight would have, however
 //! long the idle period turns out to be. (The prediction is a mean of a
-//! noisy quantity; bounding the spin by it instead would make
-//! a prediction of ~0 spin too briefly to catch a reply already in
-//! flight, which then parks, which drives the prediction down further.)
+//! noisy quantity: were the spin bounded by it, a prediction of ~0 would
+//! spin too briefly to catch a reply already in flight, the worker would
+//! park, and that would drive the prediction down further.)
 //!
 //! An idle period that ended in a park is sampled without the park's own
 //! wake-up latency (the measured park cost): that latency is a cost of the

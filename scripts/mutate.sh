@@ -68,7 +68,7 @@ shared-bury-fence @@ src/sched/shutdown.rs @@ 1 @@ fence(Ordering::SeqCst); @@  
 shared-close-fence @@ src/sched/shutdown.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@
 shared-bury-no-reap @@ src/sched/shutdown.rs @@ @@ if self.reaper_done.load(Ordering::Relaxed) { @@ if false && self.reaper_done.load(Ordering::Relaxed) { @@
 shared-wait-before-cancel @@ src/sched/shutdown.rs @@ @@     drain_inboxes();\n    wake_waiting(); @@     wait_running();\n    let wait_running = || {};\n    drain_inboxes();\n    wake_waiting(); @@
-idle-to-searching-seqcst @@ src/sched/sleepers.rs @@ @@ fetch_add(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_add(SEARCHING_ONE, Ordering::Relaxed) @@ Not needed (proof at the site): the increment publishes and acquires nothing; the fence of the last searcher leaving carries the store-buffering (sched/sleepers.rs, "Orderings"). Kept: one `lock xadd` on x86 either way.
+idle-to-searching-seqcst @@ src/sched/sleepers.rs @@ @@ fetch_add(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_add(SEARCHING_ONE, Ordering::Relaxed) @@ Not needed (proof at the site): the increment publishes and acquires nothing; the fence of the last searcher leaving carries the store-buffering (src/sched/README.md, "Orderings"). Kept: one `lock xadd` on x86 either way.
 idle-leave-searching-seqcst @@ src/sched/sleepers.rs @@ @@ fetch_sub(SEARCHING_ONE, Ordering::SeqCst) @@ fetch_sub(SEARCHING_ONE, Ordering::Relaxed) @@ Not needed (proof at the site): the fence after it carries the store-buffering, and coherence keeps the count from going below zero.
 idle-leave-searching-fence @@ src/sched/sleepers.rs @@ 1 @@ fence(Ordering::SeqCst); @@  @@
 idle-needs-wake-fence @@ src/sched/sleepers.rs @@ 2 @@ fence(Ordering::SeqCst); @@  @@

@@ -1,7 +1,7 @@
 //! Places: where a user says a task runs ([`Place`], checked into a
 //! [`Target`] or refused with a [`PlaceError`]) and where the calling code
 //! runs ([`CurrentPlace`]). The queues behind a place are a worker's
-//! pinned queue (sched/park.rs, "Pinned tasks") and a domain's place queue
+//! pinned queue (src/sched/README.md, "Pinned tasks") and a domain's place queue
 //! (sched/place_queue.rs); the spawns are worker/spawn.rs's `spawn_on`
 //! and `spawn_local`.
 

@@ -133,7 +133,7 @@ counters! {
         /// that had waited longer than `migration_cost` (sched/watch.rs).
         batch_rescued,
         /// Of `batch_rescued`, tasks taken because their owner had been in
-        /// one poll for at least `watch::LONG_POLL_NS` (sched/watch.rs, "Long
+        /// one poll for at least `watch::LONG_POLL_NS` (src/sched/README.md, "Long
         /// polls").
         long_poll_rescued,
         /// Times this worker made its private work stealable before polling

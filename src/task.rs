@@ -129,7 +129,7 @@ pub struct TaskMeta {
     /// outside the loom shim: statistics, `Relaxed`, part of no protocol.
     pub(crate) runnable_at: std::sync::atomic::AtomicU64,
     /// A watcher took private work from behind one of this task's polls
-    /// (sched/watch.rs, "Long polls"): before its next poll with private work
+    /// (src/sched/README.md, "Long polls"): before its next poll with private work
     /// behind it, its worker makes that work stealable. A `std` atomic,
     /// outside the loom shim: a hint, `Relaxed`, part of no protocol.
     #[cfg_attr(not(feature = "io"), allow(dead_code))]

@@ -141,3 +141,77 @@ fn the_scanner_finds_paths_and_skips_urls_relative_paths_and_longer_names() {
         ["src/time/ops.rs", "worker.rs"].map(String::from).to_vec()
     );
 }
+
+/// The protocols' document, cited by section ("src/sched/README.md, \"The
+/// wake protocol\"") from module docs, comments and loom models.
+const PROTOCOLS: &str = "src/sched/README.md";
+
+/// The section titles cited right after each mention of [`PROTOCOLS`] in
+/// `text`: `PROTOCOLS`, an optional closing backtick, `, "Title"`, with the
+/// title's line breaks and comment markers collapsed to one space.
+fn cited_sections(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices(PROTOCOLS) {
+        let rest = &text[at + PROTOCOLS.len()..];
+        let rest = rest.strip_prefix('`').unwrap_or(rest);
+        let Some(rest) = rest
+            .strip_prefix(", \"")
+            .or_else(|| rest.strip_prefix(",\n"))
+        else {
+            continue;
+        };
+        let rest = rest
+            .trim_start_matches([' ', '/', '!'])
+            .trim_start_matches('"');
+        let Some(end) = rest.find('"') else { continue };
+        let title = rest[..end]
+            .split_whitespace()
+            .filter(|w| !["//!", "///", "//"].contains(w))
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push(title);
+    }
+    out
+}
+
+#[test]
+fn every_cited_protocol_section_is_a_heading_of_the_protocols_document() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = fs::read_to_string(root.join(PROTOCOLS)).expect("the protocols' document");
+    let headings: BTreeSet<&str> = doc
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect();
+    let mut files = Vec::new();
+    walk(root, root, &mut files);
+    let mut missing = Vec::new();
+    for f in &files {
+        let name = f.to_string_lossy();
+        if !EXTS.iter().any(|e| name.ends_with(e))
+            || name.starts_with("vendor/")
+            || name == "tests/doc_paths.rs"
+        {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(root.join(f)) else {
+            continue;
+        };
+        for t in cited_sections(&text) {
+            if !headings.contains(t.as_str()) {
+                missing.push(format!("{name}: \"{t}\""));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "sections of {PROTOCOLS} cited that are not among its headings:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_section_scanner_reads_titles_across_comment_lines() {
+    let t = "see src/sched/README.md, \"The wake\n    /// protocol\"; `src/sched/README.md`, \"Shutdown\"; src/sched/README.md.";
+    assert_eq!(cited_sections(t), ["The wake protocol", "Shutdown"]);
+}

@@ -1,4 +1,4 @@
-//! Nothing waits behind a long poll (DESIGN.md 16; `src/sched/watch.rs`, "Long
+//! Nothing waits behind a long poll (DESIGN.md 16; `src/sched/README.md`, "Long
 //! polls"): the tasks of a poller batch kept private on the worker that
 //! polled it start on another worker while that worker is in a long poll,
 //! and a task that yields over and over does not starve its worker's

@@ -1,4 +1,4 @@
-//! Work conservation (`src/sched/sleepers.rs`, "The invariant"): a task queued where
+//! Work conservation (`src/sched/README.md`, "The wake protocol"): a task queued where
 //! another worker could take it is never left behind a busy worker while a
 //! worker sleeps with no wake pending.
 //!
@@ -72,7 +72,7 @@
 //! its count. Now the claim counts the worker awake and undoes the count
 //! when it finds no bit, and `leave_parked` counts itself awake before it
 //! clears its bit and takes the count back when a claim cleared it first
-//! (`src/sched/sleepers.rs`, "Why no wake is lost").
+//! (`src/sched/README.md`, "Why no wake is lost").
 
 #![cfg(loom)]
 

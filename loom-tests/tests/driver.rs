@@ -3,11 +3,11 @@
 //! enters or leaves `epoll_wait`; and the readiness cache a task reads and
 //! clears while the driver sets it (`src/io/scheduled_io.rs`).
 //!
-//! The worker's side is production code: `io::handoff::PollerSleep`
+//! The worker's side is production code: `io::poller_sleep::PollerSleep`
 //! (take a free poller with a try-lock, else the thread's waker;
 //! `Parker::poll_park` with that waker; `Parker::take_waker` when the wait
 //! returns, before the dispatch; the poller released when the park ends),
-//! `io::handoff::wake_self` (a dispatch wake that lands on the sleeping
+//! `io::poller_sleep::wake_self` (a dispatch wake that lands on the sleeping
 //! worker), and around them `Mailbox::{wait_with, resume, deliver}` as
 //! `worker::idle` calls them. What the model supplies is the poller
 //! (`MockPoller`, over a mock epoll instance: a loom mutex and condvar for

@@ -1,4 +1,4 @@
-//! The LIFO slot (`src/sched/sleepers.rs`, "The LIFO slot"): a wake kept on the
+//! The LIFO slot (`src/sched/README.md`, "The LIFO slot"): a wake kept on the
 //! waker's worker (`hwsched::sched::push::push_lifo`) wakes nobody; a worker
 //! that goes idle while the owner is still in its poll finds the task
 //! through its re-check and takes it from the slot, and the owner and a

@@ -1,4 +1,4 @@
-//! The long-poll hand-off (`src/sched/watch.rs`, "Long polls"): a watcher that
+//! The long-poll hand-off (`src/sched/README.md`, "Long polls"): a watcher that
 //! sees an owner's poll count unchanged since a look `LONG_POLL_NS` ago
 //! takes the owner's private work (its LIFO slot's task and its private
 //! batch queue: `hwsched::sched::watch::take_private`) while the owner may leave

@@ -1,5 +1,5 @@
-//! The inbox hand-off racing a worker going to sleep (`src/sched/park.rs`, "The
-//! protocol" and "The race it closes").
+//! The inbox hand-off racing a worker going to sleep (`src/sched/README.md`,
+//! "Parking and the inbox hand-off").
 //!
 //! A deliverer does `Mailbox::deliver` (inbox push, then `Parker::notify`);
 //! the worker, whose own queues are empty, calls `Mailbox::wait` in a loop,

@@ -1,4 +1,4 @@
-//! The owner's clear of its `queued` bit (`src/sched/sleepers.rs`, "State": a clear
+//! The owner's clear of its `queued` bit (`src/sched/README.md`, "Shared words": a clear
 //! bit is never stale for a queue that holds work) against a delivery into
 //! its inbox: the delivered task is never stranded. Either the owner's
 //! inbox re-check takes it, or the bit stays set and whoever reads the

@@ -13,7 +13,7 @@
 //!
 //! The driver has one or more pollers ([`IoPollers`]); each is an epoll
 //! instance behind a try-lock, with an eventfd as its waker. A worker that
-//! goes to sleep (the park protocol of `sched/park.rs`, step 4) does
+//! goes to sleep (idle step 5 of `src/sched/README.md`) does
 //! it in one of two ways:
 //!
 //! - it takes a free poller (its own domain's first, then the others): it
@@ -27,7 +27,7 @@
 //! takes the waker under the parker's mutex and wakes it: one eventfd write
 //! interrupts `epoll_wait`. A notify that came first is seen by the worker's
 //! `fetch_or(PARKED)` and the worker does not sleep. This is the same race,
-//! closed the same way, as a condvar park (sched/park.rs, "The race it closes");
+//! closed the same way, as a condvar park (src/sched/README.md, "The race it closes");
 //! the loom model `loom-tests/tests/driver.rs` drives it with a task wake, a
 //! readiness event and a timer expiry racing a worker that enters and leaves
 //! the poller.

@@ -1,38 +1,10 @@
-//! The worker's side of the driver hand-off (the [module docs](super), "The
-//! hand-off"), written once over a poller trait: the runtime drives it with
-//! mio's pollers (`worker/driven.rs`'s `Driven`), the loom models of
+//! The worker's side of the poller hand-off (which worker sleeps in which
+//! poller: [`PollerSleep`], [`wake_self`]), written once over a poller trait
+//! ([`SleepPoller`]): the runtime drives it with mio's pollers
+//! (`worker/driven.rs`'s `Driven`), the loom models of
 //! `loom-tests/tests/driver.rs` with a mock poller built from loom's mutex,
-//! condvar and atomics.
-//!
-//! A worker that goes to sleep (step 4 of the park protocol,
-//! [`park`](crate::sched::park)):
-//!
-//! 1. takes a free poller with a try-lock, its own first, then the others
-//!    ([`PollerSleep::sleep`]); every poller being taken, it sleeps on its
-//!    thread instead;
-//! 2. sets `PARKED` with that poller's waker (or its thread's) in its
-//!    parker's slot ([`Parker::poll_park`]); `Pending` means asleep: the
-//!    idle period is suspended and the worker calls [`PollerSleep::wait`];
-//! 3. waits: one turn of the poller (`epoll_wait`, bounded by its next
-//!    timer), or a park of its thread;
-//! 4. as soon as the wait returns, before the events are dispatched, takes
-//!    its waker back out of the slot ([`Parker::take_waker`]), so that a
-//!    wake it makes on itself costs no eventfd write;
-//! 5. dispatches (readiness set, waiters woken on its thread) and fires
-//!    its due timers; a wake that puts a task on this worker notifies its
-//!    own parker ([`wake_self`]), which ends the park when the worker polls
-//!    it again;
-//! 6. polls its park again ([`PollerSleep::sleep`]): a token ends the park
-//!    (`Ready`, and the poller is released for the next worker to sleep
-//!    in); none, and the waker goes back into the slot and the worker waits
-//!    again (step 3), still holding the poller.
-//!
-//! Why no wake is lost: the waker is in the slot before the parker's mutex
-//! is released with `PARKED` set (step 2), and a notifier that finds
-//! `PARKED` takes the waker under that mutex; a notify that comes after
-//! step 4 finds no waker, and needs none: the worker is awake, and sees the
-//! token in step 6. A notify before step 2 is seen by its
-//! `fetch_or(PARKED)`.
+//! condvar and atomics. The steps (1-6) and why no wake is lost:
+//! src/sched/README.md, "The poller hand-off".
 
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -136,8 +108,8 @@ impl SleepPoller for super::Poller {
     }
 }
 
-/// One worker's sleep in the driver (steps 1 to 4 and 6 of the module
-/// docs): the poller it holds while it sleeps in it, and its thread's
+/// One worker's sleep in the driver (poller steps 1 to 4 and 6,
+/// src/sched/README.md): the poller it holds while it sleeps in it, and its thread's
 /// sleep for when every poller is taken.
 pub struct PollerSleep<'a, P: SleepPoller + 'a, T> {
     /// The poller held (its index and what holding gives), from the first
@@ -157,7 +129,7 @@ impl<'a, P: SleepPoller + 'a, T: ThreadSleep> PollerSleep<'a, P, T> {
         self.held.as_ref().map(|(i, _)| *i)
     }
 
-    /// Step 4 of the park protocol, the `sleep` of
+    /// Idle step 5 (src/sched/README.md), the `sleep` of
     /// [`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with) and
     /// [`resume`](crate::sched::park::Mailbox::resume): takes a free poller if it
     /// holds none (`own` first, then the next ones of `pollers`), and polls
@@ -206,7 +178,7 @@ impl<'a, P: SleepPoller + 'a, T: ThreadSleep> PollerSleep<'a, P, T> {
     }
 }
 
-/// Step 5: a wake made by this worker's dispatch (a readiness event, or a
+/// Poller step 5: a wake made by this worker's dispatch (a readiness event, or a
 /// timer fired after the wait) put a task on this worker while its idle
 /// period is suspended: the worker notifies its own parker, so that its
 /// next [`PollerSleep::sleep`] ends the park instead of waiting again with

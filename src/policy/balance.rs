@@ -40,7 +40,7 @@
 //! # Who walks, and what the walk may miss
 //!
 //! Only a *searching* worker walks (the wake protocol of
-//! [`idle`](crate::sched::sleepers): at most half the workers search at once, and a
+//! [`sleepers`](crate::sched::sleepers): at most half the workers search at once, and a
 //! worker woken to search carries a note naming the worker whose queue
 //! needs help, which it tries first). The bound may cut a walk short, and
 //! the counters lag (a worker stuck in a long poll never publishes), so a

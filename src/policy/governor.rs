@@ -10,7 +10,7 @@
 //!   burns the CPU;
 //! - **park**: sleep on a futex; free while asleep, but the wake-up costs a
 //!   futex round trip (measured at start-up by the park module's `measure_park_cost`: on the
-//!   2-core VM this project is developed on, about 26 us of CPU and 40 us of
+//!   2-core VM the benchmarks run on, about 26 us of CPU and 40 us of
 //!   wall time; a few us on bare metal).
 //!
 //! The park's target residency is its cost, so [`Governor::choose`] spins
@@ -21,9 +21,9 @@
 //! rule (keep renting until the rent paid equals the price of buying), which
 //! costs at most twice what the best choice in hindsight would have, however
 //! long the idle period turns out to be. (The prediction is a mean of a
-//! noisy quantity; bounding the spin by it instead, as a first version did,
-//! made a prediction of ~0 spin too briefly to catch a reply already in
-//! flight, which then parked, which drove the prediction down further.)
+//! noisy quantity: were the spin bounded by it, a prediction of ~0 would
+//! spin too briefly to catch a reply already in flight, the worker would
+//! park, and that would drive the prediction down further.)
 //!
 //! An idle period that ended in a park is sampled without the park's own
 //! wake-up latency (the measured park cost): that latency is a cost of the

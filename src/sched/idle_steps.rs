@@ -1,9 +1,10 @@
-//! An idle worker's steps of the wake protocol ([`idle`](crate::sched::sleepers),
-//! "The steps", a worker's steps 1-5): the idle period of a worker whose
-//! own queues are empty, written once over two small views, so that the
-//! runtime (`worker/idle.rs`) and the loom models (`loom-tests/tests/conserve.rs`,
-//! `idle_loop.rs`) run the same sequence. The pusher's steps are
-//! [`push`](crate::sched::push)'s.
+//! An idle worker's steps of the wake protocol: the idle period of a worker
+//! whose own queues are empty ([`idle`]), written once over two small views
+//! so that the runtime (`worker/idle.rs`) and the loom models
+//! (`conserve.rs`, `idle_loop.rs`) run the same sequence. The steps
+//! (search, wait, announce, re-check, sleep, wake) are numbered in
+//! src/sched/README.md, "The idle worker's steps"; the pusher's steps are
+//! [`push`]'s.
 //!
 //! [`Queues`] is what the steps need of the runtime beyond the pusher's
 //! view: whether a worker holds stealable work, and the re-check's look at
@@ -14,38 +15,10 @@
 //! what is not protocol (the idle mask, load publishing, counters), which
 //! a model leaves empty.
 //!
-//! # The sequence
-//!
-//! 1. Leave the `queued` set ([`push::clear_queued`]: the bit, the
-//!    owner's record of it, and a last look at the inbox); mark idle;
-//!    become a searcher if fewer than half the workers search
-//!    ([`Sleepers::to_searching`](crate::sched::sleepers::Sleepers::to_searching)).
-//! 2. A task of the worker's place queues (sched/place_queue.rs) ends the period;
-//!    else a searcher (or a worker kicked with a note of where work is)
-//!    walks; work found ends the period ([`found_work`], which also hands
-//!    on a place queue's wake: [`place_queue::left_behind`]).
-//! 3. Wait on the mailbox. Before it sleeps the worker announces it
-//!    ([`Sleepers::to_parked`](crate::sched::sleepers::Sleepers::to_parked)); with no
-//!    searcher left after it, it re-checks the `queued` set
-//!    ([`Queues::find_queued_work`]) and does not sleep when that finds
-//!    work (the *pending* steal). Whatever the searchers, it then
-//!    re-checks its domains' place queues ([`place_queue::recheck`], after a
-//!    fence) and does not sleep when one holds a task.
-//! 4. After the wait, whatever ended it: a worker that announced its sleep
-//!    leaves the parked set
-//!    ([`Sleepers::leave_parked`](crate::sched::sleepers::Sleepers::leave_parked):
-//!    searching if a waker claimed it). Then: a task delivered to its
-//!    inbox ends the period; shutdown ends it; a pending steal is made
-//!    (and a parked worker woken for what is left behind, since pushers
-//!    counted on this worker); a worker not searching tries to become a
-//!    searcher; work put on its own queues meanwhile (by wakes it made
-//!    while sleeping in the I/O driver), or a task of its place queues,
-//!    ends the period. Otherwise back to step 2.
-//!
 //! A wait may be *suspended* (the worker sleeps in the I/O driver, outside
 //! this call): [`idle`] then returns [`Idle::Suspended`], the period is
 //! kept in the worker ([`IdleWorker::suspended`]), and the next call goes
-//! on with step 4.
+//! on with idle step 6.
 
 use std::task::Poll;
 
@@ -60,7 +33,7 @@ pub trait Queues<T>: Workers<T> {
     /// Whether worker `v` holds stealable work now (its deque or inbox).
     fn has_work(&self, v: usize) -> bool;
     /// The re-check of a worker going to sleep with no searcher left, or of
-    /// the last searcher leaving (sched/sleepers.rs, steps 2 and 3): a worker other
+    /// the last searcher leaving (src/sched/README.md, idle steps 4 and 1): a worker other
     /// than `me` whose queue holds work, found through the `queued` set,
     /// nearest first. Called after the fence of `to_parked` /
     /// `leave_searching`.
@@ -234,7 +207,7 @@ fn take_placed<T>(rt: &impl Queues<T>, w: &mut impl IdleWorker<T>) -> Option<T> 
 }
 
 /// The idle path of worker `w`, whose own queues are empty: the sequence
-/// of the [module docs](self), until work is found, the runtime shuts down,
+/// of src/sched/README.md, "The idle worker's steps", until work is found, the runtime shuts down,
 /// or the wait is suspended. `sleep` parks the worker (see
 /// [`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with)).
 pub fn idle<T>(
@@ -308,7 +281,7 @@ pub fn idle<T>(
         let mut rechecked = false;
         let res = w.wait(
             || {
-                // Announce the sleep (sched/sleepers.rs, step 3). With no searcher
+                // Announce the sleep (src/sched/README.md, idle steps 3 and 4). With no searcher
                 // left, re-check the `queued` set and steal instead of
                 // sleeping when it finds work.
                 announced = true;
@@ -322,7 +295,7 @@ pub fn idle<T>(
                 }
                 // The place queues of its domains, whatever the searchers
                 // (a searcher elsewhere cannot take their tasks): after a
-                // fence, store-buffering with the pushers' (sched/place_queue.rs).
+                // fence, store-buffering with the pushers' (README, "Place queues").
                 match rt.places() {
                     Some(dq) => !place_queue::recheck(dq, me, none_left),
                     None => true,
@@ -352,7 +325,7 @@ pub fn idle<T>(
     }
 }
 
-/// The end of one idle pass, after its wait (step 4): `Some` ends the idle
+/// The end of one idle pass, after its wait (idle step 6): `Some` ends the idle
 /// period.
 fn after_wait<T>(
     rt: &impl Queues<T>,
@@ -388,7 +361,7 @@ fn after_wait<T>(
                 w.count(Event::Slept);
             }
             period.kicked_by = kicked_by;
-            // Relaxed: as `Shared::is_shutdown` (sched/park.rs, "shutdown").
+            // Relaxed: as `Shared::is_shutdown` (README, "Parking and the inbox hand-off").
             if rt.shutdown().load(Ordering::Relaxed) {
                 return Some(Idle::Shutdown);
             }
@@ -402,8 +375,8 @@ fn after_wait<T>(
                     // their work, at `v` or elsewhere. It runs what it took
                     // without searching, so if work is left (behind `v`, or
                     // in another queue), a parked worker is woken for it.
-                    // (Found by hwsched-sim: without this, work waited in
-                    // another queue while workers slept.)
+                    // (Without this, work waits in another queue while
+                    // workers sleep: hwsched-sim shows it.)
                     let left = if rt.has_work(v) {
                         Some(v)
                     } else {

@@ -4,7 +4,8 @@
 //! shared state), the pusher's steps, the idle worker's steps, the place
 //! queues, the load counters, the watch over the driver's private batches,
 //! and the shutdown sequence. Below the worker that drives them; above the
-//! policies they consult.
+//! policies they consult. The protocols themselves, each one's steps
+//! numbered once, are in src/sched/README.md.
 
 // Private, but public under `cfg(loom)` so the models check the production
 // code.

@@ -1,134 +1,10 @@
-//! Parking and the inbox hand-off: how work reaches a worker that has none.
-//!
-//! # The protocol
-//!
-//! Each worker has a [`Mailbox`]: its inbox, its [`Parker`], its idle flag
-//! and a "kicked by" note. The parker's state is one word with two bits:
-//!
-//! - `NOTIFIED`: something was delivered (or a kick or shutdown was sent)
-//!   since the worker last consumed the token;
-//! - `PARKED`: the worker is asleep on the condvar, or about to be (it holds
-//!   the parker's mutex from before setting the bit until the condvar wait
-//!   releases it).
-//!
-//! A deliverer (any thread):
-//! 1. pushes the item into the inbox;
-//! 2. `fetch_or(NOTIFIED)`; if the old value had `PARKED` and not
-//!    `NOTIFIED`, takes the mutex (so the sleeper is inside `wait`) and
-//!    signals the condvar. Otherwise nothing more: a running or spinning
-//!    worker costs the deliverer no unpark.
-//!
-//! The worker, when its own queues are empty:
-//! 1. [`Parker::prepare`]: consumes a stale `NOTIFIED` with an RMW (only if
-//!    set: read before write);
-//! 2. checks its inbox (and shutdown);
-//! 3. optionally spins, watching `NOTIFIED` and the inbox ([`Mailbox::wait`]);
-//! 4. [`Parker::park`]: takes the mutex, `fetch_or(PARKED)`; if `NOTIFIED`
-//!    was already set it does not sleep; else it waits on the condvar until
-//!    `NOTIFIED` is set, and finally consumes the token with `swap(0)`.
-//!
-//! # The race it closes
-//!
-//! The lost wakeup is: the worker checks its inbox (empty), a deliverer
-//! pushes and sees the worker not parked (so sends no signal), then the
-//! worker sleeps forever with an item in its inbox. Here every step that
-//! matters is a read-modify-write of the one state word, so they are totally
-//! ordered: either the deliverer's `fetch_or(NOTIFIED)` comes after the
-//! worker's `fetch_or(PARKED)` (the deliverer sees `PARKED` and signals, and
-//! the mutex makes sure the signal comes after the worker is waiting), or it
-//! comes before (the worker's `fetch_or(PARKED)` sees `NOTIFIED` and does not
-//! sleep). If it comes before step 1, step 1 consumes it with acquire
-//! ordering, so step 2 sees the item.
-//!
-//! # Orderings
-//!
-//! - deliverer `fetch_or(NOTIFIED, AcqRel)`: the release half publishes the
-//!   inbox push to whichever worker RMW reads the bit (`prepare`'s
-//!   `fetch_and`, `park`'s `fetch_or`/`swap`, spinning's `is_notified`); the
-//!   acquire half is needed too: it makes the shutdown flag, stored before
-//!   shutdown's own notify, visible to `deliver_or_drain`'s relaxed
-//!   re-check (with it weakened to `Release`, the shutdown model strands an
-//!   item in an inbox).
-//! - worker RMWs are `AcqRel`: acquire pairs with the deliverer's release
-//!   above; release is for the model (loom checks the whole chain).
-//! - `park`'s final `swap(0, AcqRel)` reads the latest value, so a second
-//!   delivery whose `NOTIFIED` arrived while the worker was waking is
-//!   synchronized with too (a plain store would lose it: the deliverer saw
-//!   `PARKED|NOTIFIED`, sent no signal, and the worker would not see its
-//!   push; of the loom models, the shutdown model catches that mutation, as
-//!   a deadlock).
-//!
-//! A park may be bounded by a timeout ([`Parker::park_timeout`]): the worker
-//! then wakes by itself, which the protocol treats as a notification that
-//! brought nothing (the final `swap(0)` clears `PARKED`; a notify racing with
-//! the timeout finds nobody to signal and needs nobody, because the worker
-//! re-checks its queues after the swap). Loom does not model timeouts, so
-//! the models check that nothing depends on one firing.
-//!
-//! # Sleeping in the I/O driver
-//!
-//! Once the I/O driver exists, a worker sleeps in a poller's `epoll_wait`
-//! (or parks its thread when every poller is taken): see `src/io/mod.rs`,
-//! "The hand-off". [`Parker::poll_park`] is `park` for it: under the mutex,
-//! `fetch_or(PARKED)` as above, then a waker (the poller's eventfd, or the
-//! thread's unpark) goes into the mutex's slot where a condvar sleeper
-//! would wait. A notifier that sees `PARKED` (and no token) takes the
-//! mutex, so it finds the waker and wakes it instead of signalling the
-//! condvar; the worker, awake, takes the waker back out of the slot
-//! ([`Parker::take_waker`]) before it dispatches the poller's events, and
-//! calls `poll_park` again, which sees `NOTIFIED` and ends the park with
-//! the same `swap(0)`. The race is the same one, closed the same way (the
-//! loom models of `loom-tests/tests/driver.rs`). The wait itself is
-//! [`Mailbox::wait_with`], which returns [`Wait::Suspended`] when the owner
-//! must go and sleep, and [`Mailbox::resume`] when it is awake again.
-//!
-//! # Pinned tasks
-//!
-//! A task placed on a worker (`spawn_on(Place::Worker(..))`, `Place::Here`)
-//! and a worker's local tasks (`spawn_local`, `!Send`) go, at spawn and at
-//! every wake, to two more queues of the mailbox that only the owner takes
-//! from: [`Mailbox::pinned`] and [`Mailbox::locals`]. No other worker ever
-//! looks at them: they are not stealable, not in the `queued` set, not in
-//! the load counters' backlog, and the wake protocol of
-//! [`idle`](crate::sched::sleepers) is not involved (a pinned task has one worker
-//! that can run it, so nobody else is woken for it). One word, `placed`,
-//! counts the items of both, so the owner's look at them is one load.
-//!
-//! The pusher (any thread other than the owner, or the owner asleep in the
-//! I/O driver):
-//! 1. pushes the item into the queue, then increments `placed` (Release);
-//! 2. `notify`, exactly as a deliverer into the inbox does.
-//!
-//! The owner looks at `placed` (Acquire) and takes from the queues: every
-//! `INBOX_CHECK_INTERVAL` polls (worker/mod.rs), before the inbox, and
-//! whenever its LIFO slot and deque are empty; and in its wait, right after
-//! [`Parker::prepare`] and after the park, where it looks at its inbox.
-//! So the race is the inbox's, closed the same way: the pusher's
-//! `fetch_or(NOTIFIED)` comes after its increment, and either precedes the
-//! owner's `prepare` (whose acquire makes the count, and so the item,
-//! visible to the look that follows) or the owner's `fetch_or(PARKED)`
-//! (which then does not sleep), or comes after it (the pusher sees `PARKED`
-//! and signals). The owner's own push while it runs a task needs no
-//! notify: it looks at the queues before it waits again. Model-checked:
-//! `loom-tests/tests/pinned.rs`.
-//!
-//! Shutdown: a pinned push re-checks the flag after its notify and drains
-//! the pinned queue into the graveyard when set
-//! ([`Mailbox::deliver_pinned_or_drain`], the argument of
-//! [`Mailbox::deliver_or_drain`]); the exiting owner drops what is left in
-//! it, and the runtime's final drain drains it with the inboxes. `locals`
-//! is drained by nobody but its owner: at its exit the owner wakes each of
-//! its live local tasks (it keeps a waker of each) and drops them as they
-//! come back to `locals`, until none is left, parking in between with the
-//! same protocol (a wake made by another thread just before may still be
-//! on its way). A local task is thus dropped on its own thread, also when
-//! cancelled by shutdown; a worker that outlives `shutdown_timeout` drops
-//! its local tasks when it finally exits.
-//!
-//! Who sleeps and who wakes whom (the searching count, the `parked` and
-//! `idle` sets, and work conservation) is the protocol of
-//! [`idle`](crate::sched::sleepers), built on this one: this module only makes sure
-//! that a notification sent to one worker is never lost.
+//! Parking and the inbox hand-off: each worker's [`Mailbox`] (its inbox,
+//! its [`Parker`], the queues of the tasks pinned to it, its idle flag and a
+//! "kicked by" note), which make sure that a notification sent to one
+//! worker is never lost. The protocol, the race it closes and its
+//! orderings: src/sched/README.md, "Parking and the inbox hand-off" and
+//! "Pinned tasks". Who sleeps and who wakes whom is the wake protocol's
+//! ([`sleepers`](crate::sched::sleepers)), built on this one.
 
 use std::task::{Poll, Waker};
 
@@ -149,7 +25,7 @@ pub const ADMIT_BATCH: usize = 128;
 pub use crate::policy::wake::NO_WORKER;
 
 /// A worker's sleep state: a token (`NOTIFIED`) and a sleeping bit (`PARKED`).
-/// See the [module docs](self) for the protocol.
+/// The protocol: src/sched/README.md, "Parking and the inbox hand-off".
 #[derive(Debug)]
 pub struct Parker {
     state: AtomicUsize,
@@ -248,7 +124,7 @@ impl Parker {
     /// never lost (its signal finds nobody waiting, and is not needed).
     pub fn park_timeout(&self, timeout: Option<std::time::Duration>) -> bool {
         let mut guard = self.lock.lock();
-        // AcqRel: pairs with notify's fetch_or; see the module docs. Either
+        // AcqRel: pairs with notify's fetch_or (README, "The race it closes"). Either
         // half alone is more than needed: what the worker reads after the
         // park is ordered by the final `swap(0, AcqRel)`, which reads every
         // notify so far, and a notifier that reads PARKED takes the mutex
@@ -280,7 +156,7 @@ impl Parker {
 
     /// [`park`](Self::park) for an owner that sleeps elsewhere (in a
     /// poller's `epoll_wait`, or on its thread: "Sleeping in the I/O
-    /// driver" in the module docs): `Pending` means "asleep: go and sleep
+    /// driver" in src/sched/README.md): `Pending` means "asleep: go and sleep
     /// until `waker` is woken", and the owner calls it again when awake.
     /// `Ready(slept)` ends the park as `park` returns: the token is
     /// consumed.
@@ -345,7 +221,7 @@ pub struct Mailbox<T> {
     /// Items pushed by other threads.
     pub inbox: Inbox<T>,
     /// Items only this worker takes (tasks placed on it): never stolen,
-    /// never in the `queued` set. See "Pinned tasks" in the module docs.
+    /// never in the `queued` set. See "Pinned tasks" in src/sched/README.md.
     pub pinned: Inbox<T>,
     /// This worker's `!Send` items (its local tasks): taken and dropped by
     /// this worker alone, also at shutdown (never drained by another

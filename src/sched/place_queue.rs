@@ -1,105 +1,8 @@
 //! Place queues: the queues of tasks placed in a domain of the topology
-//! (`spawn_on(Place::Core | Llc | Numa | Package)`), which only the
-//! domain's workers take from, and their hand-off.
-//!
-//! # The queues
-//!
-//! One multi-producer queue per distinct domain span (a core, an LLC, a
-//! NUMA node, a package; domains of different kinds with the same workers
-//! share one queue), built with the runtime. Each worker knows its own
-//! queues, nearest first (its core's, its LLC's, ...). A placed task goes,
-//! at its spawn and at every wake, to its domain's queue: never to a deque,
-//! an inbox or a LIFO slot, so no steal, inbox pull or wake placement ever
-//! sees it, and only a worker of the domain runs it. Each queue has a count
-//! (`len`: counted after the push, uncounted before the pop, which reserves
-//! the task), so a look at a queue is one load; and the runtime has one flag, `used`, set before the
-//! first push into any of them, so a runtime without domain places pays
-//! one load per look (its workers' find-work paths and idle passes).
-//!
-//! A worker looks at its queues (nearest first): in its find-work path
-//! every `INBOX_CHECK_INTERVAL` polls and whenever its own queues are empty
-//! (`worker/mod.rs`); at each pass of its idle sequence, after its wait
-//! ends, and in the re-check before it sleeps (`sched/idle_steps.rs`).
-//!
-//! # Work conservation inside a domain
-//!
-//! **Whenever a domain's queue holds a task and a worker of the domain is
-//! parked, a worker of the domain has been woken for it (and will take it,
-//! or hand the wake on when it finds other work first), or no worker of the
-//! domain was parked when the task was pushed, and none has gone to sleep
-//! since without re-checking the queue (a re-check that sees the task does
-//! not sleep).** The global wake
-//! protocol ([`idle`](crate::sched::sleepers)) cannot give this: its searchers may all
-//! be outside the domain.
-//!
-//! The steps:
-//!
-//! - **Pusher** ([`push`]): pushes, counts (`fetch_add`), `fence(SeqCst)`,
-//!   re-checks shutdown (a set flag drains the queue into
-//!   [`Workers::bury`], as a pinned push does); then runs the **domain
-//!   check** ([`wake_member`]): the `parked` bits of the domain's workers;
-//!   if one is set, that worker is claimed
-//!   ([`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in): counted awake
-//!   and searching, then its bit taken) and notified. Every push checks,
-//!   not only the one that makes the queue non-empty: a burst of `k`
-//!   pushes wakes up to `k` parked workers of the domain at once, where a
-//!   chain (each woken worker waking the next) would add one thread wake-up
-//!   latency per task to the last one's start, which on a loaded machine
-//!   is milliseconds each.
-//! - **A worker leaving its idle period with work** ([`left_behind`],
-//!   called by `idle_steps::found_work`, whether the work came from a
-//!   place queue ([`take`]) or elsewhere): `fence(SeqCst)`, then the
-//!   domain check for each of its queues that still holds work: a worker
-//!   woken for a domain that finds other work first (its inbox, a steal)
-//!   hands the wake on here.
-//! - **A worker going to sleep** ([`recheck`], in the idle sequence's
-//!   announcement, after [`Sleepers::to_parked`](crate::sched::sleepers::Sleepers::to_parked)
-//!   has set its `parked` bit): `fence(SeqCst)` (unless `to_parked` made
-//!   one), then the counts of its queues; work there and it does not sleep
-//!   (it takes the task after the wait returns).
-//!
-//! # Why no wake is lost
-//!
-//! The pusher's (or a leaving worker's) check and the sleeper's re-check are
-//! store-buffering with `SeqCst` fences on both sides, as in the global
-//! protocol: the sleeper sets its `parked` bit, then fences, then reads the
-//! counts; the pusher counts, then fences, then reads the `parked` bits.
-//! Either the pusher sees the bit (and wakes that worker, or another parked
-//! one of the domain), or the sleeper sees the count (and does not sleep).
-//!
-//! A check's outcome covers its task for as long as the queue holds it:
-//! either it claimed a worker, which leaves its idle period only through
-//! `left_behind` (the claim and the push happened before its wake, so it
-//! sees the count, and checks again for what it does not take), or it
-//! found no worker of the domain parked, and each of them re-checks before
-//! it sleeps (and, not sleeping, takes a task and leaves through
-//! `left_behind` too). A take by a busy worker (its find-work path)
-//! changes neither, so it makes no check.
-//!
-//! What it costs: the domain check ignores whether a worker of the domain
-//! is spinning or walking (the `idle` mask is a hint, and a spinning worker
-//! may leave with other work), so a push may wake a parked worker while
-//! another one of the domain was about to take the task. At most one wake
-//! per push and one per worker leaving its idle period while the queue
-//! holds work, each to a parked worker: a burst into a domain costs at
-//! most one wake per worker of the domain that was asleep.
-//!
-//! # Shutdown
-//!
-//! A push re-checks the shutdown flag after its fence, and the runtime's
-//! final drain makes a `fence(SeqCst)` before it drains the queues
-//! ([`DomainQueues::drain`]): store-buffering between the flag and the
-//! push, so a push the drain does not see sees the flag and drains the
-//! queue itself (the graveyard's argument, `sched/shutdown.rs`). Nothing else
-//! drains them: the workers leave them to the final drain.
-//!
-//! Model-checked: `loom-tests/tests/domain.rs` (a push while the
-//! domain's worker goes to sleep), `domain_handover.rs` (a worker woken
-//! for the domain that finds other work first, and hands the wake on past
-//! its nearest, empty queue), `domain_burst.rs` (a push while two workers
-//! of the domain go to sleep; two pushes) and `domain_levels.rs` (a push
-//! into the farthest of a worker's three queues while it goes to sleep;
-//! the counts after a claim that found no bit and was undone).
+//! (`spawn_on(Place::Core | Llc | Numa | Package)`, [`DomainQueues`]),
+//! which only the domain's workers take from, and their hand-off ([`push`],
+//! [`left_behind`], [`recheck`]): work conservation inside a domain. The
+//! protocol: src/sched/README.md, "Place queues".
 
 use std::ops::Range;
 
@@ -120,7 +23,7 @@ pub struct DomainQueue<T> {
 }
 
 /// The queues of a runtime's domains, and each worker's (see the
-/// [module docs](self)).
+/// src/sched/README.md, "Place queues").
 #[derive(Debug)]
 pub struct DomainQueues<T> {
     queues: Box<[CachePadded<DomainQueue<T>>]>,
@@ -205,7 +108,7 @@ impl<T> DomainQueues<T> {
     }
 
     /// The final drain of shutdown: `fence(SeqCst)` (pairs with the fence
-    /// of every [`push`], see the module docs), then every queue into
+    /// of every [`push`], see src/sched/README.md), then every queue into
     /// `drop`. Returns how many tasks it dropped.
     pub fn drain(&self, mut drop: impl FnMut(T)) -> usize {
         fence(Ordering::SeqCst);
@@ -259,7 +162,7 @@ fn pop<T>(q: &DomainQueue<T>) -> Option<T> {
     }
 }
 
-/// The pusher's steps (module docs): pushes `t` into queue `q`, counts it,
+/// The pusher's step (README, "Place queues", step 1): pushes `t` into queue `q`, counts it,
 /// fences, re-checks shutdown, and runs the domain check
 /// ([`wake_member`]). `near` is where the wake should look
 /// first (the waker's worker, or the domain's first). Returns the worker
@@ -282,9 +185,9 @@ pub fn push<T>(
     // look) of the count. The acquire half orders nothing needed.
     dom.len.fetch_add(1, Ordering::AcqRel);
     // Pairs with the re-check's fence (`recheck`) and with the final
-    // drain's (`DomainQueues::drain`): store-buffering (module docs).
+    // drain's (`DomainQueues::drain`): store-buffering (README, "Place queues").
     fence(Ordering::SeqCst);
-    // Relaxed: after the fence (see "Shutdown" in the module docs).
+    // Relaxed: after the fence (README, "Place queues", shutdown).
     if rt.shutdown().load(Ordering::Relaxed) {
         while let Some(t) = pop(dom) {
             rt.bury(t);
@@ -317,7 +220,7 @@ pub fn wake_member<T>(
 /// A worker `me` takes a task from its queues, nearest first. (What it
 /// leaves behind is the domain check's of [`left_behind`] when the worker
 /// takes it in its idle period; a busy worker's take needs none: see the
-/// module docs.)
+/// src/sched/README.md, "Place queues".)
 #[inline]
 pub fn take<T>(dq: &DomainQueues<T>, me: usize) -> Option<T> {
     if !dq.used() {
@@ -337,7 +240,7 @@ fn take_slow<T>(dq: &DomainQueues<T>, me: usize) -> Option<T> {
 #[inline]
 pub fn recheck<T>(dq: &DomainQueues<T>, me: usize, fenced: bool) -> bool {
     if !fenced {
-        // Pairs with the pushers' fences (store-buffering: module docs).
+        // Pairs with the pushers' fences (store-buffering: README, "Place queues").
         fence(Ordering::SeqCst);
     }
     dq.has_work(me)

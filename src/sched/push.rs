@@ -1,11 +1,12 @@
-//! Handing work to workers: the pusher's steps of the wake protocol
-//! ([`idle`](crate::sched::sleepers), "The steps"), the start of every task's
-//! schedule path, and the owner's clear of its `queued` bit
-//! ([`clear_queued`]), written once over a small view of the runtime
-//! ([`Workers`]) so that the runtime (`worker/`, `worker/schedule.rs`) and the
-//! loom models (`loom-tests/tests/conserve.rs`, `queued.rs`, `sched/shutdown.rs`)
-//! run the same code. The callers keep what is theirs: placement, counters, and what a
-//! worker's core holds.
+//! Handing work to workers: the pusher's steps of the wake protocol (the
+//! start of every task's schedule path), the LIFO slot's push
+//! ([`push_lifo`]), the shutdown check ([`admit`]) and the owner's clear of
+//! its `queued` bit ([`clear_queued`]), written once over a small view of
+//! the runtime ([`Workers`]) so that the runtime (`worker/`) and the loom
+//! models (`conserve.rs`, `queued.rs`, `lifo.rs`) run the same code. The
+//! callers keep what is theirs: placement, counters, and what a worker's
+//! core holds. The steps: src/sched/README.md, "The pusher's steps" and
+//! "The LIFO slot".
 
 use std::ops::Range;
 
@@ -62,7 +63,7 @@ pub enum Placed {
 /// buried (not dropped: this may run inside a waker call); otherwise it is
 /// returned to be placed. `Relaxed`, as the runtime's `is_shutdown`: the
 /// flag is published by the parker RMW that follows its store, and a
-/// delivery re-checks it after its own RMW (sched/park.rs, "shutdown";
+/// delivery re-checks it after its own RMW (README, "Parking and the inbox hand-off";
 /// [`Mailbox::deliver_or_drain`]).
 #[inline]
 pub fn admit<T>(rt: &impl Workers<T>, t: T) -> Option<T> {
@@ -73,7 +74,7 @@ pub fn admit<T>(rt: &impl Workers<T>, t: T) -> Option<T> {
     Some(t)
 }
 
-/// The pusher's steps 2-3 ([`idle`](crate::sched::sleepers)): after work became
+/// The pusher's steps 2-3 (src/sched/README.md): after work became
 /// stealable at worker `near`, wakes the parked worker nearest to it to
 /// search, unless a worker already searches (or nobody is parked), with a
 /// note to look at `near` first ([`Mailbox::kick`]). Returns the worker
@@ -133,7 +134,7 @@ pub fn push_local<T>(
 /// microseconds. Should the poll run long, the slot is where a worker that
 /// goes idle meanwhile finds the task: its re-check reads the `queued` set
 /// and [`Queues::has_work`](crate::sched::idle_steps::Queues::has_work) counts
-/// the slot, and its pending steal takes it (sched/sleepers.rs, "The LIFO slot").
+/// the slot, and its pending steal takes it (src/sched/README.md, "The LIFO slot").
 /// `Core::push_lifo`, `Core::push_batch` and the loom model `lifo.rs` call
 /// this.
 #[inline]

@@ -376,7 +376,7 @@ impl<T> Handle for Box<T> {
 }
 
 /// A worker's LIFO slot: one task, put and taken by its owner, and taken
-/// by another worker when the owner does not get to it (sched/sleepers.rs, "The
+/// by another worker when the owner does not get to it (src/sched/README.md, "The
 /// LIFO slot"). The owner's put is a plain store when the slot is empty
 /// (only the owner fills it, so an empty slot it sees stays empty) and a
 /// swap when it replaces an occupant; every take is a swap, so a task

@@ -1,53 +1,14 @@
-//! The shutdown sequence (the [worker](crate::worker)'s module docs,
-//! "Shutdown", steps 1-7), written once over small views so that the
-//! runtime (`Runtime::shutdown` in `runtime/mod.rs`, the worker's loop and exit
-//! in `worker/mod.rs`) and the loom models (`loom-tests/tests/shutdown.rs`)
-//! run the same steps. The flag and the notifies ([`announce_shutdown`]),
-//! the burial and the final drain ([`Graveyard`], [`final_drain`]) are
-//! here, below the sequence; the wait that sees the flag
-//! ([`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with),
-//! sched/park.rs "shutdown") and the schedule path's check
-//! ([`push::admit`](crate::sched::push::admit)) are in their protocols.
-//!
-//! # The steps
-//!
-//! The runtime's side, [`shutdown`] over a [`Stopping`] view (steps 1, 2
-//! and 5-7 of the worker's docs):
-//!
-//! 1. **Announce**: set the flag, then notify every worker's parker
-//!    ([`announce_shutdown`]). A worker asleep wakes and sees the flag; a
-//!    delivery racing the announce sees it or is seen (sched/park.rs,
-//!    "shutdown").
-//! 2. **Close the blocking pool** ([`Stopping::close_blocking`]): it
-//!    refuses new closures and cancels those not yet started; it waits for
-//!    nothing yet.
-//! 3. **Join** the workers ([`Stopping::join_workers`]); a worker that
-//!    outlives the deadline (or is the calling thread) is left to exit on
-//!    its own, and the answer says so.
-//! 4. **Final drain** ([`final_drain`]): drop what is left in the inboxes,
-//!    wake every task pending on a waker (its schedule buries it), reap
-//!    the graveyard and drain the inboxes until both are empty; only then
-//!    wait for the running blocking closures ([`Stopping::wait_running`]),
-//!    reap again, and close the graveyard.
-//!
-//! A worker's side, over a [`Running`] view and an [`Exiting`] one (steps
-//! 3 and 4 there):
-//!
-//! - Each step of its loop takes its next task with [`next`]: the flag is
-//!   looked at first (before its own queues), so a worker that saw it
-//!   polls nothing more; an idle period that sees it (its wait returns
-//!   [`Wait::Shutdown`](crate::sched::park::Wait::Shutdown)) ends the loop too.
-//! - On the way out, [`exit`] drops every task it still holds (its LIFO
-//!   slot, its deque, its private batch), then what must be dropped on its
-//!   own thread (tasks placed on it, its local tasks). The inboxes are the
-//!   final drain's.
-//!
-//! Every task is thus run or dropped exactly once: a task held by a worker
-//! is dropped by its exit, a task in an inbox by the final drain, a task
-//! found after the flag (woken, or delivered concurrently) is buried and
-//! reaped by the final drain or, after [`Graveyard::close`], by its burier.
-//! Model-checked in `loom-tests/tests/shutdown.rs`, which drives these
-//! functions with the models' runtime (`loom_tests::Rt`) and workers.
+//! The shutdown sequence, written once over small views so that the
+//! runtime (`Runtime::shutdown` in `runtime/mod.rs`, the worker's loop and
+//! exit in `worker/mod.rs`) and the loom models (`loom-tests/tests/shutdown.rs`)
+//! run the same steps: the flag and the notifies ([`announce_shutdown`]),
+//! the burial and the final drain ([`Graveyard`], [`final_drain`]), the
+//! runtime's side ([`shutdown`]) and a worker's ([`next`], [`exit`]). The
+//! wait that sees the flag
+//! ([`Mailbox::wait_with`](crate::sched::park::Mailbox::wait_with)) and the
+//! schedule path's check ([`push::admit`](crate::sched::push::admit)) are
+//! in their protocols. The steps, numbered 1-7: src/sched/README.md,
+//! "Shutdown".
 
 use crate::sched::idle_steps::Idle;
 use crate::sched::park::Parker;
@@ -64,7 +25,7 @@ pub trait Stopping<T> {
     /// Step 2: the blocking pool refuses new closures and cancels those
     /// not yet started.
     fn close_blocking(&self);
-    /// Step 3: joins the workers; whether every one was joined.
+    /// Step 5: joins the workers; whether every one was joined.
     fn join_workers(&mut self) -> bool;
     /// Where tasks found after the flag are buried.
     fn graveyard(&self) -> &Graveyard<T>;
@@ -81,7 +42,7 @@ pub trait Stopping<T> {
     fn drop_task(&self, t: T);
 }
 
-/// The runtime's shutdown sequence (the [module docs](self), steps 1-4);
+/// The runtime's shutdown sequence (src/sched/README.md, steps 1, 2, 5-7);
 /// returns whether every worker and blocking closure was joined. Never
 /// call it inside a wake, nor twice.
 pub fn shutdown<T>(rt: &mut impl Stopping<T>) -> bool {
@@ -274,32 +235,32 @@ pub fn drain_inboxes<'a, T: 'a>(
 /// flag and leaves its loop.
 pub fn announce_shutdown<'a>(shutdown: &AtomicBool, parkers: impl IntoIterator<Item = &'a Parker>) {
     // Relaxed: published to each worker (and to any deliverer) by the
-    // parker RMW that follows; see sched/park.rs, "shutdown".
+    // parker RMW that follows (README, "Parking and the inbox hand-off").
     shutdown.store(true, Ordering::Relaxed);
     for p in parkers {
         let _ = p.notify();
     }
 }
 
-/// The end of the shutdown sequence (step 4 of
+/// The end of the shutdown sequence (steps 5-7 of
 /// [`shutdown::shutdown`](crate::sched::shutdown::shutdown)), once the workers
 /// have left their loops. In this order:
 ///
-/// 1. **Cancel what is pending**: drop what is still queued in the inboxes
+/// 5. **Cancel what is pending**: drop what is still queued in the inboxes
 ///    (`drain_inboxes`, which returns how many it dropped), wake every task
 ///    that is pending on a waker (`wake_waiting`: its schedule sees the
 ///    shutdown and buries it), then reap the graveyard and drain the
 ///    inboxes until both are empty (dropping a task may wake others: a
 ///    dropped channel sender wakes its receivers, which are buried in
 ///    turn).
-/// 2. **Wait for what runs outside the workers** (`wait_running`: the
+/// 6. **Wait for what runs outside the workers** (`wait_running`: the
 ///    blocking pool's closures, up to the shutdown's deadline). A closure
 ///    that waits on a task (a channel whose sender a task holds, a
-///    `JoinHandle`) has seen it cancelled in step 1 and returns; waiting
+///    `JoinHandle`) has seen it cancelled in step 5 and returns; waiting
 ///    first would wait on it forever, since the task it waits on would
 ///    only be dropped after the wait.
-/// 3. Reap and drain again until both are empty (tasks that the closures'
-///    wakes buried during step 2), and close the graveyard
+/// 7. Reap and drain again until both are empty (tasks that the closures'
+///    wakes buried during step 6), and close the graveyard
 ///    ([`Graveyard::close`]): from then on a burial drops its task itself.
 ///
 /// Never call it inside a wake. Model-checked, with a blocking closure

@@ -1,207 +1,9 @@
-//! Who is idle, who sleeps, and who wakes whom: the wake protocol.
-//!
-//! # The invariant (work conservation)
-//!
-//! **Whenever a runnable task sits in a queue that another worker could
-//! take it from (a local deque or an inbox) and some worker of the runtime
-//! is parked, either some worker is *searching* (it will find the task, or
-//! look for it once more before it sleeps if no searcher is left after it),
-//! or a wake is on its way to a parked worker.** A running worker's LIFO
-//! slot is the one softer case ("The LIFO slot" below): it holds one task,
-//! which its worker runs next, so a push there wakes nobody; a worker that
-//! goes idle later re-checks it and takes it, which covers a waker that
-//! then runs a long poll. Tasks pinned to a worker (placed on it, or
-//! local to it) are outside the invariant's queues: only their worker can
-//! take them, so a push notifies that worker directly and wakes nobody
-//! else (sched/park.rs, "Pinned tasks"); a pinned task waits while its worker is
-//! busy, which is what pinning asks for. Tasks placed in a domain wait in
-//! the domain's place queue, outside these queues too: sched/place_queue.rs keeps the
-//! same invariant inside the domain, with its own steps over the `parked`
-//! set ([`Sleepers::wake_in`], a claim made whatever the searchers, who may
-//! all be outside the domain) and a re-check of the place queues by every
-//! worker that goes to sleep. No path drops a wake; a pusher that sees a
-//! searcher defers the wake to that searcher, which is bounded: a searcher
-//! either finds work (and then wakes the next worker if it was the last
-//! searcher and work remains) or goes to sleep, and a worker that goes to
-//! sleep with no searcher left after it (searcher or not) re-checks every
-//! queue that may hold work after announcing it.
-//!
-//! This is the protocol of tokio's `multi_thread/idle.rs` and Go's
-//! `wakep`/`resetspinning` (a count of searching workers, at most half the
-//! workers, and one wake at a time), with two changes for a topology-aware
-//! runtime: the worker woken is the parked one nearest to where the work is
-//! (the kernel's nohz kick wakes an idle CPU of the busy CPU's domain), and
-//! finding it reads bitmaps, one word per 64 workers of a last-level cache,
-//! not per-worker state.
-//!
-//! # State
-//!
-//! - `state`: one word, `searching << 32 | awake`. `awake` counts workers
-//!   not parked (running, walking or spinning); `searching` counts workers
-//!   looking for work to steal, capped at half the workers.
-//! - `parked` ([`WorkerSet`]): one bit per worker that has announced it is
-//!   going to sleep and has not been claimed since.
-//! - `idle` ([`WorkerSet`]): one bit per worker that runs no task (walking,
-//!   spinning or parked): the kernel's idle cpumask, which wake placement
-//!   scans and claims (the bit is a hint; correctness never depends on it).
-//! - `queued` ([`WorkerSet`]): one bit per worker whose deque or inbox may
-//!   hold work others could steal. Set by the owner when its deque goes from
-//!   empty to non-empty, and by a deliverer into a busy worker's inbox;
-//!   cleared by the owner when it finds both empty, with an RMW that
-//!   acquires the deliverers' and then a last look at its inbox
-//!   ([`push::clear_queued`](crate::sched::push::clear_queued), checked by
-//!   `loom-tests/tests/queued.rs`). A set bit may be stale
-//!   (a thief emptied the queue); a clear bit is never stale for a queue
-//!   that holds work, except while its owner is awake and about to look at
-//!   it. It is the summary that re-check reads instead of every queue.
-//!
-//! # The steps
-//!
-//! A **pusher** (any thread that makes a task stealable: a push onto a
-//! deque, a delivery into a busy worker's inbox, a steal that leaves a batch
-//! in the thief's deque; [`push`](crate::sched::push) writes these steps
-//! once, for the runtime and the loom models):
-//! 1. pushes, then sets the owner's `queued` bit if it is clear;
-//! 2. [`Sleepers::needs_wake`]: `fence(SeqCst)`, then loads `state`; if no
-//!    worker is searching and some worker is parked, then
-//! 3. [`Sleepers::wake_one`]: a CAS makes `searching += 1` and
-//!    `awake += 1` (the claim: only while `searching == 0` and someone is
-//!    parked, so one wake is in flight), then clears the `parked` bit of
-//!    the parked worker nearest to the work and notifies its parker. The
-//!    woken worker starts out searching.
-//!
-//! A **waker whose placement chose a parked worker** (wake placement
-//! picked an idle worker, and that one sleeps: `worker/schedule.rs`) wakes it only
-//! as the one wake in flight, [`Sleepers::wake_specific`]: the same CAS as
-//! step 3, then that worker's `parked` bit; the task goes to its inbox
-//! (marked in `queued`). If another wake is in flight, the task goes to the
-//! waker's own deque instead (a pusher's steps 1-2, which then send no
-//! wake); if the worker cleared its own bit first, the claim is undone and
-//! the task is delivered to it as to any awake worker (steps 1-2). An
-//! external spawn first tries an idle worker that is not parked
-//! ([`Sleepers::claim_awake_idle`]: no futex wake at all).
-//!
-//! A **worker** whose own queues are empty:
-//! 1. marks itself idle and, if fewer than half the workers search,
-//!    becomes a searcher ([`Sleepers::to_searching`]);
-//! 2. a searcher walks the domain tree (policy/balance.rs); if it finds work it
-//!    stops searching ([`Sleepers::leave_searching`]) and, if it was the last
-//!    searcher and work is still queued somewhere (its own deque after a
-//!    batch steal, or any `queued` bit), runs the pusher's steps 2-3 itself
-//!    (Go's `resetspinning` -> `wakep`): a burst fans out one wake at a
-//!    time, O(workers) wakes per burst, not O(tasks);
-//! 3. before it sleeps, [`Sleepers::to_parked`]: sets its `parked` bit,
-//!    then `awake -= 1` (and `searching -= 1` if it searched) in one RMW. If
-//!    no worker searches after it (it was the last searcher, or it could
-//!    not search and the searchers have left since), `fence(SeqCst)` and
-//!    read the `queued` bitmap; a worker found with work is stolen from at
-//!    once instead of sleeping;
-//! 4. parks on its [`Parker`](crate::sched::park::Parker) (no lost wakeups: sched/park.rs);
-//! 5. on waking, for whatever reason, [`Sleepers::leave_parked`]: counts
-//!    itself awake, then clears its own `parked` bit. If the bit was gone,
-//!    a waker claimed it, and the claim counted it awake and searching: it
-//!    takes its own count back, and searches.
-//!
-//! A worker's bit is set before it is counted parked (step 3), and it is
-//! counted awake before its bit is cleared, by whoever clears it (a waker
-//! in its claim, the worker itself in `leave_parked`): **a worker counted
-//! parked always has its `parked` bit set.** The count may show one worker
-//! too many awake (claimed, and counted again by itself until it takes its
-//! count back), but only while that worker is counted searching, when no
-//! decision reads `awake` (every one tests `searching == 0` first).
-//!
-//! # The LIFO slot
-//!
-//! A wake that keeps its task on the waker's worker (nobody idle to take
-//! it, or `wake_affine` chose the waker: worker/schedule.rs) puts it in that
-//! worker's LIFO slot, which the worker takes first after its current poll
-//! ([`push::push_lifo`](crate::sched::push::push_lifo)). The slot is
-//! one atomic pointer (`queue::Slot`): the owner fills it with a plain
-//! store when empty, and every take is a swap, so a task leaves it once.
-//! The push sets the owner's `queued` bit (pusher's step 1) but runs no
-//! check and wakes nobody: the task waits microseconds for its worker,
-//! where a wake would cost a futex round trip and a cold cache (tokio's
-//! `schedule_local` and Go's `runnext` keep it there too). What a wake
-//! would buy is the case where the waker's poll then runs long (a task
-//! that sends and then computes): the re-checks of step 3 and of the last
-//! searcher count the slot as work ([`Queues::has_work`](crate::sched::idle_steps::Queues::has_work)),
-//! so a worker that goes idle while the owner is still in that poll takes
-//! the task in its pending steal (counted as `lifo_steals`); the walk does
-//! not look at slots, so a searcher does not take a task its worker is
-//! about to run. A worker that was already parked when the task was put
-//! there is not woken for it: the task then waits for its worker's poll to
-//! return, or for the next worker to go idle (the conservation suite's
-//! `a_task_woken_by_a_blocked_task_while_all_are_busy_runs_elsewhere`;
-//! loom: `lifo.rs`).
-//!
-//! # Why no wake is lost
-//!
-//! A pusher's step 2 and the re-check of step 3 are store-buffering
-//! with `SeqCst` fences on both sides: either the pusher's load of `state`
-//! sees the searcher's decrement (no searcher: it wakes a parked worker),
-//! or the searcher's loads after its fence see the pusher's push and its
-//! `queued` bit (it takes the work). A worker that parks while a searcher
-//! remains needs no re-check: that searcher, or the last one after it,
-//! re-checks or wakes. A pusher that sees nobody parked
-//! (`awake == workers`) needs no wake: every worker is awake, and whichever
-//! of them parks first with no searcher left re-checks (the same
-//! store-buffering, between the pusher's fence and the parker's).
-//!
-//! An earlier version re-checked only in the last *searcher*; the loom
-//! model `a_non_searcher_parks_as_the_last_searcher_leaves` found the hole:
-//! a worker refused by the searcher cap parked after the searchers had
-//! left, while a push that had seen everyone awake sent no wake.
-//!
-//! A waker whose claim succeeded finds a `parked` bit, except when the
-//! worker it counted parked has counted itself awake and cleared its bit
-//! since (it woke by itself). It then undoes its claim and looks at
-//! `state` again: while the claim stood, pushers skipped their wake and a
-//! worker going to sleep may have skipped its re-check. The load after the
-//! undo reads the undo or a later value (coherence), so it sees every
-//! worker that announced sleep while the claim stood, and wakes one; it
-//! also sees the worker that cleared its own bit counted awake (the fence
-//! after the undo acquires that clear, which was released after the
-//! count). So the waker goes round again only if another worker parked
-//! meanwhile: each lap is another worker's progress, and no waker spins
-//! waiting for a worker that was descheduled in `leave_parked` (an
-//! earlier `leave_parked` cleared the bit first and counted itself awake
-//! second; wakers then spun through that window, which loom showed at
-//! `LOOM_MAX_PREEMPTIONS=4`).
-//!
-//! # Orderings
-//!
-//! The `SeqCst` fences carry every store-buffering argument above, not the
-//! orderings of the RMWs on `state`: if a re-checker's RMW on `state` comes
-//! after the value a pusher loaded (in the modification order of `state`)
-//! and a `SeqCst` fence follows it, that fence comes after the pusher's in
-//! the fences' total order (or the pusher would have read that RMW or a
-//! later value), so the re-checker's loads after its fence see the push.
-//! What the RMWs' orderings carry is three release/acquire chains:
-//!
-//! 1. **A parked bit is visible to the claim that counts it parked**:
-//!    [`to_parked`](Sleepers::to_parked) sets the bit, then decrements
-//!    `state` with release; a claim's CAS acquires it (every later
-//!    modification of `state` is an RMW, so the release sequence of the
-//!    decrement reaches every later claim), so the take finds the bit.
-//! 2. **A claimed worker's count changes come after the claim**: the
-//!    waker's clear of the bit releases its claim, and `leave_parked`'s
-//!    clear acquires it, so the worker's own decrements of `state` (taking
-//!    its count back, leaving searching) follow the claim's increments in
-//!    the modification order, and no count goes below zero.
-//! 3. **A failed take sees the worker awake**: `leave_parked` counts itself
-//!    awake, then clears its bit with release; a waker whose take read that
-//!    clear acquires it with the fence after its undo, so its next load of
-//!    `state` shows the worker awake (this bounds the retry loop).
-//!
-//! Every other ordering here would be `Relaxed`; the RMWs keep `SeqCst`
-//! (the same instruction as `Relaxed` on x86; each site says what it
-//! carries), and `loom-tests/README.md`'s mutation table lists each one.
-//!
-//! `loom-tests/tests/conserve.rs` checks this: a push racing the last
-//! searcher going to sleep, a push onto a busy worker while another is
-//! parked, a wake placed on a parked worker racing its sleep, and a worker
-//! refused by the searcher cap parking as the searchers leave, never end
-//! with the task queued, a worker parked and no wake pending.
+//! Who is idle, who sleeps, and who wakes whom: the wake protocol's shared
+//! state ([`Sleepers`]: the `searching` and `awake` counts, and the
+//! `parked`, `idle` and `queued` sets, each a [`WorkerSet`]) and the claims
+//! made on it. The protocol (its invariant, work conservation; its steps;
+//! why no wake is lost; the orderings' chains 1-3) is in
+//! src/sched/README.md, "The wake protocol".
 
 use std::ops::Range;
 
@@ -477,7 +279,7 @@ impl WorkerSet {
 }
 
 /// The shared idle state of a runtime: the counts, and the `parked`,
-/// `idle` and `queued` sets. See the [module docs](self).
+/// `idle` and `queued` sets. See src/sched/README.md, "The wake protocol".
 #[derive(Debug)]
 pub struct Sleepers {
     state: CachePadded<AtomicUsize>,
@@ -520,7 +322,7 @@ impl Sleepers {
         // nothing and acquires nothing: a pusher that reads it defers its
         // wake to this searcher, and what makes that safe is the fence this
         // worker makes when it stops searching as the last searcher
-        // (`leave_searching`, `to_parked`: module docs, "Orderings"). The
+        // (`leave_searching`, `to_parked`: README, wake protocol, "Orderings"). The
         // release sequences of chain 1 run through RMWs of any ordering.
         self.state.fetch_add(SEARCHING_ONE, Ordering::SeqCst);
         true
@@ -532,7 +334,7 @@ impl Sleepers {
     /// pushers may have counted on it.
     pub fn leave_searching(&self) -> bool {
         // ORDERING: SeqCst, but Relaxed would do: the store-buffering with
-        // the pushers' fences is carried by the fence below (module docs,
+        // the pushers' fences is carried by the fence below (README,
         // "Orderings": this RMW comes after the value any pusher that
         // counted on this searcher loaded, so the fence after it comes
         // after the pusher's). The decrement follows this worker's own
@@ -552,7 +354,7 @@ impl Sleepers {
 
     /// The pusher's check: no searcher, and someone parked? `fence(SeqCst)`
     /// first, so that the caller's push is ordered before this load against
-    /// the last searcher's decrement and re-check (see module docs).
+    /// the last searcher's decrement and re-check (README, "Why no wake is lost").
     pub fn needs_wake(&self) -> bool {
         fence(Ordering::SeqCst);
         // SeqCst, but Relaxed would do: the store-buffering argument rests
@@ -575,7 +377,7 @@ impl Sleepers {
     /// and cleared its bit since the claim), the claim is undone, and
     /// because pushers may have skipped their wake while it stood, the
     /// check is made again; it goes round again only if another worker
-    /// parked meanwhile (module docs).
+    /// parked meanwhile (README, "Why no wake is lost").
     pub fn wake_one<'a>(
         &self,
         near: usize,
@@ -586,7 +388,7 @@ impl Sleepers {
         // pusher's check (`needs_wake`: fence, load) on this thread, so by
         // read-read coherence this load sees that value or a later one, and
         // a later one that shows a searcher, or nobody parked, is a state in
-        // which the protocol owes no wake (module docs); a stale value only
+        // which the protocol owes no wake (README); a stale value only
         // fails the CAS below, which reads the latest.
         let mut cur = self.state.load(Ordering::SeqCst);
         loop {
@@ -594,7 +396,7 @@ impl Sleepers {
             if c.searching != 0 || c.awake >= self.workers {
                 return (None, words);
             }
-            // ORDERING: acquire needed (chain 1 of the module docs): it
+            // ORDERING: acquire needed (chain 1, README "Orderings"): it
             // reads a value at or after the decrement of every worker it
             // counts parked, each released after that worker set its bit,
             // so the take below finds the bit. (Without it the fence after
@@ -635,7 +437,7 @@ impl Sleepers {
             // after the worker counted itself awake, and this fence
             // acquires it, so the load below shows the worker awake and
             // the loop does not go round for it. The store-buffering with
-            // the pushers is not this fence's (module docs, "Orderings");
+            // the pushers is not this fence's (README, "Orderings");
             // SeqCst kept: this path is rare (a claim that lost its worker).
             fence(Ordering::SeqCst);
             spin_loop();

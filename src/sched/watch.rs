@@ -1,182 +1,11 @@
 //! The watch over private batches: work conservation for the I/O driver's
-//! private batch queues.
-//!
-//! A worker that returns from the poller with a batch of ready tasks keeps
-//! them private (`Core::push_batch`): its LIFO slot, then a queue no
-//! search steals from while the batch is cache-hot, so that a second
-//! worker is not woken for every batch to take a share it would spend on
-//! the wake and on cold caches (BENCHMARKS.md, "I/O"). A private task is
-//! hot for `migration_cost` (the kernel's `sysctl_sched_migration_cost`,
-//! 500 us by default) after its batch came; after that any idle worker
-//! may take it. But an idle worker sleeps, and nothing wakes it when the
-//! owner gets stuck (the batch's first task runs long) or falls behind.
-//! The kernel has the same gap between a busy CPU's runqueue and an idle
-//! CPU, and closes it with a periodic balance run on behalf of the idle
-//! CPUs (the nohz idle balancer, kicked from the busy CPU's tick). A stuck
-//! task gives a userspace worker no tick, so here the idle side keeps it:
-//!
-//! - **The watchers.** A parked worker may sleep with a timeout of one
-//!   tick instead of until woken: it watches. The tick starts at twice
-//!   `migration_cost` and doubles while a watcher finds nothing to take,
-//!   up to 16 ms ([`next_tick_ns`]). Whenever its
-//!   sleep ends it looks at every worker whose bit is in the `private` set
-//!   and takes the LIFO slot's batch task and the private queue of each
-//!   whose oldest private task came more than `migration_cost` ago (the
-//!   owner stamps each batch: [`stamp`]), into its deque, with the
-//!   pusher's check, from where other idle workers steal in turn. A task is
-//!   therefore never left private for more than about `migration_cost`
-//!   plus a tick (at most 16 ms) while a worker sleeps; behind a task whose
-//!   poll once ran long, not at all ("Long polls", below). Apart from that
-//!   task's own release of its batch, this is the only way private work
-//!   leaves its owner: an owner that pushed it to its deque itself once it
-//!   aged (a first design) spread every batch its worker was preempted
-//!   during on the 2-core machine (HTTP `-c256`, 2 workers: 0.80 of tokio,
-//!   against 1.09-1.13 without: BENCHMARKS.md).
-//! - **Claiming.** A worker about to sleep ([`before_sleep`]) watches
-//!   while private work exists or was made or seen within [`LINGER_NS`],
-//!   unless [`MAX_WATCHERS`] (two) already do; it keeps watching across
-//!   its sleeps while that holds, and stops when it leaves its idle period
-//!   for work ([`leave`]) or after [`LINGER_NS`] without private work. The
-//!   watchers are counted (`watchers`), not named: while I/O is active two
-//!   parked workers watch, so that an owner, or a watcher leaving with a
-//!   batch of its own, needs to wake somebody only when the count is zero.
-//!   (A first design had one watcher: each watcher that woke with a batch
-//!   then had to wake a successor, a futex wake and two context switches
-//!   per batch, which cost 2-worker HTTP `-c256` a quarter of its
-//!   throughput: BENCHMARKS.md. A second let every parked worker watch,
-//!   which costs a tick per parked worker: on a large machine serving
-//!   little, hundreds of wakes a second for nothing.) The cost is a tick
-//!   per watcher, about 60 wakes a second each (62.5 at the 16 ms cap)
-//!   once the tick has backed off, and only within [`LINGER_NS`] of
-//!   private work.
-//! - **The owner's check.** An owner whose private work goes from none
-//!   to some sets its bit, then (after a fence) reads the count; if it is
-//!   zero, it claims a parked worker ([`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in)), marks it
-//!   *called* and notifies it: that worker finds nothing to steal, parks
-//!   again and, called, watches. A called worker that finds other work
-//!   instead leaves as a watcher does (below), so that its call is passed
-//!   on rather than lost.
-//! - **Leaving.** A watcher leaving its idle period for work takes itself
-//!   off the count (a called or claimed worker, never counted, does not),
-//!   fences, and, if the count is then zero while private work is about
-//!   (another worker's bit, or its own batch: the one it woke with, beyond
-//!   the task it runs first), wakes a parked worker to watch in its
-//!   place. A watcher giving up after [`LINGER_NS`] does the same check and
-//!   watches again itself when it finds a bit.
-//!
-//! # Long polls
-//!
-//! Age alone bounds private work by `migration_cost` plus a tick that backs
-//! off to 16 ms: when the owner's next poll runs long (a request that
-//! renders for milliseconds), the cheap tasks of its batch wait for a
-//! watcher while another worker sleeps. Two mechanisms shorten that:
-//!
-//! - **Telling a long poll.** A watcher asks whether the owner is stuck
-//!   in one poll, the way Go's `sysmon` tells a P that has run one
-//!   goroutine too long: each worker's poll count (its `polls` counter,
-//!   bumped before every poll, so no clock read is added to a poll) is
-//!   compared with what an earlier look saw. A count unchanged since a look
-//!   at least [`LONG_POLL_NS`] ago, while the owner's thread was on the CPU
-//!   for three quarters of that time (its CPU-time clock: an owner the OS
-//!   preempted has not moved its count either, but taking its work spreads
-//!   batches it would resume a moment later), is a long poll
-//!   ([`Stale::LongPoll`]): its private work is taken however fresh.
-//! - **Hogs.** The owner learns that a watcher saw its poll as long
-//!   (`long_poll_taken`, set by the watcher) and marks the task it was
-//!   polling a *hog* (worker/mod.rs, `run_with_private_behind`). Before a
-//!   hog's next poll with private work behind it, the owner makes that work
-//!   stealable, with the pusher's check, so that a parked worker takes it
-//!   at once. A request handler that computes for milliseconds thus costs
-//!   the requests batched with it one watcher look once, not at every
-//!   request: a task whose poll once ran long makes its batch-mates wait
-//!   well under a millisecond afterwards (`tests/long_poll.rs`). The mark
-//!   stays: a connection that served one slow request gives its batches
-//!   away before each of its polls, at the cost of their cache locality.
-//!
-//! The first long poll of a task is found by the watchers' looks: within
-//! `migration_cost` plus two ticks, at most about 33 ms after a quiet
-//! spell (the tick backed off to 16 ms), one or two milliseconds while
-//! watchers take work (the tick goes back to its first when a look takes
-//! something). A tick that stays at its first while private work is seen
-//! would bound it to two milliseconds, but the watcher's 1,000 looks a
-//! second cost 2-worker hello-world HTTP 8-10% of its throughput on the
-//! 2-core machine (BENCHMARKS.md, "Nothing waits behind a long poll"), and
-//! calling a parked worker whenever a batch found the watchers on a
-//! backed-off tick cost it a quarter. The cost of the watch in wakes is
-//! therefore as before: none at saturation (nobody parks, nobody watches);
-//! a tick a watcher, 62.5 to 1,000 a second, within [`LINGER_NS`] of private
-//! work; none at idle. A hog's release costs the pusher's check (a futex
-//! wake when a worker is parked and none searches) per poll of the hog.
-//!
-//! The poller is part of what must not wait behind a long poll: a worker
-//! that leaves the poller it slept in to run work releases it, and a worker
-//! that went to sleep meanwhile sleeps on its thread; if the leaver's poll
-//! then runs long, nobody polls. So the leaver makes sure a watcher on its
-//! first tick exists ([`left_poller`]), which takes the free poller at its
-//! next sleep. This costs a wake only when no watcher is counted (no
-//! private work within [`LINGER_NS`]) and a worker sleeps. The leaver
-//! itself is still counted when it calls [`left_poller`] (it leaves the
-//! count after): a leaver that was the only watcher calls nobody, and if
-//! its first poll runs long, nobody polls until a sleeper's tick or a
-//! wake (tokio leaves its driver the same way when a worker leaves it with
-//! one task). Calling a worker at every such leave would cost a wake per
-//! request at light load.
-//!
-//! Timers are the third thing (time/entry.rs, "Whose wheel"): the worker
-//! sleeping in poller 0 sleeps until the earliest deadline of every
-//! worker's wheel and fires a busy worker's due timers, so a timer does
-//! not wait for its worker's long poll. A worker that sets a timer while
-//! nobody sleeps in poller 0 and then polls another task calls a watcher
-//! if none would look by the deadline ([`cover_timer`]), so that somebody
-//! sleeps there in time: a wake only when a timer is set and another task
-//! polled while poller 0 is empty.
-//!
-//! # The store buffering
-//!
-//! Four pairs, each a store, a `fence(SeqCst)`, then a load of the other's
-//! location, so that at least one side sees the other:
-//!
-//! 1. The owner's bit (`private`) against a worker going to sleep: the
-//!    sleeper set its `parked` bit (`Sleepers::to_parked`) and fenced
-//!    before it reads `private`; the owner sets `private`, fences, and
-//!    reads the count, then the `parked` set. Either the sleeper sees the
-//!    bit and watches, or the owner sees no watcher and the sleeper's
-//!    `parked` bit, and wakes it.
-//! 2. The owner's bit against the last watcher leaving: the watcher
-//!    decrements the count, fences, and reads it and `private` (and wakes
-//!    a successor, or watches again when giving up, when it finds a bit);
-//!    the owner sets its bit, fences and reads the count. Either the
-//!    watcher sees the bit or the owner sees the count at zero. Of two
-//!    watchers leaving at once, the one whose decrement comes second in
-//!    the count's modification order reads zero after its fence.
-//!
-//! 3. A worker going to sleep that finds [`MAX_WATCHERS`] watching (it
-//!    does not watch) against the last of them leaving: the sleeper set
-//!    its `parked` bit, fenced, and read the count; the leaver decrements,
-//!    fences, and reads the count, `private` and the `parked` set (in
-//!    [`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in)). Either the sleeper read the count after the
-//!    decrement (and found room, or another watcher), or the leaver sees
-//!    its `parked` bit and calls it (or another parked worker) when
-//!    private work is about.
-//!
-//! 4. A worker leaving a poller for work ([`left_poller`]) against a worker
-//!    going to sleep that finds the poller taken: the sleeper set its
-//!    `parked` bit, fenced ([`before_poller`]) and try-locked the poller;
-//!    the leaver released the poller's lock, fences, and reads the count and
-//!    the `parked` set (in [`Sleepers::wake_in`](crate::sched::sleepers::Sleepers::wake_in)). Either the sleeper takes
-//!    the free poller, or the leaver sees its `parked` bit and calls it (or
-//!    another parked worker) to watch: it takes the poller at its tick.
-//!
-//! A claim itself needs no fence before the sleep: an owner that reads the
-//! count before the claim lands sees zero and wakes a parked worker (at
-//! worst, a spurious wake).
-//!
-//! The call mark lands after the claim: a claimed worker that left its
-//! sleep on its own (an event in its poller, a re-check's find) may leave
-//! for work before it lands. Every claimed worker that sees private work
-//! when it leaves therefore checks as a called one does ([`leave`]).
-//!
-//! The loom models `loom-tests/tests/watch.rs` drive these functions.
+//! private batch queues ([`Watch`]). Parked workers sleep at most a tick
+//! and take the batches of an owner that is stuck or behind; here are the
+//! owner's and the leavers' checks ([`before_sleep`], [`leave`],
+//! [`left_poller`]), the long-poll look, and the call made for a timer
+//! ([`cover_timer`]). The protocol, the alternatives it was measured
+//! against, and its store buffering 1-4: src/sched/README.md, "The watch
+//! over private batches".
 
 // The watch works for the I/O driver's batches: without the driver only
 // its owner-side steps are called (with nothing private, they return).
@@ -191,12 +20,12 @@ use crate::sched::sleepers::WorkerSet;
 use crate::sched::park::Notified;
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-/// At most this many workers watch at once (module docs, "Claiming").
+/// At most this many workers watch at once (src/sched/README.md, watch step 2).
 pub const MAX_WATCHERS: usize = 2;
 
 /// A poll that has run this long holds up the private work behind it: a
 /// watcher that sees the owner's poll count unchanged since a look this long
-/// ago takes that work (module docs, "Long polls"). A quarter of the
+/// ago takes that work (src/sched/README.md, "Long polls"). A quarter of the
 /// kernel's `migration_cost`: a hello-world request costs a few
 /// microseconds, so a poll of this length is a hundred requests' wait.
 pub const LONG_POLL_NS: u64 = 250_000;
@@ -256,7 +85,7 @@ pub struct Watch {
     /// tick however its watchers come and go ([`next_tick_ns`]).
     tick_ns: AtomicU64,
     /// Per worker: its poll count when a watcher last saw it change, and
-    /// when (the long-poll look, module docs "Long polls").
+    /// when (the long-poll look, README "Long polls").
     looked: Box<[CachePadded<Look>]>,
     /// When the tick of the last watcher to go to sleep ends (ns on the
     /// runtime's clock): whether a timer would wait for it
@@ -486,7 +315,7 @@ pub fn kept_private<T>(
     // light load).
     w.seen.store(now, Ordering::Relaxed);
     // ORDERING: the bit, then the fence, then the count and the `parked`
-    // set: store buffering 1 and 2 (module docs) against the fences of a
+    // set: store buffering 1 and 2 (README) against the fences of a
     // sleeper (`before_sleep`'s) and of `leave`/`give_up`.
     w.private.insert_rmw(me, Ordering::SeqCst);
     fence(Ordering::SeqCst);
@@ -497,7 +326,7 @@ pub fn kept_private<T>(
 /// claimed, called and notified, to watch. (Calling one also when the
 /// counted watchers sleep on a backed-off tick made every batch after a
 /// quiet moment a wake: 2-worker hello-world HTTP fell to 0.75-0.82 of
-/// tokio's throughput at 1.4-1.5 of its CPU per request: module docs,
+/// tokio's throughput at 1.4-1.5 of its CPU per request: src/sched/README.md,
 /// "Long polls".)
 fn look_soon<T>(rt: &impl Workers<T>, w: &Watch, me: usize) -> Option<(usize, Notified)> {
     if w.watchers.load(Ordering::Relaxed) > 0 {
@@ -520,7 +349,7 @@ pub fn left_poller<T>(rt: &impl Workers<T>, w: &Watch, me: usize) -> Option<(usi
     }
     // ORDERING: the poller's release (the unlock of its lock, before this
     // call), the fence, then the count and the `parked` set: store
-    // buffering 4 (module docs), against a worker going to sleep (its
+    // buffering 4 (README), against a worker going to sleep (its
     // `parked` bit, the fence of `before_poller`, its try-lock of the
     // poller).
     fence(Ordering::SeqCst);
@@ -554,7 +383,7 @@ pub fn cover_timer<T>(
 }
 
 /// A worker whose `parked` bit is set is about to try the pollers' locks
-/// (`PollerSleep::sleep`): the fence of store buffering 4 (module docs).
+/// (`PollerSleep::sleep`): the fence of store buffering 4 (README).
 #[inline]
 pub fn before_poller() {
     // ORDERING: pairs with `left_poller`'s fence (store buffering 4): the
@@ -604,7 +433,7 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
     }
     let called = w.take_call(me);
     // ORDERING: the `parked` bit (set before this call), the fence, then
-    // `private`: store buffering 1 (module docs), with `kept_private`'s
+    // `private`: store buffering 1 (README), with `kept_private`'s
     // fence. (The idle sequence's re-check fences only when no searcher is
     // left.)
     fence(Ordering::SeqCst);
@@ -626,7 +455,7 @@ pub fn before_sleep(w: &Watch, me: usize, now: u64, watching: &mut bool) -> bool
         return false;
     }
     // After the fence above: a full count read in `claim` is store
-    // buffering 3 (module docs), against the last watcher's leave.
+    // buffering 3 (README), against the last watcher's leave.
     *watching = claim(w);
     *watching
 }
@@ -641,7 +470,7 @@ fn claim(w: &Watch) -> bool {
         }
         // ORDERING: SeqCst, but the count needs no fence after it: an
         // owner that reads it before it lands wakes a parked worker
-        // (module docs).
+        // (README).
         match w
             .watchers
             .compare_exchange_weak(c, c + 1, Ordering::SeqCst, Ordering::Relaxed)
@@ -656,7 +485,7 @@ fn claim(w: &Watch) -> bool {
 /// work: unless, after the fence, it finds the count at zero and a bit set
 /// (it watches again). Returns whether it still watches.
 fn give_up(w: &Watch, me: usize) -> bool {
-    // ORDERING: decrement, fence, loads: store buffering 2 (module docs),
+    // ORDERING: decrement, fence, loads: store buffering 2 (README),
     // with `kept_private`'s fence.
     w.watchers.fetch_sub(1, Ordering::SeqCst);
     fence(Ordering::SeqCst);
@@ -698,7 +527,7 @@ pub fn leave<T>(
     if !owes_check {
         return None;
     }
-    // ORDERING: decrement, fence, loads: store buffering 2 (module docs),
+    // ORDERING: decrement, fence, loads: store buffering 2 (README),
     // with `kept_private`'s fence; the fence also orders the load of the
     // `parked` set in `wake_watcher`.
     if counted {

@@ -1,34 +1,16 @@
 //! Who keeps time for the workers' wheels (entry.rs, "Whose wheel"): the
 //! words the worker sleeping in poller 0 and the timers' inserts and scans
-//! share, and the steps each takes on them. Under `cfg(loom)` the model
+//! share ([`Cover`]: `earliest` and `sleeping_until`), and the steps each
+//! takes on them. The protocol and its store buffering:
+//! src/sched/README.md, "The timer cover"; under `cfg(loom)` the model
 //! `loom-tests/tests/timers.rs` drives these steps.
-//!
-//! - `earliest`: at most every worker wheel's next expiration, except
-//!   during a scan. An insert that lowers its wheel's next expiration
-//!   lowers it ([`Cover::lowered`]); a scan swaps it to "none", reads the
-//!   wheels, and lowers it to what they hold ([`Cover::scan_begin`],
-//!   [`Cover::scan_end`]).
-//! - `sleeping_until`: the tick until which the worker in poller 0 sleeps
-//!   (0: nobody sleeps there; `u64::MAX`: it sleeps with no timer).
-//!
-//! # The store buffering
-//!
-//! The sleeper stores `sleeping_until`, fences, and reads `earliest`
-//! ([`Cover::sleep_until`]); an insert lowers `earliest` (an RMW),
-//! fences, and reads `sleeping_until` ([`Cover::lowered`]). Either the
-//! sleeper reads the lowered tick (and sleeps until it), or the insert
-//! reads what the sleeper sleeps until (and wakes it when its tick is
-//! earlier). A scan may leave `earliest` at "none" while the sleeper reads
-//! it: its end is an insert of what it found, with the same fence and
-//! check. A scan's swap acquires the inserts' RMWs that came before it, so
-//! it reads the wheels' `next` they lowered.
 
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// No timer: the largest tick.
 pub const NONE: u64 = u64::MAX;
 
-/// The shared words (module docs).
+/// The shared words (src/sched/README.md, "The timer cover").
 #[derive(Debug)]
 pub struct Cover {
     earliest: AtomicU64,
@@ -59,7 +41,7 @@ impl Cover {
         // Release: pairs with a scan's acquire swap (`scan_begin`).
         self.earliest.fetch_min(tick, Ordering::AcqRel);
         // ORDERING: the RMW, the fence, then the load: store buffering
-        // against `sleep_until` (module docs).
+        // against `sleep_until` (src/sched/README.md, "The timer cover").
         fence(Ordering::SeqCst);
         let until = self.sleeping_until.load(Ordering::Relaxed);
         Lowered {
@@ -77,7 +59,7 @@ impl Cover {
         let next = theirs.min(self.earliest.load(Ordering::Relaxed));
         self.sleeping_until.store(next, Ordering::Relaxed);
         // ORDERING: the store, the fence, then the load: store buffering
-        // against `lowered` (module docs). An insert that lowers
+        // against `lowered` (src/sched/README.md, "The timer cover"). An insert that lowers
         // `earliest` after the first load and sees the store wakes this
         // worker needlessly at worst.
         fence(Ordering::SeqCst);

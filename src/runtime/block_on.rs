@@ -37,6 +37,14 @@
 //!   outlives the loop that can run it, and none is dropped on another
 //!   thread (async-task checks both at every poll and drop).
 //!
+//! With the `trace` feature, the thread records into a lane of its own
+//! while a `block_on` runs on it (`trace::Recorder::enter_lane`): the
+//! spawns, polls and ends of its local tasks, and what its code spawns and
+//! wakes; a wake of a local task, from any thread, names the lane
+//! (`Decision::Local`). The main future is not a task (no spawn location,
+//! no trace id, a waker that is not the runtime's): its polls are not
+//! recorded.
+//!
 //! The loom model `loom-tests/tests/block_on.rs` checks the hand-off (a
 //! local task pushed from another thread against the loop's wait, alone and
 //! together with a wake of the main future).

@@ -53,14 +53,16 @@
 //!
 //! # The ring
 //!
-//! Each worker's ring is written only by that worker. A slot is a
+//! Each worker's ring is written only by that worker, and each
+//! `block_on` thread's lane only by that thread. A slot is a
 //! sequence word and five data words, all atomics (so a reader racing the
 //! writer reads stale or torn values, never undefined ones): the writer
 //! clears the sequence word, writes the data, then stores the event's
 //! number + 1 (a seqlock per slot); a reader keeps a slot whose sequence
 //! word reads the same number before and after its data. When the ring is
 //! full the oldest event is overwritten: the ring keeps the newest
-//! `capacity` events and [`Trace::dropped`] says how many it lost.
+//! `capacity` events and [`Trace::dropped`] ([`Trace::dropped_on`] for a
+//! lane) says how many it lost.
 
 #[cfg(feature = "trace")]
 mod chrome;

@@ -830,12 +830,17 @@ impl Recorder {
         for l in self.lanes.lock().iter() {
             let (raws, from, torn) = l.ring.read();
             let thread = Thread::Outside(l.thread);
-            lane_dropped.insert(l.thread, from.saturating_sub(l.from) + torn);
+            let before = events.len();
             events.extend(
                 raws.iter()
                     .filter(|r| r[0] >= since)
                     .filter_map(|r| decode(thread, r, &self.places)),
             );
+            let dropped = from.saturating_sub(l.from) + torn;
+            // A lane of an earlier window, idle in this one, is left out.
+            if events.len() > before || dropped > 0 {
+                lane_dropped.insert(l.thread, dropped);
+            }
         }
         let (outside_dropped, names) = {
             let o = self.outside.lock();
@@ -982,7 +987,8 @@ impl Trace {
     }
 
     /// The outside threads that recorded into a lane of their own while
-    /// running `block_on` (their [`Thread::Outside`] numbers), ascending.
+    /// running `block_on` in this trace's window (their
+    /// [`Thread::Outside`] numbers), ascending.
     pub fn block_on_threads(&self) -> impl Iterator<Item = u32> + '_ {
         self.lane_dropped.keys().copied()
     }

@@ -276,13 +276,11 @@ impl TaskMeta {
         self.state_order.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// The task's id in a trace (0 without the `trace` feature).
+    /// The task's id in a trace.
+    #[cfg(feature = "trace")]
     #[inline(always)]
     pub(crate) fn trace_id(&self) -> u64 {
-        #[cfg(feature = "trace")]
-        return self.id;
-        #[cfg(not(feature = "trace"))]
-        0
+        self.id
     }
 
     /// Whether the task was aborted: a worker drops an aborted task instead

@@ -341,12 +341,11 @@ fn the_ring_keeps_the_newest_events_and_counts_the_dropped() {
         .build()
         .unwrap();
     let line = site("hundred");
-    rt.block_on(async {
-        for _ in 0..100 {
-            // site: hundred
-            hwsched::spawn(async {}).await.unwrap();
-        }
-    });
+    for _ in 0..100 {
+        // site: hundred
+        let h = rt.spawn(async {});
+        rt.block_on(h).unwrap();
+    }
     let t = finish(rt);
     let worker: Vec<_> = t
         .events()
@@ -364,7 +363,7 @@ fn the_ring_keeps_the_newest_events_and_counts_the_dropped() {
     assert_eq!(
         spawned.len(),
         100,
-        "spawns from block_on's thread go to the outside ring"
+        "spawns from a thread outside block_on go to the shared outside ring"
     );
     let polled: Vec<u64> = t.polls().map(|p| p.task).collect();
     assert!(polled.contains(spawned.last().unwrap()));
@@ -422,6 +421,9 @@ fn recording_across_shutdown_and_block_on_threads() {
     distinct.sort();
     distinct.dedup();
     assert_eq!(distinct.len(), 3, "each block_on thread its own track");
+    let mut lanes: Vec<_> = t.block_on_threads().map(Thread::Outside).collect();
+    lanes.sort();
+    assert_eq!(lanes, distinct, "each block_on thread recorded in its lane");
     for id in &ids {
         assert!(
             t.polls().any(|p| p.task == *id && p.ready),
@@ -438,6 +440,166 @@ fn recording_across_shutdown_and_block_on_threads() {
     // The trace is still written after the runtime is gone.
     let v = json(&t);
     assert!(v["traceEvents"].as_array().unwrap().len() > 10);
+}
+
+#[test]
+fn local_tasks_of_block_on_are_polled_once_each_in_its_lane() {
+    use std::cell::Cell;
+    use std::future::Future;
+    use std::rc::Rc;
+    let rt = rt(2);
+    rt.start_trace();
+    let line = site("local");
+    // Per task, the polls it saw, counted by a wrapper around its future.
+    let counts: Vec<Rc<Cell<usize>>> = (0..16).map(|_| Rc::default()).collect();
+    let sum = rt.block_on(async {
+        let mut senders = Vec::new();
+        let hs: Vec<_> = counts
+            .iter()
+            .map(|count| {
+                let count = count.clone();
+                let (tx, rx) = async_channel::bounded::<usize>(1);
+                senders.push(tx);
+                let mut body = Box::pin(async move {
+                    let v = rx.recv().await.unwrap();
+                    for _ in 0..2 {
+                        hwsched::yield_now().await;
+                    }
+                    v
+                });
+                // site: local
+                hwsched::spawn_local(std::future::poll_fn(move |cx| {
+                    count.set(count.get() + 1);
+                    body.as_mut().poll(cx)
+                }))
+            })
+            .collect();
+        // The loop runs the local tasks (each to its wait on the channel)
+        // before it polls this future again.
+        hwsched::yield_now().await;
+        // Workers' tasks wake the local tasks: wakes from workers into the
+        // block_on thread's queue.
+        for (i, tx) in senders.into_iter().enumerate() {
+            hwsched::spawn(async move { tx.send(i).await.unwrap() });
+        }
+        let mut sum = 0;
+        for h in hs {
+            sum += h.await.unwrap();
+        }
+        sum
+    });
+    assert_eq!(sum, (0..16).sum::<usize>());
+    let t = finish(rt);
+    let lanes: Vec<u32> = t.block_on_threads().collect();
+    assert_eq!(lanes.len(), 1, "the block_on thread has a lane");
+    let lane = Thread::Outside(lanes[0]);
+    assert_eq!(t.dropped_on(lane), 0);
+    let ids = ids_spawned_at(&t, line);
+    assert_eq!(ids.len(), 16, "one spawn event per local task");
+    for (id, count) in ids.iter().zip(&counts) {
+        let spawn = t
+            .events()
+            .iter()
+            .find(|e| matches!(e.kind, EventKind::Spawn { task, .. } if task == *id))
+            .unwrap();
+        assert_eq!(spawn.thread, lane, "spawned on the block_on thread");
+        let ps: Vec<_> = t.polls().filter(|p| p.task == *id).collect();
+        assert_eq!(ps.len(), count.get(), "task {id}: each poll once");
+        assert!(
+            ps.iter().all(|p| p.thread == lane),
+            "task {id}: polled in the block_on lane"
+        );
+        let (last, rest) = ps.split_last().unwrap();
+        assert!(
+            last.ready && rest.iter().all(|p| !p.ready),
+            "the last poll finishes"
+        );
+        // Each poll follows a spawn or wake of its task since the previous
+        // poll began; the wakes put it on this thread's queue.
+        let mut after = 0;
+        for p in &ps {
+            let runnable = t.events().iter().any(|e| {
+                e.ts_ns >= after
+                    && e.ts_ns <= p.start_ns
+                    && match e.kind {
+                        EventKind::Spawn { task, .. } => task == *id,
+                        EventKind::Wake { task, to, decision } => {
+                            task == *id
+                                && decision == hwsched::trace::Decision::Local
+                                && to == lanes[0] as usize
+                        }
+                        _ => false,
+                    }
+            });
+            assert!(
+                runnable,
+                "task {id}: a poll at {} without a spawn or wake before it",
+                p.start_ns
+            );
+            after = p.start_ns + 1;
+        }
+    }
+    let from_workers = t
+        .events()
+        .iter()
+        .filter(|e| {
+            matches!(e.thread, Thread::Worker(_))
+                && matches!(e.kind, EventKind::Wake { task, decision: hwsched::trace::Decision::Local, .. } if ids.contains(&task))
+        })
+        .count();
+    assert!(
+        from_workers > 0,
+        "the workers' wakes of local tasks are recorded"
+    );
+    // The lane is a track of its own in the JSON, marked as block_on's,
+    // holding the local tasks' polls.
+    let v = json(&t);
+    let events = v["traceEvents"].as_array().unwrap();
+    let track = events
+        .iter()
+        .find(|e| e["name"] == "thread_name" && e["args"]["block_on"] == true)
+        .expect("a block_on track");
+    let on_track = events
+        .iter()
+        .filter(|e| {
+            e["ph"] == "X"
+                && e["tid"] == track["tid"]
+                && e["pid"] == track["pid"]
+                && e["args"]["task"].as_u64().is_some_and(|x| ids.contains(&x))
+        })
+        .count();
+    assert_eq!(on_track, counts.iter().map(|c| c.get()).sum::<usize>());
+}
+
+#[test]
+fn a_block_on_lane_keeps_the_newest_events_and_counts_the_dropped() {
+    let rt = Runtime::builder()
+        .worker_threads(1)
+        .pin_workers(false)
+        .trace(64)
+        .build()
+        .unwrap();
+    let line = site("local-hundred");
+    rt.block_on(async {
+        for _ in 0..100 {
+            // site: local-hundred
+            hwsched::spawn_local(async {}).await.unwrap();
+        }
+    });
+    let t = finish(rt);
+    let lane = Thread::Outside(t.block_on_threads().next().expect("a lane"));
+    let kept = t.events().iter().filter(|e| e.thread == lane).count();
+    assert_eq!(kept, 64, "the lane holds its capacity");
+    // Each local task: a spawn, a poll's start and end, at least.
+    assert!(
+        t.dropped_on(lane) >= 300 - 64,
+        "it lost the oldest: dropped {}",
+        t.dropped_on(lane)
+    );
+    let polled: Vec<u64> = t.polls().map(|p| p.task).collect();
+    let spawned = ids_spawned_at(&t, line);
+    assert!(spawned.len() < 100, "the oldest spawns are gone");
+    assert!(polled.contains(spawned.last().unwrap()), "the newest kept");
 }
 
 #[cfg(feature = "io")]
@@ -512,6 +674,94 @@ fn a_trace_taken_while_sockets_and_timers_are_live() {
         .unwrap()
         .iter()
         .any(|e| e["name"] == "timers fired"));
+}
+
+/// A socket that becomes ready while the only worker sleeps in the
+/// poller: the turn that dispatches it, taken from the sleeping path (a
+/// park in the driver, an unpark, then the turn), records its events.
+#[cfg(feature = "io")]
+#[test]
+fn a_poller_turn_taken_asleep_records_its_events() {
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    use std::io::{Read, Write};
+    let rt = Runtime::builder()
+        .worker_threads(1)
+        .pin_workers(false)
+        .trace(1 << 14)
+        .build()
+        .unwrap();
+    let tracer = rt.tracer();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (accepted, _) = listener.accept().unwrap();
+    let server = rt.spawn(async move {
+        let mut s = hwsched::net::TcpStream::from_std(accepted).unwrap();
+        let mut buf = [0u8; 4];
+        while s.read_exact(&mut buf).await.is_ok() {
+            s.write_all(&buf).await.unwrap();
+        }
+    });
+    // The worker's last event a park in the driver: it sleeps there, with
+    // the server's read pending (nothing else to run).
+    let asleep = || {
+        let t = tracer.snapshot();
+        let last = t
+            .events()
+            .iter()
+            .rev()
+            .find(|e| e.thread == Thread::Worker(0));
+        matches!(
+            last,
+            Some(e) if matches!(e.kind, EventKind::Park { why: hwsched::trace::ParkReason::Driver })
+        )
+    };
+    for i in 0..3u32 {
+        while !asleep() {
+            std::thread::yield_now();
+        }
+        // Idle, the worker dispatches readiness only in the turns of its
+        // sleep (a busy worker's look at the poller follows a task).
+        client.write_all(&i.to_le_bytes()).unwrap();
+        let mut buf = [0u8; 4];
+        client.read_exact(&mut buf).unwrap();
+        assert_eq!(u32::from_le_bytes(buf), i);
+    }
+    drop(client);
+    rt.block_on(server).unwrap();
+    let t = finish(rt);
+    // The worker's turns taken asleep: a park in the driver, then (the
+    // turn's dispatch and the timers recording their wakes and notifies
+    // meanwhile) the unpark and the turn.
+    let mut asleep_turns: Vec<(usize, usize)> = Vec::new();
+    let mut parked = false;
+    for e in t.events().iter().filter(|e| e.thread == Thread::Worker(0)) {
+        match e.kind {
+            EventKind::Park {
+                why: hwsched::trace::ParkReason::Driver,
+            } => parked = true,
+            EventKind::Wake { .. }
+            | EventKind::Notify { .. }
+            | EventKind::Unpark
+            | EventKind::TimersFired { .. } => {}
+            EventKind::PollerTurn { events, batch } => {
+                if parked {
+                    asleep_turns.push((events, batch));
+                }
+                parked = false;
+            }
+            _ => parked = false,
+        }
+    }
+    assert!(!asleep_turns.is_empty(), "turns taken asleep are recorded");
+    let with_events = asleep_turns.iter().filter(|(e, _)| *e > 0).count();
+    assert!(
+        with_events >= 3,
+        "each message's readiness dispatched by a turn taken asleep: {asleep_turns:?}"
+    );
+    assert!(
+        asleep_turns.iter().any(|&(e, b)| e > 0 && b > 0),
+        "a turn's batch: the server's task woken onto the worker: {asleep_turns:?}"
+    );
 }
 
 /// The line after the comment `// site: NAME` in this file: a spawn call

@@ -37,6 +37,14 @@
 //!   outlives the loop that can run it, and none is dropped on another
 //!   thread (async-task checks both at every poll and drop).
 //!
+//! With the `trace` feature, the thread records into a lane of its own
+//! while a `block_on` runs on it (`trace::Recorder::enter_lane`): the
+//! spawns, polls and ends of its local tasks, and what its code spawns and
+//! wakes; a wake of a local task, from any thread, names the lane
+//! (`Decision::Local`). The main future is not a task (no spawn location,
+//! no trace id, a waker that is not the runtime's): its polls are not
+//! recorded.
+//!
 //! The loom model `loom-tests/tests/block_on.rs` checks the hand-off (a
 //! local task pushed from another thread against the loop's wait, alone and
 //! together with a wake of the main future).
@@ -202,6 +210,9 @@ struct Locals {
     /// [`close`](Self::close) can bring each back to be dropped.
     live: RefCell<HashMap<u64, Waker>>,
     next: Cell<u64>,
+    /// The thread's number in a trace (`trace::Thread::Outside`): where a
+    /// wake of one of its tasks says the task went.
+    thread: u32,
 }
 
 thread_local! {
@@ -218,9 +229,10 @@ fn locals() -> Option<Rc<Locals>> {
 }
 
 impl Locals {
-    /// Runs up to [`LOCAL_BUDGET`] queued tasks; returns whether more are
+    /// Runs up to [`LOCAL_BUDGET`] queued tasks, each poll recorded by
+    /// `shared`'s trace in this thread's lane; returns whether more are
     /// queued.
-    fn run(&self) -> bool {
+    fn run(&self, shared: &Shared) -> bool {
         for _ in 0..LOCAL_BUDGET {
             let Some((r, shut_down)) = self.queue.pop() else {
                 return false;
@@ -231,11 +243,13 @@ impl Locals {
                 drop_task(r);
                 continue;
             }
+            let traced = shared.trace.poll_start(None, r.metadata());
             // The task wrapper catches panics in poll and drop; this
             // catches what async-task itself might raise.
             if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.run())) {
                 crate::task::discard(p);
             }
+            shared.trace.poll_end(None, traced);
         }
         true
     }
@@ -322,6 +336,7 @@ where
                     queue: Arc::new(LocalQueue::new()),
                     live: RefCell::new(HashMap::new()),
                     next: Cell::new(0),
+                    thread: crate::trace::thread_number(),
                 })
             })
             .clone()
@@ -331,6 +346,7 @@ where
     let registry: *const crate::task::Registry = &shared.registry;
     let queue = locals.queue.clone();
     let thread = std::thread::current();
+    let lane = locals.thread as usize;
     let keep = shared.clone();
     // SAFETY: the registry lives in `Shared`, which the schedule function
     // of this task keeps alive (`keep`), as in `spawn`.
@@ -340,13 +356,22 @@ where
             registry,
             move |r: Runnable| {
                 let shut_down = keep.is_shutdown();
+                if keep.trace.is_on() {
+                    let (from, d) = (keep.current_worker(), crate::trace::Decision::Local);
+                    keep.trace.wake(from, r.metadata(), lane, d);
+                }
                 queue.push((r, shut_down), || thread.unpark());
             },
         )
     };
     locals.live.borrow_mut().insert(key, runnable.waker());
     WorkerCounters::bump_shared(&shared.external.spawned, 1);
-    runnable.schedule();
+    shared.trace.spawn(None, runnable.metadata());
+    // Queued as its schedule function would, without recording the spawn
+    // as a wake too.
+    locals.queue.push((runnable, shared.is_shutdown()), || {
+        std::thread::current().unpark()
+    });
     Some(handle)
 }
 
@@ -429,6 +454,9 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output 
         );
     }
     let _restore = enter(shared.clone());
+    // This thread's events go to a lane of its own in the trace (the polls
+    // of its local tasks among them), until its local tasks are dropped.
+    let _lane = shared.trace.enter_lane();
     // Declared after `_restore`, so dropped before it: the local tasks
     // are dropped with this runtime still the thread's context.
     let _driving = Driving::enter();
@@ -453,7 +481,7 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output 
                 poll_main = true;
             }
             Some(l) => {
-                if l.run() {
+                if l.run(shared) {
                     // More queued: no wait, but the main future's turn if
                     // it was woken.
                     poll_main = call.woken.take();

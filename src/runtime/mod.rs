@@ -372,8 +372,8 @@ impl Builder {
 
     /// Records a trace of the scheduler from the runtime's start (the
     /// `trace` feature; [`crate::trace`]), keeping the newest
-    /// `capacity_per_worker` events of each worker (a flight recorder; 48
-    /// bytes an event). [`Runtime::stop_trace`] or a [`Tracer`]'s
+    /// `capacity_per_worker` events of each worker, and of each thread
+    /// running `block_on` (a flight recorder; 48 bytes an event). [`Runtime::stop_trace`] or a [`Tracer`]'s
     /// [`snapshot`](crate::trace::Tracer::snapshot) reads it. Without this
     /// option [`Runtime::start_trace`] records with
     /// [`DEFAULT_CAPACITY`](crate::trace::DEFAULT_CAPACITY).

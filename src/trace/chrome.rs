@@ -128,8 +128,17 @@ pub(super) fn write(t: &Trace, w: impl Write) -> io::Result<()> {
         for &id in &outside {
             let (pid, tid) = pid_tid(t, Thread::Outside(id));
             let name = t.outside_name(id).unwrap_or("outside thread");
+            // A `block_on` thread's lane says so, and what its ring lost.
+            let lane = if t.block_on_threads().any(|l| l == id) {
+                format!(
+                    ",\"block_on\":true,\"dropped\":{}",
+                    t.dropped_on(Thread::Outside(id))
+                )
+            } else {
+                String::new()
+            };
             o.event(format_args!(
-                "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"ts\":0,\"args\":{{\"name\":{}}}}}",
+                "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"ts\":0,\"args\":{{\"name\":{}{lane}}}}}",
                 string(name)
             ))?;
         }

@@ -19,9 +19,11 @@
 //!   of the recorder's flag.
 //! - Recording, each event costs a clock read (`Instant::elapsed`) and
 //!   seven stores to the worker's own ring, with no lock, no allocation
-//!   and no read-modify-write (BENCHMARKS.md, "Tracing cost"). Threads
-//!   outside the workers (`block_on`'s, a spawner's) record into one
-//!   mutex-protected ring of their own, off the workers' path.
+//!   and no read-modify-write (BENCHMARKS.md, "Tracing cost"). A thread
+//!   running `block_on` records into a ring of its own (its lane) the
+//!   same way, once the ring is made at its first event; other threads
+//!   outside the workers (a spawner, a blocking-pool thread) record into
+//!   one mutex-protected ring they share, off the workers' path.
 //!
 //! # Use
 //!
@@ -51,14 +53,16 @@
 //!
 //! # The ring
 //!
-//! Each worker's ring is written only by that worker. A slot is a
+//! Each worker's ring is written only by that worker, and each
+//! `block_on` thread's lane only by that thread. A slot is a
 //! sequence word and five data words, all atomics (so a reader racing the
 //! writer reads stale or torn values, never undefined ones): the writer
 //! clears the sequence word, writes the data, then stores the event's
 //! number + 1 (a seqlock per slot); a reader keeps a slot whose sequence
 //! word reads the same number before and after its data. When the ring is
 //! full the oldest event is overwritten: the ring keeps the newest
-//! `capacity` events and [`Trace::dropped`] says how many it lost.
+//! `capacity` events and [`Trace::dropped`] ([`Trace::dropped_on`] for a
+//! lane) says how many it lost.
 
 #[cfg(feature = "trace")]
 mod chrome;
@@ -66,9 +70,9 @@ mod chrome;
 mod record;
 
 #[cfg(feature = "trace")]
-pub(crate) use record::Recorder;
-#[cfg(feature = "trace")]
 pub use record::DEFAULT_CAPACITY;
+#[cfg(feature = "trace")]
+pub(crate) use record::{thread_number, Recorder};
 #[cfg(feature = "trace")]
 pub use record::{Decision, Event, EventKind, ParkReason, Poll, Thread, Trace, Tracer};
 
@@ -96,6 +100,7 @@ pub(crate) enum Decision {
     Pinned,
     PlaceQueue,
     Spawn,
+    Local,
 }
 
 /// Why a worker sleeps. Without the feature: its names only.
@@ -105,6 +110,17 @@ pub(crate) enum Decision {
 pub(crate) enum ParkReason {
     Condvar,
     Driver,
+}
+
+/// Without the `trace` feature: a guard of no lane.
+#[cfg(not(feature = "trace"))]
+pub(crate) struct LaneGuard;
+
+/// Without the `trace` feature: no thread is numbered.
+#[cfg(not(feature = "trace"))]
+#[inline(always)]
+pub(crate) fn thread_number() -> u32 {
+    0
 }
 
 /// Without the `trace` feature: a recorder of nothing, zero-sized, whose
@@ -125,9 +141,19 @@ impl Recorder {
     #[inline(always)]
     pub(crate) fn blocking(&self, _from: Option<usize>, _meta: &crate::task::TaskMeta) {}
     #[inline(always)]
-    pub(crate) fn poll_start(&self, _w: Option<usize>, _meta: &crate::task::TaskMeta) {}
+    pub(crate) fn poll_start(
+        &self,
+        _w: Option<usize>,
+        _meta: &crate::task::TaskMeta,
+    ) -> Option<u64> {
+        None
+    }
     #[inline(always)]
-    pub(crate) fn poll_end(&self, _w: Option<usize>, _task: u64) {}
+    pub(crate) fn poll_end(&self, _w: Option<usize>, _started: Option<u64>) {}
+    #[inline(always)]
+    pub(crate) fn enter_lane(&self) -> LaneGuard {
+        LaneGuard
+    }
     #[inline(always)]
     pub(crate) fn wake(
         &self,

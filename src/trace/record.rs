@@ -1,6 +1,7 @@
 //! The recorder (rings, the outside ring, the flag) and what a reader gets
 //! back ([`Trace`]). See the module docs of `trace`.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::Location;
 use std::sync::{Arc, OnceLock};
@@ -75,10 +76,15 @@ pub enum Decision {
     /// A spawn's first placement (the spawner's deque, an idle worker
     /// found by `find_idlest_group`, or the place asked for).
     Spawn,
+    /// A local task of a `block_on` thread
+    /// ([`spawn_local`](crate::spawn_local)): that thread's local queue.
+    /// The wake's `to` is the thread's number, as in
+    /// [`Thread::Outside`], not a worker's index.
+    Local,
 }
 
 impl Decision {
-    const ALL: [Decision; 18] = [
+    const ALL: [Decision; 19] = [
         Decision::SelfWake,
         Decision::Yield,
         Decision::Lifo,
@@ -97,6 +103,7 @@ impl Decision {
         Decision::Pinned,
         Decision::PlaceQueue,
         Decision::Spawn,
+        Decision::Local,
     ];
 
     /// Its name in a trace's JSON (`"decision"`).
@@ -120,6 +127,7 @@ impl Decision {
             Decision::Pinned => "pinned",
             Decision::PlaceQueue => "place queue",
             Decision::Spawn => "spawn",
+            Decision::Local => "local",
         }
     }
 }
@@ -151,7 +159,9 @@ pub enum Thread {
     /// A worker, by index.
     Worker(usize),
     /// A thread outside the workers (a `block_on` caller, a spawner, a
-    /// blocking-pool thread), numbered in the order it first recorded.
+    /// blocking-pool thread), numbered in the order it first recorded. A
+    /// thread running `block_on` records into a ring of its own while it
+    /// does ([`Trace::block_on_threads`]); the others share one.
     Outside(u32),
 }
 
@@ -184,7 +194,9 @@ pub enum EventKind {
     Wake {
         /// The task's trace id.
         task: u64,
-        /// The worker it was put on (its queue, slot or inbox).
+        /// The worker it was put on (its queue, slot or inbox); for
+        /// [`Decision::Local`], the number of the `block_on` thread whose
+        /// local queue it went to ([`Thread::Outside`]).
         to: usize,
         /// How that worker was chosen.
         decision: Decision,
@@ -211,9 +223,11 @@ pub enum EventKind {
         /// The worker woken.
         target: usize,
     },
-    /// This worker turned a poller or fired its timers as a batch.
+    /// This worker turned a poller, or slept on its thread in the I/O
+    /// driver, and fired its due timers: a batch.
     PollerTurn {
-        /// Readiness events the turn dispatched (0 when unknown).
+        /// Readiness events the turn dispatched (0 when the worker slept
+        /// on its thread, holding no poller).
         events: usize,
         /// Tasks the batch woke onto this worker.
         batch: usize,
@@ -304,7 +318,8 @@ struct Slot {
     data: [AtomicU64; 5],
 }
 
-/// A worker's ring: written by that worker only.
+/// A worker's ring, or a `block_on` thread's: written by that thread
+/// only.
 struct Ring {
     /// Events ever written (the next one's number); written by the owner
     /// only.
@@ -323,7 +338,8 @@ impl Ring {
         }
     }
 
-    /// Appends an event: called only by the ring's worker.
+    /// Appends an event: called only by the ring's thread (its worker, or
+    /// the `block_on` thread of a lane).
     #[inline]
     fn push(&self, raw: Raw) {
         // Relaxed: only this thread writes `head`.
@@ -375,8 +391,8 @@ impl Ring {
     }
 }
 
-/// The ring of the threads outside the workers: behind a mutex, off the
-/// workers' path.
+/// The ring of the threads outside the workers that run no `block_on`:
+/// behind a mutex, off the workers' path.
 #[derive(Default)]
 struct Outside {
     events: VecDeque<(u32, Raw)>,
@@ -403,13 +419,61 @@ fn outside_id() -> u32 {
     })
 }
 
+/// This thread's number among the threads outside the workers (its
+/// [`Thread::Outside`]).
+pub(crate) fn thread_number() -> u32 {
+    outside_id()
+}
+
+/// The ring of a thread running `block_on` (its lane): written by that
+/// thread only, as a worker's ring is by its worker, with no lock.
+struct Lane {
+    /// The thread's number ([`Thread::Outside`]).
+    thread: u32,
+    ring: Arc<Ring>,
+    /// The ring's head when recording last started (0 for a lane made
+    /// since).
+    from: u64,
+}
+
+thread_local! {
+    /// The lane of the `block_on` running on this thread, if any: its
+    /// recorder's id, and its ring once the thread recorded an event in
+    /// it ([`Recorder::enter_lane`]).
+    static LANE: RefCell<Option<(u64, Option<Arc<Ring>>)>> = const { RefCell::new(None) };
+}
+
+/// The next recorder's id (a lane names its recorder by it: an address
+/// could be reused by a later recorder).
+static NEXT_RECORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Makes the calling thread a lane of a recorder while it lives
+/// ([`Recorder::enter_lane`]); restores the thread's previous lane when
+/// dropped.
+pub(crate) struct LaneGuard {
+    prev: Option<(u64, Option<Arc<Ring>>)>,
+}
+
+impl Drop for LaneGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        // `try_with`: a guard dropped during the thread's exit, after the
+        // slot is gone, has nothing to restore.
+        let _ = LANE.try_with(|l| *l.borrow_mut() = prev);
+    }
+}
+
 /// The runtime's recorder: a flag, a ring per worker (made at the first
-/// start) and the outside ring.
+/// start), a ring per `block_on` thread (made at its first event) and the
+/// outside ring.
 pub(crate) struct Recorder {
     on: CachePadded<AtomicBool>,
+    /// Names it in the lanes of `block_on` threads.
+    id: u64,
     start: Instant,
     capacity: usize,
     rings: OnceLock<Box<[CachePadded<Ring>]>>,
+    lanes: Mutex<Vec<Lane>>,
     outside: Mutex<Outside>,
     /// Per worker: the ring's head when recording last started, and when.
     window: Mutex<(Vec<u64>, u64)>,
@@ -431,9 +495,12 @@ impl Recorder {
     pub(crate) fn new(places: Vec<CurrentPlace>, start: Instant, capacity: usize) -> Self {
         Recorder {
             on: CachePadded::new(AtomicBool::new(false)),
+            // Relaxed: a unique number is all that is asked.
+            id: NEXT_RECORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             start,
             capacity: capacity.max(2),
             rings: OnceLock::new(),
+            lanes: Mutex::new(Vec::new()),
             outside: Mutex::new(Outside::default()),
             window: Mutex::new((vec![0; places.len()], 0)),
             places,
@@ -474,6 +541,10 @@ impl Recorder {
             .map(|r| r.head.load(Ordering::Relaxed))
             .collect();
         w.1 = self.now();
+        for l in self.lanes.lock().iter_mut() {
+            // Relaxed: as the workers' heads above.
+            l.from = l.ring.head.load(Ordering::Relaxed);
+        }
         {
             let mut o = self.outside.lock();
             o.events.clear();
@@ -501,8 +572,74 @@ impl Recorder {
         }
     }
 
+    /// Makes the calling thread (one running `block_on`) record into a
+    /// lane of its own until the guard is dropped: its ring is made (or
+    /// found, made by an earlier call) at its first event, under the lanes'
+    /// lock; every event after that is pushed with no lock and no
+    /// allocation, as a worker's.
+    pub(crate) fn enter_lane(&self) -> LaneGuard {
+        let prev = LANE.with(|l| {
+            let mut l = l.borrow_mut();
+            // A nested call of the same runtime keeps the ring found.
+            let ring = match &*l {
+                Some((id, ring)) if *id == self.id => ring.clone(),
+                _ => None,
+            };
+            l.replace((self.id, ring))
+        });
+        LaneGuard { prev }
+    }
+
+    /// The lane of thread `thread`, made if it has none.
+    #[cold]
+    fn lane(&self, thread: u32) -> Arc<Ring> {
+        let ring = {
+            let mut lanes = self.lanes.lock();
+            if let Some(l) = lanes.iter().find(|l| l.thread == thread) {
+                return l.ring.clone();
+            }
+            let ring = Arc::new(Ring::new(self.capacity));
+            lanes.push(Lane {
+                thread,
+                ring: ring.clone(),
+                from: 0,
+            });
+            ring
+        };
+        self.name_thread(&mut self.outside.lock(), thread);
+        ring
+    }
+
+    fn name_thread(&self, o: &mut Outside, id: u32) {
+        o.names.entry(id).or_insert_with(|| {
+            std::thread::current()
+                .name()
+                .map_or_else(|| format!("thread {id}"), str::to_owned)
+        });
+    }
+
+    /// An event of a thread outside the workers: into its lane when it
+    /// runs a `block_on` of this runtime, else into the shared ring.
     #[cold]
     fn record_outside(&self, raw: Raw) {
+        let in_lane = LANE.with(|l| {
+            let mut l = l.borrow_mut();
+            match &mut *l {
+                Some((id, ring)) if *id == self.id => {
+                    ring.get_or_insert_with(|| self.lane(outside_id()))
+                        .push(raw);
+                    true
+                }
+                _ => false,
+            }
+        });
+        if !in_lane {
+            self.record_shared(raw);
+        }
+    }
+
+    #[cold]
+    fn record_shared(&self, raw: Raw) {
         let id = outside_id();
         let mut o = self.outside.lock();
         if o.events.len() >= OUTSIDE_CAPACITY {
@@ -510,11 +647,7 @@ impl Recorder {
             o.dropped += 1;
         }
         o.events.push_back((id, raw));
-        o.names.entry(id).or_insert_with(|| {
-            std::thread::current()
-                .name()
-                .map_or_else(|| format!("thread {id}"), str::to_owned)
-        });
+        self.name_thread(&mut o, id);
     }
 
     /// A task spawned from worker `from` (or outside).
@@ -551,27 +684,34 @@ impl Recorder {
         }
     }
 
-    /// A poll begins on worker `w` (or outside).
+    /// A poll begins on worker `w` (or outside): the task's id when the
+    /// start was recorded, which the poll's end takes ([`poll_end`]), so
+    /// that the pair costs one load of the flag and every recorded start
+    /// has its end.
+    ///
+    /// [`poll_end`]: Self::poll_end
     #[inline(always)]
-    pub(crate) fn poll_start(&self, w: Option<usize>, meta: &TaskMeta) {
+    pub(crate) fn poll_start(&self, w: Option<usize>, meta: &TaskMeta) -> Option<u64> {
         if self.on() {
+            let task = meta.trace_id();
+            // A finish recorded by a poll whose end was not recorded
+            // (recording was off at its start) must not mark this one's.
+            crate::task::take_poll_ready();
             self.record(
                 w,
-                [
-                    self.now(),
-                    meta.trace_id(),
-                    loc_word(meta.spawned_at),
-                    K_POLL_START,
-                    0,
-                ],
+                [self.now(), task, loc_word(meta.spawned_at), K_POLL_START, 0],
             );
+            Some(task)
+        } else {
+            None
         }
     }
 
-    /// The poll of task `task` ends on worker `w` (or outside).
+    /// The poll whose start `started` ([`poll_start`](Self::poll_start))
+    /// recorded ends on worker `w` (or outside).
     #[inline(always)]
-    pub(crate) fn poll_end(&self, w: Option<usize>, task: u64) {
-        if self.on() {
+    pub(crate) fn poll_end(&self, w: Option<usize>, started: Option<u64>) {
+        if let Some(task) = started {
             let ready = crate::task::take_poll_ready();
             self.record(
                 w,
@@ -686,6 +826,22 @@ impl Recorder {
                 );
             }
         }
+        let mut lane_dropped = BTreeMap::new();
+        for l in self.lanes.lock().iter() {
+            let (raws, from, torn) = l.ring.read();
+            let thread = Thread::Outside(l.thread);
+            let before = events.len();
+            events.extend(
+                raws.iter()
+                    .filter(|r| r[0] >= since)
+                    .filter_map(|r| decode(thread, r, &self.places)),
+            );
+            let dropped = from.saturating_sub(l.from) + torn;
+            // A lane of an earlier window, idle in this one, is left out.
+            if events.len() > before || dropped > 0 {
+                lane_dropped.insert(l.thread, dropped);
+            }
+        }
         let (outside_dropped, names) = {
             let o = self.outside.lock();
             events.extend(
@@ -703,6 +859,7 @@ impl Recorder {
             events,
             dropped,
             outside_dropped,
+            lane_dropped,
             outside_names: names,
         }
     }
@@ -799,6 +956,8 @@ pub struct Trace {
     events: Vec<Event>,
     dropped: Vec<u64>,
     outside_dropped: u64,
+    /// Per `block_on` thread with a lane: the events its ring lost.
+    lane_dropped: BTreeMap<u32, u64>,
     outside_names: BTreeMap<u32, String>,
 }
 
@@ -821,9 +980,28 @@ impl Trace {
         self.dropped.get(w).copied().unwrap_or(0)
     }
 
-    /// Events the outside threads' ring lost.
+    /// Events the ring shared by the outside threads that run no
+    /// `block_on` lost.
     pub fn outside_dropped(&self) -> u64 {
         self.outside_dropped
+    }
+
+    /// The outside threads that recorded into a lane of their own while
+    /// running `block_on` in this trace's window (their
+    /// [`Thread::Outside`] numbers), ascending.
+    pub fn block_on_threads(&self) -> impl Iterator<Item = u32> + '_ {
+        self.lane_dropped.keys().copied()
+    }
+
+    /// Events the ring of `thread` lost in this trace's window: a
+    /// worker's ([`dropped`](Self::dropped)) or a `block_on` thread's
+    /// lane; 0 for another outside thread (the ring they share counts its
+    /// losses in [`outside_dropped`](Self::outside_dropped)).
+    pub fn dropped_on(&self, thread: Thread) -> u64 {
+        match thread {
+            Thread::Worker(w) => self.dropped(w),
+            Thread::Outside(id) => self.lane_dropped.get(&id).copied().unwrap_or(0),
+        }
     }
 
     /// The name of outside thread `id` ([`Thread::Outside`]).
@@ -870,7 +1048,8 @@ impl Trace {
     /// - a process per LLC (named with its package and NUMA node, sorted in
     ///   topology order) holding a thread per worker, so the page's
     ///   structure is the machine's; the outside threads in a process of
-    ///   their own, last;
+    ///   their own, last (a `block_on` thread's track marked `"block_on"`,
+    ///   with the events its lane dropped);
     /// - each poll a complete event (`"ph": "X"`) named by its task's spawn
     ///   location, with the task id, the run-queue delay (from its spawn or
     ///   wake) and whether it finished the task in `args`;
@@ -878,7 +1057,8 @@ impl Trace {
     ///   flow (`"s"` / `"f"`) from it to the task's next poll;
     /// - spawns, steals, parks, unparks, notifies, poller turns, watcher
     ///   takes, timer expiries and blocking hand-offs as instant events;
-    /// - in `otherData`, the events each ring dropped.
+    /// - in `otherData`, the events each worker's ring and the shared
+    ///   outside ring dropped.
     pub fn write_chrome_json(&self, w: impl std::io::Write) -> std::io::Result<()> {
         super::chrome::write(self, w)
     }

@@ -115,14 +115,20 @@ impl<'a> Driven<'a> {
         shared
             .trace
             .park(self.index, crate::trace::ParkReason::Driver);
-        self.sleep.wait(&d.pollers, parker, timeout);
+        let events = self.sleep.wait(&d.pollers, parker, timeout);
         shared.trace.unpark(self.index);
         if ext {
             crate::time::wake_sleeper_done(self.timers);
         }
         self.fire_timers(ext);
         let mut core = ctx.core.borrow_mut();
-        shared.trace.poller_turn(self.index, 0, core.batch as usize);
+        if shared.trace.is_on() {
+            // No events when it slept on its thread, holding no poller.
+            let events = events.unwrap_or(0);
+            shared
+                .trace
+                .poller_turn(self.index, events, core.batch as usize);
+        }
         core.wake_mode = WakeMode::Place;
         if watching {
             let took = core.take_stale(shared);

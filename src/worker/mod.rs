@@ -929,8 +929,7 @@ fn poll_maybe_timed(ctx: &WorkerCtx, r: Runnable) {
 #[inline(always)]
 fn poll(shared: &Shared, w: usize, r: Runnable) {
     let st = &shared.workers[w].stats;
-    let task = r.metadata().trace_id();
-    shared.trace.poll_start(Some(w), r.metadata());
+    let traced = shared.trace.poll_start(Some(w), r.metadata());
     // The task wrapper catches panics in poll and drop; this catches what
     // async-task itself might raise, so nothing unwinds into the loop.
     #[cfg(feature = "io")]
@@ -942,7 +941,7 @@ fn poll(shared: &Shared, w: usize, r: Runnable) {
         // The payload may panic when dropped, too.
         crate::task::discard(p);
     }
-    shared.trace.poll_end(Some(w), task);
+    shared.trace.poll_end(Some(w), traced);
 }
 
 /// Polls `r` once, timed (timing.rs): its run-queue delay from the stamp

@@ -27,7 +27,8 @@ pub(crate) struct WorkerShared {
     pub(crate) mailbox: CachePadded<Mailbox<Runnable>>,
     pub(crate) stealer: Stealer<Runnable>,
     /// The worker's LIFO slot: its next task, which another worker takes
-    /// when the owner does not get to it (sched/sleepers.rs, "The LIFO slot").
+    /// when the owner does not get to it (src/sched/README.md, "The LIFO
+    /// slot").
     pub(crate) lifo: CachePadded<crate::sched::queue::Slot<Runnable>>,
     /// The worker's private batch queue, which only a watcher takes from,
     /// and only once stale (sched/watch.rs).
@@ -40,13 +41,13 @@ pub(crate) struct WorkerShared {
     pub(crate) llc_hint: usize,
     pub(crate) pinned: AtomicBool,
     /// Set by a watcher that took this worker's private work because its
-    /// poll ran long (sched/watch.rs, "Long polls"); the worker marks the task it
-    /// was polling a hog when the poll returns.
+    /// poll ran long (src/sched/README.md, "Long polls"); the worker marks
+    /// the task it was polling a hog when the poll returns.
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) long_poll_taken: AtomicBool,
     /// The worker thread's CPU-time clock (`pthread_getcpuclockid`; -1
     /// until the thread set it, or if it has none), read by watchers
-    /// (sched/watch.rs, "Long polls").
+    /// (src/sched/README.md, "Long polls").
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) cpu_clock: std::sync::atomic::AtomicI64,
 }
@@ -178,8 +179,8 @@ impl Shared {
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
-        // Relaxed: see sched/park.rs, "shutdown": the flag is published by the
-        // notify that follows its store.
+        // Relaxed: the flag is published by the notify that follows its
+        // store (src/sched/README.md, "Shutdown", Orderings).
         self.shutdown.load(Ordering::Relaxed)
     }
 

@@ -13,32 +13,15 @@
 //!
 //! The driver has one or more pollers ([`IoPollers`]); each is an epoll
 //! instance behind a try-lock, with an eventfd as its waker. A worker that
-//! goes to sleep (idle step 5 of `src/sched/README.md`) does
-//! it in one of two ways:
-//!
-//! - it takes a free poller (its own domain's first, then the others): it
-//!   sets `PARKED` with the **poller's waker** in its parker's slot
-//!   (`Parker::poll_park`), and waits in
-//!   `epoll_wait` with its next timer deadline as the timeout;
-//! - or, every poller being taken, it parks its thread with a thread waker
-//!   in the slot (and its own timer deadline as the timeout).
-//!
-//! A notify (a delivery, a search request, shutdown) that finds `PARKED`
-//! takes the waker under the parker's mutex and wakes it: one eventfd write
-//! interrupts `epoll_wait`. A notify that came first is seen by the worker's
-//! `fetch_or(PARKED)` and the worker does not sleep. This is the same race,
-//! closed the same way, as a condvar park (src/sched/README.md, "The race it closes");
-//! the loom model `loom-tests/tests/driver.rs` drives it with a task wake, a
-//! readiness event and a timer expiry racing a worker that enters and leaves
-//! the poller.
-//!
-//! When `epoll_wait` returns, the worker first takes its waker back out of
-//! the slot (so that waking itself, below, costs no eventfd write), then
-//! dispatches the events: readiness set, waiters woken **on its thread**.
-//! A wake that lands on the sleeping worker notifies its own parker, which
-//! ends its park when it polls it again. These steps are written once, in
-//! `poller_sleep.rs` (`PollerSleep`), generic over the
-//! poller, so that the loom models drive them with a mock poller and the
+//! goes to sleep (idle step 5) takes a free poller, its own domain's first,
+//! and waits in `epoll_wait` with its next timer deadline as the timeout,
+//! the poller's waker in its parker's slot; every poller being taken, it
+//! parks its thread instead. It dispatches the events on its own thread,
+//! its waker first taken back, so that a wake it makes on itself costs no
+//! eventfd write. The steps and why no wake is lost: src/sched/README.md,
+//! "The poller hand-off"; written once in `poller_sleep.rs`
+//! (`PollerSleep`), generic over the poller, so that the loom models
+//! (`loom-tests/tests/driver.rs`) drive them with a mock poller and the
 //! runtime with mio's.
 //!
 //! # A batch stays local

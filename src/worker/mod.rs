@@ -83,6 +83,7 @@ pub(crate) mod spawn;
 pub mod shared;
 #[cfg(not(loom))]
 pub(crate) mod shared;
+mod snapshot;
 mod steal;
 
 /// Most polls in a row from the LIFO slot before the deque gets a turn

@@ -313,8 +313,8 @@ impl Shared {
             keep_alive,
             stack_size,
             thread_name,
-            on_start: on_start.as_ref().map(|h| h.0.clone()),
-            on_stop: on_stop.as_ref().map(|h| h.0.clone()),
+            on_start: on_start.clone(),
+            on_stop: on_stop.clone(),
             masks,
         };
         let mut places = crate::place::Places::new(&topology);

@@ -246,7 +246,7 @@ mod imp {
 
     // A task of the model travels through a LIFO slot as a boxed pointer
     // (the runtime's `Runnable` is one pointer already).
-    impl hwsched::sched::queue::Handle for Task {
+    impl hwsched::sched::queue::OnePtr for Task {
         fn into_ptr(self) -> *mut () {
             Box::into_raw(Box::new(self)).cast()
         }

@@ -74,7 +74,7 @@
 //!
 //! The runtime's shutdown, once its workers are joined (before it waits
 //! for the running blocking closures), shuts the driver
-//! (`time::Handle::shutdown`): new sockets and timers of the runtime are
+//! (`time::TimerHandle::shutdown`): new sockets and timers of the runtime are
 //! refused, every registration's waiters are woken and see an error
 //! (`ScheduledIo::shutdown`), and every timer left is shut and its task
 //! woken, whose poll panics. So a blocking closure, another runtime or a
@@ -84,15 +84,15 @@
 //! # Below the scheduler
 //!
 //! The driver is three layers, each over the one below: signals
-//! (`signal.rs`), timers (`time/`, whose `time::Handle` holds this
-//! layer's), and this one, whose `Handle` (`handle.rs`) holds the pollers.
+//! (`signal.rs`), timers (`time/`, whose `time::TimerHandle` holds this
+//! layer's), and this one, whose `IoHandle` (`handle.rs`) holds the pollers.
 //! The runtime's shared state holds the handles; a socket's registration
 //! and a registered timer keep theirs. None of them names the shared state
 //! or the worker: the worker calls the driver (its sleep, `poller_sleep.rs`; its
 //! looks while busy), never the other way. What the driver needs of the
 //! scheduler comes through the thread-local context (`context.rs`: the
 //! current worker's index, this thread's driver), through the callback the
-//! runtime gives `Handle` (notify the workers once the driver exists),
+//! runtime gives `IoHandle` (notify the workers once the driver exists),
 //! and through the tasks' wakers, which the worker's batch mode keeps on
 //! it. The signal pipe's events reach the signal layer through a function
 //! it installs (`on_signal_token`).
@@ -115,7 +115,7 @@ mod scheduled_io;
 
 pub use driver::IoPollers;
 pub(crate) use driver::{on_signal_token, PollState, Poller, TOKEN_SIGNAL};
-pub(crate) use handle::{open_driver, Handle};
+pub(crate) use handle::{open_driver, IoHandle};
 pub(crate) use registration::{no_runtime, PollEvented, Registration};
 pub(crate) use scheduled_io::Direction;
 pub use scheduled_io::Ready;

@@ -13,8 +13,8 @@ use crate::worker::{count_wake, WakeMode, WorkerCtx};
 pub(super) struct Driven<'a> {
     shared: &'a Shared,
     /// The driver's handles (`shared.driver`, and its I/O handle).
-    timers: &'a crate::time::Handle,
-    io: &'a crate::io::Handle,
+    timers: &'a crate::time::TimerHandle,
+    io: &'a crate::io::IoHandle,
     index: usize,
     /// The poller this worker holds while it sleeps in it, and the sleep of
     /// its thread when every poller is taken.

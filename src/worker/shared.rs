@@ -96,7 +96,7 @@ pub(crate) struct Shared {
     /// (`driver.io`, whose pollers are created on first use). Below this
     /// state: the driver never names it (io/handle.rs).
     #[cfg(feature = "io")]
-    pub(crate) driver: std::sync::Arc<crate::time::Handle>,
+    pub(crate) driver: std::sync::Arc<crate::time::TimerHandle>,
     /// The pool behind `spawn_blocking`.
     pub(crate) blocking: crate::blocking::BlockingPool,
     /// Per worker, its blocking CPU set (an index into the pool's masks);
@@ -392,8 +392,8 @@ impl Shared {
                         }
                     }
                 });
-                let io = crate::io::Handle::new(io_driver, cpus, owner, on_create);
-                Arc::new(crate::time::Handle::new(Arc::new(io), start, n))
+                let io = crate::io::IoHandle::new(io_driver, cpus, owner, on_create);
+                Arc::new(crate::time::TimerHandle::new(Arc::new(io), start, n))
             },
             on_start,
             on_stop,

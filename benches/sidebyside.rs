@@ -7,7 +7,7 @@
 //! peer's (`ratio`; above 1: hwsched is faster) and over tokio-ct's
 //! (`vs tokio-ct`).
 //!
-//! Workloads (the shapes of issue 13's measurements; the sizes are
+//! Workloads (the sizes are
 //! [`Sizes`], the operation counts the instruction mode divides by are in
 //! [`WORKLOADS`]):
 //! - `spawn_outside`: 100,000 empty tasks spawned from a thread outside the

@@ -2,7 +2,7 @@
 # hackbench with more workers than CPUs: hwsched on synthetic topologies of
 # 2 (this machine), 32, 128 and 512 workers, tokio and async-executor with
 # the same thread count. Shows whether the cost of a wake grows with the
-# worker count (issue 13: "a wake costs O(1) at any worker count").
+# worker count (it should not: a wake costs O(1) at any worker count).
 #   scripts/oversubscribed.sh [RUNS]      (median of RUNS, default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."

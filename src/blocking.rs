@@ -37,12 +37,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::config::Hook;
 use crate::task::drop_task;
 use crate::task::Runnable;
 use crate::topology::{LevelKind, Topology};
-
-/// A hook run on each pool thread (when it starts, or when it stops).
-pub(crate) type Hook = Arc<dyn Fn() + Send + Sync>;
 
 /// Makes the runtime the calling thread's context; what it returns is a
 /// guard that a pool thread keeps alive for its whole life and drops when it
@@ -354,7 +352,7 @@ fn run(inner: Arc<Inner>, id: usize) {
         .map_err(crate::task::discard)
         .ok();
     if let Some(hook) = &inner.config.on_start {
-        call_catching(|| hook());
+        hook.run();
     }
     // The index of the CPU set this thread is restricted to, if any.
     let mut current: Option<usize> = None;
@@ -388,7 +386,7 @@ fn run(inner: Arc<Inner>, id: usize) {
     st.threads -= 1;
     drop(st);
     if let Some(hook) = &inner.config.on_stop {
-        call_catching(|| hook());
+        hook.run();
     }
     call_catching(move || drop(context));
     let mut st = inner.lock();
@@ -707,9 +705,9 @@ mod tests {
         let stops = Arc::new(AtomicUsize::new(0));
         let mut cfg = config(4, keep_alive);
         let s = stops.clone();
-        cfg.on_stop = Some(Arc::new(move || {
+        cfg.on_stop = Some(Hook(Arc::new(move || {
             s.fetch_add(1, Ordering::SeqCst);
-        }));
+        })));
         let env = Env::new(cfg);
         // A barrier of 4 makes the pool start 4 threads.
         let barrier = Arc::new(std::sync::Barrier::new(4));
@@ -859,8 +857,8 @@ mod tests {
         };
         let mut cfg = config(3, LONG);
         cfg.thread_name = "hooks".into();
-        cfg.on_start = Some(log("start"));
-        cfg.on_stop = Some(log("stop"));
+        cfg.on_start = Some(Hook(log("start")));
+        cfg.on_stop = Some(Hook(log("stop")));
         let env = Env::new(cfg);
         let handles: Vec<_> = (0..12)
             .map(|_| {
@@ -900,8 +898,8 @@ mod tests {
     #[test]
     fn panicking_hooks_and_context_lose_nothing() {
         let mut cfg = config(2, Duration::from_millis(20));
-        cfg.on_start = Some(Arc::new(|| panic!("on_start panics")));
-        cfg.on_stop = Some(Arc::new(|| panic!("on_stop panics")));
+        cfg.on_start = Some(Hook(Arc::new(|| panic!("on_start panics"))));
+        cfg.on_stop = Some(Hook(Arc::new(|| panic!("on_stop panics"))));
         let env = Env::with_context(cfg, Arc::new(|| panic!("context panics")));
         let handles: Vec<_> = (0..8).map(|i| env.spawn(None, move || i * 2)).collect();
         for (i, h) in handles.into_iter().enumerate() {

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-/// A thread start or stop hook.
+/// A thread start or stop hook, of the workers and of the blocking pool's
+/// threads.
 #[derive(Clone)]
 pub(crate) struct Hook(pub(crate) Arc<dyn Fn() + Send + Sync>);
 

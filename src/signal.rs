@@ -155,7 +155,7 @@ struct Installed {
     handlers: [bool; NSIG],
     /// The I/O drivers (one per runtime) whose first poller watches the
     /// pipe (a dead one is pruned when the next listener is created).
-    runtimes: Vec<Weak<crate::io::Handle>>,
+    runtimes: Vec<Weak<crate::io::IoHandle>>,
 }
 
 static INSTALL: Mutex<Installed> = Mutex::new(Installed {

@@ -21,7 +21,7 @@ pub enum StealWalk {
 /// How deep the wakeup path scans the LLC for an idle worker (step 5 of
 /// `select_idle_sibling`, see [`select_idle_sibling`](crate::policy::select_idle_sibling)).
 ///
-/// `Prop` is the default provisionally: on the 2-core development machine
+/// `Prop` is the default provisionally: on the benchmarks' 2-core machine
 /// no mode separated from the others beyond noise on hackbench, `Util`
 /// scanned 5x fewer workers with better placement success on the 32-worker
 /// synthetic topology, and ping_pong favoured the modes that find fewer idle

@@ -1,4 +1,4 @@
-//! The edges of the runtime's life (issue 17): `block_on` on one thread,
+//! The edges of the runtime's life: `block_on` on one thread,
 //! dropping the runtime from inside itself, destructors that spawn while
 //! shutdown drops them, and `pinned_workers()` right after `build()`.
 //! Each test is bounded by a watchdog, so a hang fails instead of blocking

@@ -1,4 +1,4 @@
-//! The embedding API (issue 15): `Handle`, thread hooks and stack size,
+//! The embedding API: `Handle`, thread hooks and stack size,
 //! `JoinSet` and `AbortHandle`, `spawn_blocking`. Each test is bounded by a
 //! watchdog.
 

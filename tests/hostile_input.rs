@@ -1,4 +1,4 @@
-//! Hostile input (issue 17, "Reliability at the edges"): pinning to CPUs no
+//! Hostile input: pinning to CPUs no
 //! machine has, XML paths that are not regular files, XML files that are too
 //! big or have no PU, XML files whose sets contradict each other (hwloc
 //! crashed or aborted on them), synthetic descriptions of billions of

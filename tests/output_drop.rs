@@ -1,4 +1,4 @@
-//! Panic isolation for task outputs and panic payloads (issue 17, item 4):
+//! Panic isolation for task outputs and panic payloads:
 //! a value that hwsched or async-task drops on the user's behalf (the output
 //! of a detached task, of a handle dropped unawaited, of a task whose handle
 //! outlives the runtime, a panic payload nobody will see) may panic in its
@@ -6,9 +6,9 @@
 //! drop: the process does not abort, the worker keeps running, and
 //! `stats().total().panics` counts it when it happens on a worker.
 //!
-//! Each test runs under [`with_timeout`]. Before the fix most of these
-//! aborted the whole test binary (SIGABRT), so run them one at a time by
-//! name when checking an older tree.
+//! Each test runs under [`with_timeout`]. A panic that escapes one of these
+//! drops aborts the whole test binary (SIGABRT); run the tests one at a
+//! time by name to tell which one did.
 //!
 //! The tests' counters and flags use `SeqCst`: each store pairs with the
 //! test thread's load of the same atomic (in `wait_until` or an assert);

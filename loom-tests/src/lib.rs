@@ -7,10 +7,10 @@
 //!
 //! The models drive production code: under `RUSTFLAGS="--cfg loom"`,
 //! `hwsched::sync` swaps in loom's atomics, mutex and condvar, and the
-//! protocol modules (`idle`, `join_set`, `load`, `park`, `queue`,
-//! `shared`, `task`, and of the I/O driver, which this crate enables with
-//! the `io` feature, `io::handoff` and `io::scheduled_io`) become public so
-//! a model can call their functions. crossbeam's deques are not ours to
+//! folders of the protocols (`runtime`, `sched`, `task`, `worker`, and of
+//! the I/O driver, which this crate enables with the `io` feature,
+//! `io::poller_sleep` and `io::scheduled_io`) become public so a model can
+//! call their functions. crossbeam's deques are not ours to
 //! prove and are replaced (`src/sched/queue.rs`): a worker's deque by
 //! a loom `Mutex<VecDeque>`, the inbox by a few loom `AtomicPtr` slots, so
 //! that an empty steal synchronizes with nobody, as with crossbeam's
@@ -246,7 +246,7 @@ mod imp {
 
     // A task of the model travels through a LIFO slot as a boxed pointer
     // (the runtime's `Runnable` is one pointer already).
-    impl hwsched::sched::queue::Handle for Task {
+    impl hwsched::sched::queue::OnePtr for Task {
         fn into_ptr(self) -> *mut () {
             Box::into_raw(Box::new(self)).cast()
         }

@@ -1,4 +1,4 @@
-//! The I/O driver's hand-off (`src/io/mod.rs`, "The hand-off"): a task
+//! The I/O driver's hand-off (`src/sched/README.md`, "The poller hand-off"): a task
 //! wake, a readiness event and a timer expiry, each racing a worker that
 //! enters or leaves `epoll_wait`; and the readiness cache a task reads and
 //! clears while the driver sets it (`src/io/scheduled_io.rs`).

@@ -21,7 +21,7 @@
 //!   shallow C-state when the wake comes, plus the scheduler's own wakeup
 //!   path (`try_to_wake_up`, a few us).
 //! - **[VM]** `policy/governor.rs`: the futex park/unpark round trip measured at
-//!   start-up by the runtime: ~26 us of CPU on this project's 2-core VM,
+//!   start-up by the runtime: ~26 us of CPU on the benchmarks' 2-core VM,
 //!   "a few us on bare metal".
 //! - **[EPOLL]** Linux `fs/eventpoll.c`: `ep_poll_callback` runs in the
 //!   softirq of the CPU that received the packet and adds the socket to the

@@ -115,7 +115,7 @@ fn work_on_a_less_capable_worker_takes_longer() {
 
 #[test]
 fn a_spawn_into_a_sleeping_hybrid_machine_wakes_a_big_core() {
-    // The production `wake_spans` (src/worker/mod.rs, issue 16): the parked worker
+    // The production `wake_spans` (src/worker/mod.rs): the parked worker
     // woken to search is taken from the most capable workers of the LLC
     // first. One task at a time spawned from outside, every worker asleep
     // in between: each is placed on a woken worker, so every poll is on a

@@ -1,5 +1,5 @@
 //! Checks that would catch a broken model or a simulator that does not
-//! drive the production policies (issue 18, "Tests that must exist").
+//! drive the production policies.
 
 use hwsched::{SisMode, Topology, TopologySource};
 use hwsched_sim::workload::{Burst, ForkJoin, Hackbench, Light, PingPong, Workload};

@@ -5,9 +5,9 @@
 //! (`worker/shared.rs`) holds it, the worker drives the pollers through it, and
 //! nothing here reaches up to them. What the driver needs of the scheduler
 //! comes through two narrow doors: which worker runs on this thread
-//! ([`Handle::current_worker`], from the thread-local context of
+//! ([`IoHandle::current_worker`], from the thread-local context of
 //! `context.rs`), and a callback run once the driver is created
-//! ([`Handle::new`]'s `on_create`: the runtime notifies its workers there).
+//! ([`IoHandle::new`]'s `on_create`: the runtime notifies its workers there).
 //!
 //! [`Registration`]: super::Registration
 
@@ -19,18 +19,18 @@ use super::driver::Driver;
 
 /// The I/O driver of one runtime: its descriptors opened by `build`, put
 /// to use on first use.
-pub(crate) struct Handle {
+pub(crate) struct IoHandle {
     /// The driver, `None` when I/O is off (`Builder::enable_io(false)`).
     /// Its descriptors (per poller: the epoll instance, its registry's
     /// duplicate, the eventfd) are opened by `Builder::build`, which
     /// returns `BuildError::IoDriver` when it cannot: no later call fails
     /// (nor panics) because they could not be opened.
     driver: Option<Driver>,
-    /// Whether the driver is in use ([`Handle::driver`] was called): until
+    /// Whether the driver is in use ([`IoHandle::driver`] was called): until
     /// then the workers park on their condvars, as in a program without
-    /// I/O ([`Handle::get`] is `None`).
+    /// I/O ([`IoHandle::get`] is `None`).
     used: AtomicBool,
-    /// The runtime is shutting down ([`Handle::shutdown`]): no new socket
+    /// The runtime is shutting down ([`IoHandle::shutdown`]): no new socket
     /// or timer, and the sockets' waits end with an error.
     shut: AtomicBool,
     /// Per worker, the OS index of its CPU (for `SO_INCOMING_CPU`).
@@ -51,7 +51,7 @@ pub(crate) fn open_driver(poller_domain: &[usize]) -> io::Result<Driver> {
     Driver::new(poller_domain)
 }
 
-impl Handle {
+impl IoHandle {
     /// A handle over `driver` (`None`: I/O is off), not yet in use.
     /// `cpus` is per worker; `owner` is the runtime's
     /// identity (its `context::Here::rt`); `on_create` runs at the driver's
@@ -62,8 +62,8 @@ impl Handle {
         cpus: Box<[usize]>,
         owner: *const (),
         on_create: Box<dyn Fn() + Send + Sync>,
-    ) -> Handle {
-        Handle {
+    ) -> IoHandle {
+        IoHandle {
             driver,
             used: AtomicBool::new(false),
             shut: AtomicBool::new(false),

@@ -13,32 +13,15 @@
 //!
 //! The driver has one or more pollers ([`IoPollers`]); each is an epoll
 //! instance behind a try-lock, with an eventfd as its waker. A worker that
-//! goes to sleep (idle step 5 of `src/sched/README.md`) does
-//! it in one of two ways:
-//!
-//! - it takes a free poller (its own domain's first, then the others): it
-//!   sets `PARKED` with the **poller's waker** in its parker's slot
-//!   (`Parker::poll_park`), and waits in
-//!   `epoll_wait` with its next timer deadline as the timeout;
-//! - or, every poller being taken, it parks its thread with a thread waker
-//!   in the slot (and its own timer deadline as the timeout).
-//!
-//! A notify (a delivery, a search request, shutdown) that finds `PARKED`
-//! takes the waker under the parker's mutex and wakes it: one eventfd write
-//! interrupts `epoll_wait`. A notify that came first is seen by the worker's
-//! `fetch_or(PARKED)` and the worker does not sleep. This is the same race,
-//! closed the same way, as a condvar park (src/sched/README.md, "The race it closes");
-//! the loom model `loom-tests/tests/driver.rs` drives it with a task wake, a
-//! readiness event and a timer expiry racing a worker that enters and leaves
-//! the poller.
-//!
-//! When `epoll_wait` returns, the worker first takes its waker back out of
-//! the slot (so that waking itself, below, costs no eventfd write), then
-//! dispatches the events: readiness set, waiters woken **on its thread**.
-//! A wake that lands on the sleeping worker notifies its own parker, which
-//! ends its park when it polls it again. These steps are written once, in
-//! `poller_sleep.rs` (`PollerSleep`), generic over the
-//! poller, so that the loom models drive them with a mock poller and the
+//! goes to sleep (idle step 5) takes a free poller, its own domain's first,
+//! and waits in `epoll_wait` with its next timer deadline as the timeout,
+//! the poller's waker in its parker's slot; every poller being taken, it
+//! parks its thread instead. It dispatches the events on its own thread,
+//! its waker first taken back, so that a wake it makes on itself costs no
+//! eventfd write. The steps and why no wake is lost: src/sched/README.md,
+//! "The poller hand-off"; written once in `poller_sleep.rs`
+//! (`PollerSleep`), generic over the poller, so that the loom models
+//! (`loom-tests/tests/driver.rs`) drive them with a mock poller and the
 //! runtime with mio's.
 //!
 //! # A batch stays local
@@ -91,7 +74,7 @@
 //!
 //! The runtime's shutdown, once its workers are joined (before it waits
 //! for the running blocking closures), shuts the driver
-//! (`time::Handle::shutdown`): new sockets and timers of the runtime are
+//! (`time::TimerHandle::shutdown`): new sockets and timers of the runtime are
 //! refused, every registration's waiters are woken and see an error
 //! (`ScheduledIo::shutdown`), and every timer left is shut and its task
 //! woken, whose poll panics. So a blocking closure, another runtime or a
@@ -101,15 +84,15 @@
 //! # Below the scheduler
 //!
 //! The driver is three layers, each over the one below: signals
-//! (`signal.rs`), timers (`time/`, whose `time::Handle` holds this
-//! layer's), and this one, whose `Handle` (`handle.rs`) holds the pollers.
+//! (`signal.rs`), timers (`time/`, whose `time::TimerHandle` holds this
+//! layer's), and this one, whose `IoHandle` (`handle.rs`) holds the pollers.
 //! The runtime's shared state holds the handles; a socket's registration
 //! and a registered timer keep theirs. None of them names the shared state
 //! or the worker: the worker calls the driver (its sleep, `poller_sleep.rs`; its
 //! looks while busy), never the other way. What the driver needs of the
 //! scheduler comes through the thread-local context (`context.rs`: the
 //! current worker's index, this thread's driver), through the callback the
-//! runtime gives `Handle` (notify the workers once the driver exists),
+//! runtime gives `IoHandle` (notify the workers once the driver exists),
 //! and through the tasks' wakers, which the worker's batch mode keeps on
 //! it. The signal pipe's events reach the signal layer through a function
 //! it installs (`on_signal_token`).
@@ -132,7 +115,7 @@ mod scheduled_io;
 
 pub use driver::IoPollers;
 pub(crate) use driver::{on_signal_token, PollState, Poller, TOKEN_SIGNAL};
-pub(crate) use handle::{open_driver, Handle};
+pub(crate) use handle::{open_driver, IoHandle};
 pub(crate) use registration::{no_runtime, PollEvented, Registration};
 pub(crate) use scheduled_io::Direction;
 pub use scheduled_io::Ready;

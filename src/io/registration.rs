@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::coop;
-use super::handle::Handle;
+use super::handle::IoHandle;
 use super::scheduled_io::{Direction, Ready, ReadyEvent, ScheduledIo};
 
 /// The error of an I/O type created outside any runtime.
@@ -29,7 +29,7 @@ pub(crate) fn shut_down() -> io::Error {
 
 /// One socket's registration: its readiness cell and the poller it lives in.
 pub(crate) struct Registration {
-    handle: Arc<Handle>,
+    handle: Arc<IoHandle>,
     poller: usize,
     io: Arc<ScheduledIo>,
     /// Its key in the poller's list of live registrations (which the
@@ -42,7 +42,7 @@ impl Registration {
     /// lifetime) with `handle`'s driver: the poller of the current worker's
     /// domain, or the first poller off the workers.
     pub(crate) fn new<S: mio::event::Source + ?Sized>(
-        handle: Arc<Handle>,
+        handle: Arc<IoHandle>,
         src: &mut S,
     ) -> io::Result<Registration> {
         let driver = handle.driver()?;
@@ -52,7 +52,7 @@ impl Registration {
 
     /// Registers `src` with poller `poller` of `handle`'s driver.
     pub(crate) fn with_poller<S: mio::event::Source + ?Sized>(
-        handle: Arc<Handle>,
+        handle: Arc<IoHandle>,
         poller: usize,
         src: &mut S,
     ) -> io::Result<Registration> {
@@ -86,7 +86,7 @@ impl Registration {
     }
 
     /// The driver this registration belongs to.
-    pub(crate) fn handle(&self) -> &Arc<Handle> {
+    pub(crate) fn handle(&self) -> &Arc<IoHandle> {
         &self.handle
     }
 
@@ -242,7 +242,7 @@ pub(crate) const REHOME_AFTER: u8 = 4;
 
 impl<E: mio::event::Source> PollEvented<E> {
     /// Registers `io` with `handle`'s driver ([`Registration::new`]).
-    pub(crate) fn new(handle: Arc<Handle>, mut io: E) -> io::Result<Self> {
+    pub(crate) fn new(handle: Arc<IoHandle>, mut io: E) -> io::Result<Self> {
         let reg = Registration::new(handle, &mut io)?;
         Ok(PollEvented {
             io: Some(io),
@@ -252,7 +252,7 @@ impl<E: mio::event::Source> PollEvented<E> {
     }
 
     /// Registers `io` with a given poller of `handle`'s driver.
-    pub(crate) fn with_poller(handle: Arc<Handle>, poller: usize, mut io: E) -> io::Result<Self> {
+    pub(crate) fn with_poller(handle: Arc<IoHandle>, poller: usize, mut io: E) -> io::Result<Self> {
         let reg = Registration::with_poller(handle, poller, &mut io)?;
         Ok(PollEvented {
             io: Some(io),

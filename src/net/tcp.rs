@@ -116,7 +116,7 @@ impl AsFd for TcpListener {
 
 /// The poller for an accepted socket: that of the domain of the CPU the
 /// kernel received it on, when the runtime has several pollers.
-fn incoming_poller(handle: &crate::io::Handle, fd: RawFd) -> Option<usize> {
+fn incoming_poller(handle: &crate::io::IoHandle, fd: RawFd) -> Option<usize> {
     let d = handle.get()?;
     if d.pollers.len() < 2 {
         return None;

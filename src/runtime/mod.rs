@@ -780,8 +780,8 @@ impl Runtime {
         #[cfg(feature = "tokio-compat")]
         let tokio = shared.tokio.as_ref().map(|h| h.enter());
         // The sequence (announce, close the blocking pool, join, final
-        // drain) is `shutdown::shutdown`'s: see there, and the worker's
-        // module docs, "Shutdown".
+        // drain) is `shutdown::shutdown`'s: src/sched/README.md,
+        // "Shutdown".
         let joined = crate::sched::shutdown::shutdown(&mut Stop {
             shared,
             threads: &mut self.threads,

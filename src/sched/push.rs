@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use crate::sched::sleepers::{Sleepers, WakeSpecific};
 use crate::sched::park::{Mailbox, Notified};
-use crate::sched::queue::{Handle, Local, Slot};
+use crate::sched::queue::{Local, OnePtr, Slot};
 use crate::sync::{AtomicBool, Ordering};
 
 /// What the pusher's steps need of a runtime: its idle state, each
@@ -138,7 +138,7 @@ pub fn push_local<T>(
 /// `Core::push_lifo`, `Core::push_batch` and the loom model `lifo.rs` call
 /// this.
 #[inline]
-pub fn push_lifo<T: Handle>(
+pub fn push_lifo<T: OnePtr>(
     rt: &impl Workers<T>,
     me: usize,
     lifo: &Slot<T>,

@@ -341,18 +341,18 @@ use crate::sync::{AtomicPtr, Ordering};
 
 /// A value that travels as one pointer: a task handle ([`Slot`] holds it
 /// without allocating).
-pub trait Handle: Sized {
-    /// The pointer that stands for `self` until [`from_ptr`](Handle::from_ptr).
+pub trait OnePtr: Sized {
+    /// The pointer that stands for `self` until [`from_ptr`](OnePtr::from_ptr).
     fn into_ptr(self) -> *mut ();
     /// The value back.
     ///
     /// # Safety
     ///
-    /// `p` came from [`into_ptr`](Handle::into_ptr) and is turned back once.
+    /// `p` came from [`into_ptr`](OnePtr::into_ptr) and is turned back once.
     unsafe fn from_ptr(p: *mut ()) -> Self;
 }
 
-impl<M> Handle for async_task::Runnable<M> {
+impl<M> OnePtr for async_task::Runnable<M> {
     #[inline]
     fn into_ptr(self) -> *mut () {
         self.into_raw().as_ptr()
@@ -365,7 +365,7 @@ impl<M> Handle for async_task::Runnable<M> {
     }
 }
 
-impl<T> Handle for Box<T> {
+impl<T> OnePtr for Box<T> {
     fn into_ptr(self) -> *mut () {
         Box::into_raw(self).cast()
     }
@@ -381,7 +381,7 @@ impl<T> Handle for Box<T> {
 /// (only the owner fills it, so an empty slot it sees stays empty) and a
 /// swap when it replaces an occupant; every take is a swap, so a task
 /// leaves the slot exactly once, to the owner or to one thief.
-pub struct Slot<T: Handle> {
+pub struct Slot<T: OnePtr> {
     p: AtomicPtr<()>,
     _t: std::marker::PhantomData<T>,
 }
@@ -389,11 +389,11 @@ pub struct Slot<T: Handle> {
 // SAFETY: the slot owns the `T` its pointer stands for and hands it to
 // exactly one taker (every take is a swap); a `T: Send` may move to the
 // thread that takes it.
-unsafe impl<T: Handle + Send> Send for Slot<T> {}
+unsafe impl<T: OnePtr + Send> Send for Slot<T> {}
 // SAFETY: as above; `&Slot` only puts and takes whole values.
-unsafe impl<T: Handle + Send> Sync for Slot<T> {}
+unsafe impl<T: OnePtr + Send> Sync for Slot<T> {}
 
-impl<T: Handle> Slot<T> {
+impl<T: OnePtr> Slot<T> {
     /// An empty slot.
     pub fn new() -> Self {
         Slot {
@@ -445,13 +445,13 @@ impl<T: Handle> Slot<T> {
     }
 }
 
-impl<T: Handle> Default for Slot<T> {
+impl<T: OnePtr> Default for Slot<T> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<T: Handle> Drop for Slot<T> {
+impl<T: OnePtr> Drop for Slot<T> {
     fn drop(&mut self) {
         drop(self.take());
     }

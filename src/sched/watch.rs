@@ -270,7 +270,7 @@ impl Look {
 /// Every take is a swap or a steal, so the owner, leaving its poll
 /// meanwhile, and the watcher never both get a task (loom:
 /// `loom-tests/tests/long_poll.rs`). Returns how many tasks it moved.
-pub fn take_private<T: crate::sched::queue::Handle>(
+pub fn take_private<T: crate::sched::queue::OnePtr>(
     lifo: &crate::sched::queue::Slot<T>,
     batch: &crate::sched::queue::Stealer<T>,
     into: &crate::sched::queue::Local<T>,

@@ -77,7 +77,7 @@ use crate::io::coop;
 
 pub(crate) use ops::{
     enter_worker, exit_worker, fire_worker, sleep_deadline, take_uncovered, wake_sleeper_done,
-    Handle,
+    TimerHandle,
 };
 
 /// The driver of this thread's runtime: its worker's, or, off the
@@ -85,8 +85,8 @@ pub(crate) use ops::{
 /// blocking thread, the shutdown's drops), from the thread-local context
 /// (`context.rs`, which the runtime fills: `block_on::enter` and the
 /// worker's start).
-pub(crate) fn current() -> Option<Arc<Handle>> {
-    crate::context::driver::<Handle>()
+pub(crate) fn current() -> Option<Arc<TimerHandle>> {
+    crate::context::driver::<TimerHandle>()
 }
 
 /// Waits until `duration` has passed. Never early, for any `Duration`: a
@@ -124,7 +124,7 @@ fn far_future(now: Instant) -> Instant {
 
 /// A registered timer.
 struct Reg {
-    rt: Arc<Handle>,
+    rt: Arc<TimerHandle>,
     entry: Arc<entry::Entry>,
     home: entry::Home,
 }

@@ -1,4 +1,4 @@
-//! The timers' operations on a runtime's driver ([`Handle`]): insert,
+//! The timers' operations on a runtime's driver ([`TimerHandle`]): insert,
 //! cancel, fire, and the sleeper's deadline, over the entries and wheels of
 //! [`entry`](super::entry). The life of an entry and why no expiry is
 //! lost: `entry.rs`.
@@ -27,9 +27,9 @@ use super::wheel::Wheel;
 /// worker's wheel, and the outside threads' wheel. The runtime's shared
 /// state holds it (`worker/shared.rs`); a registered timer keeps it alive
 /// (`Sleep`).
-pub(crate) struct Handle {
+pub(crate) struct TimerHandle {
     /// The I/O driver's handle.
-    pub(crate) io: Arc<crate::io::Handle>,
+    pub(crate) io: Arc<crate::io::IoHandle>,
     /// The runtime's start: tick 0 of every wheel.
     pub(crate) start: Instant,
     /// The timers of threads that are not this runtime's workers
@@ -57,10 +57,10 @@ struct Shard {
     next: AtomicU64,
 }
 
-impl Handle {
+impl TimerHandle {
     /// The runtime shuts down: no timer of it fires any more. Sets the
     /// driver's flag (new timers and sockets are refused from now on) and
-    /// ends its sockets' waits (`io::Handle::shutdown`), then shuts every
+    /// ends its sockets' waits (`io::IoHandle::shutdown`), then shuts every
     /// timer of the outside wheel and of every worker's wheel and wakes its
     /// task: a blocking closure or another runtime waiting on one sees its
     /// `Sleep` panic instead of waiting forever, and a worker still in a
@@ -87,8 +87,8 @@ impl Handle {
 
     /// The timers of a runtime of `workers` workers started at `start`,
     /// over the I/O handle `io`.
-    pub(crate) fn new(io: Arc<crate::io::Handle>, start: Instant, workers: usize) -> Handle {
-        Handle {
+    pub(crate) fn new(io: Arc<crate::io::IoHandle>, start: Instant, workers: usize) -> TimerHandle {
+        TimerHandle {
             io,
             start,
             ext: ExternalTimers::new(),
@@ -132,7 +132,7 @@ fn tick_now(start: Instant) -> u64 {
 thread_local! {
     /// This worker thread's runtime (the driver's address, an identity)
     /// and index: its timers go to that worker's wheel.
-    static LOCAL: Cell<Option<(*const Handle, usize)>> = const { Cell::new(None) };
+    static LOCAL: Cell<Option<(*const TimerHandle, usize)>> = const { Cell::new(None) };
 }
 
 thread_local! {
@@ -147,7 +147,7 @@ thread_local! {
 /// would cover it too late). `None` when none was set, or when a worker
 /// sleeps in poller 0 now. One thread-local read when there is none.
 #[inline]
-pub(crate) fn take_uncovered(rt: &Handle) -> Option<u64> {
+pub(crate) fn take_uncovered(rt: &TimerHandle) -> Option<u64> {
     let t = UNCOVERED.with(|u| u.replace(u64::MAX));
     if t == u64::MAX || rt.cover.sleeping_until() != 0 {
         return None;
@@ -156,7 +156,7 @@ pub(crate) fn take_uncovered(rt: &Handle) -> Option<u64> {
 }
 
 /// The index of this thread's worker if it is one of `rt`'s.
-fn worker_of(rt: &Handle) -> Option<usize> {
+fn worker_of(rt: &TimerHandle) -> Option<usize> {
     match LOCAL.with(Cell::get) {
         Some((h, w)) if std::ptr::eq(h, rt) => Some(w),
         _ => None,
@@ -165,14 +165,14 @@ fn worker_of(rt: &Handle) -> Option<usize> {
 
 /// Registers a timer for `tick` of driver `rt`, on this worker's wheel if
 /// this thread is one of `rt`'s workers, else on the outside wheel.
-pub(crate) fn insert(rt: &Arc<Handle>, tick: u64) -> (Arc<Entry>, Home) {
+pub(crate) fn insert(rt: &Arc<TimerHandle>, tick: u64) -> (Arc<Entry>, Home) {
     let e = Entry::new(tick);
     if let Some(w) = worker_of(rt) {
         let s = &rt.shards[w];
         let lowered = {
             let mut g = s.wheel.lock();
             // Under the lock: the shutdown sets the flag before it takes
-            // this lock to drain the wheel ([`Handle::shutdown`]).
+            // this lock to drain the wheel ([`TimerHandle::shutdown`]).
             if rt.io.is_shut() {
                 e.shut();
                 return (e, Home::Worker(w));
@@ -205,12 +205,12 @@ pub(crate) fn insert(rt: &Arc<Handle>, tick: u64) -> (Arc<Entry>, Home) {
     insert_outside(rt, e, tick)
 }
 
-fn insert_outside(rt: &Arc<Handle>, e: Arc<Entry>, tick: u64) -> (Arc<Entry>, Home) {
+fn insert_outside(rt: &Arc<TimerHandle>, e: Arc<Entry>, tick: u64) -> (Arc<Entry>, Home) {
     let ext = &rt.ext;
     let wake = {
         let mut g = ext.wheel.lock();
         // Under the lock: the shutdown sets the flag before it takes this
-        // lock to drain the wheel ([`Handle::shutdown`]), so an insert
+        // lock to drain the wheel ([`TimerHandle::shutdown`]), so an insert
         // either sees the flag here or is drained.
         if rt.io.is_shut() {
             e.shut();
@@ -239,7 +239,7 @@ fn insert_outside(rt: &Arc<Handle>, e: Arc<Entry>, tick: u64) -> (Arc<Entry>, Ho
 
 /// Cancels a timer that has not fired (its `Sleep` is dropped or reset),
 /// on any thread: a removal under its wheel's lock.
-pub(crate) fn cancel(rt: &Handle, e: &Arc<Entry>, home: &Home) {
+pub(crate) fn cancel(rt: &TimerHandle, e: &Arc<Entry>, home: &Home) {
     if e.done() {
         return;
     }
@@ -268,9 +268,9 @@ pub(crate) fn cancel(rt: &Handle, e: &Arc<Entry>, home: &Home) {
 
 /// Installs the wheel of worker `index` of `rt` and marks this thread as
 /// that worker.
-pub(crate) fn enter_worker(rt: &Handle, index: usize) {
+pub(crate) fn enter_worker(rt: &TimerHandle, index: usize) {
     *rt.shards[index].wheel.lock() = Some(Wheel::new(tick_now(rt.start)));
-    LOCAL.with(|l| l.set(Some((rt as *const Handle, index))));
+    LOCAL.with(|l| l.set(Some((rt as *const TimerHandle, index))));
 }
 
 /// Drops this worker's wheel (the runtime shuts down): its entries can
@@ -278,7 +278,7 @@ pub(crate) fn enter_worker(rt: &Handle, index: usize) {
 /// runtime is dropped by the shutdown anyway; a `Sleep` that moved
 /// elsewhere (another runtime, a plain thread, a blocking closure) panics
 /// at its next poll instead of waiting forever.
-pub(crate) fn exit_worker(rt: &Handle) {
+pub(crate) fn exit_worker(rt: &TimerHandle) {
     let Some(index) = worker_of(rt) else {
         return;
     };
@@ -302,7 +302,7 @@ pub(crate) fn exit_worker(rt: &Handle) {
 /// sleeps in poller 0 (that one fires this worker's timers when they come
 /// due, and their tasks run on it: one wake per expiry, not two), else
 /// this worker's own next timer.
-pub(crate) fn sleep_deadline(rt: &Handle, me: usize, cover: bool) -> Option<Instant> {
+pub(crate) fn sleep_deadline(rt: &TimerHandle, me: usize, cover: bool) -> Option<Instant> {
     // This sleep covers this worker's own timers (below): none is left
     // for `take_uncovered`.
     UNCOVERED.with(|u| u.set(u64::MAX));
@@ -334,7 +334,7 @@ pub(crate) fn sleep_deadline(rt: &Handle, me: usize, cover: bool) -> Option<Inst
 }
 
 /// The worker in poller 0 woke: inserts need not wake it now.
-pub(crate) fn wake_sleeper_done(rt: &Handle) {
+pub(crate) fn wake_sleeper_done(rt: &TimerHandle) {
     rt.cover.woke();
 }
 
@@ -344,7 +344,7 @@ pub(crate) fn wake_sleeper_done(rt: &Handle) {
 /// when one may be due ([`scan`]): a worker in a long poll cannot fire its
 /// own. Wakes are made outside the wheels' locks. Returns the number
 /// fired.
-pub(crate) fn fire_worker(rt: &Handle, me: usize, ext: bool) -> usize {
+pub(crate) fn fire_worker(rt: &TimerHandle, me: usize, ext: bool) -> usize {
     let now = tick_now(rt.start);
     let own = &rt.shards[me];
     // Relaxed: written by this worker, or lowered by a scan's re-file,
@@ -387,7 +387,7 @@ pub(crate) fn fire_worker(rt: &Handle, me: usize, ext: bool) -> usize {
 /// Fires the due timers of every worker's wheel and raises `earliest` to
 /// what the wheels then hold (cover.rs: the scan's swap, then the wheels,
 /// then the end as an insert of what it found). Returns the number fired.
-fn scan(rt: &Handle, now: u64) -> usize {
+fn scan(rt: &TimerHandle, now: u64) -> usize {
     rt.cover.scan_begin();
     let mut n = 0;
     let mut m = NONE;
@@ -410,7 +410,7 @@ fn scan(rt: &Handle, now: u64) -> usize {
 
 /// Fires the due timers of shard `s`; returns how many, and the shard's
 /// next expiration after it.
-fn fire_shard(rt: &Handle, s: &Shard, now: u64) -> (usize, u64) {
+fn fire_shard(rt: &TimerHandle, s: &Shard, now: u64) -> (usize, u64) {
     let mut due: Vec<Arc<Entry>> = Vec::new();
     {
         let mut g = s.wheel.lock();

@@ -311,7 +311,7 @@ fn pack(kind: u64, small: u64, mid: usize) -> u64 {
     kind | (small & 0xff) << 8 | (mid as u64 & 0xffff_ffff) << 32
 }
 
-/// One slot of a worker's ring (module docs, "The ring").
+/// One slot of a worker's ring (trace/mod.rs, "The ring").
 #[derive(Default)]
 struct Slot {
     seq: AtomicU64,

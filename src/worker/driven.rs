@@ -6,15 +6,15 @@ use crate::worker::{count_wake, WakeMode, WorkerCtx};
 
 /// How a worker sleeps and looks at the I/O driver (io/mod.rs): in a
 /// poller it holds, or on its thread (the steps of
-/// [`io::handoff`](crate::io::poller_sleep), which the loom models of
+/// [`poller_sleep`](crate::io::poller_sleep), which the loom models of
 /// `loom-tests/tests/driver.rs` drive); and, busy, every
 /// [`EVENT_INTERVAL`](crate::io::EVENT_INTERVAL) tasks without blocking.
 #[cfg(feature = "io")]
 pub(super) struct Driven<'a> {
     shared: &'a Shared,
     /// The driver's handles (`shared.driver`, and its I/O handle).
-    timers: &'a crate::time::Handle,
-    io: &'a crate::io::Handle,
+    timers: &'a crate::time::TimerHandle,
+    io: &'a crate::io::IoHandle,
     index: usize,
     /// The poller this worker holds while it sleeps in it, and the sleep of
     /// its thread when every poller is taken.
@@ -41,7 +41,8 @@ impl<'a> Driven<'a> {
         }
     }
 
-    /// Step 4 of the park protocol: on the condvar while no driver exists;
+    /// Idle step 5, the sleep (src/sched/README.md, "The idle worker's
+    /// steps"): on the condvar while no driver exists;
     /// else `PARKED` with the waker of a poller this worker takes (its own
     /// first), or of its thread when every poller is taken. `Pending`
     /// suspends the idle period; [`wait`](Self::wait) then sleeps.
@@ -53,7 +54,8 @@ impl<'a> Driven<'a> {
             trace.unpark(self.index);
             return std::task::Poll::Ready(slept);
         };
-        // Steps 1 and 2 of the hand-off, and 6 when called again: a free
+        // Steps 1 and 2 of the poller hand-off (src/sched/README.md, "The
+        // poller hand-off"), and 6 when called again: a free
         // poller (its own first) or the thread, `poll_park` with its waker;
         // the poller is released when the park ends.
         let held = self.sleep.held().is_some();
@@ -63,7 +65,8 @@ impl<'a> Driven<'a> {
         let r = self.sleep.sleep(&d.pollers, d.poller_of(self.index), p);
         if held && r.is_ready() {
             // Left the poller for work: somebody must be able to take it
-            // if this worker's next poll runs long (sched/watch.rs, "Long polls").
+            // if this worker's next poll runs long (src/sched/README.md,
+            // "Long polls").
             let shared = self.shared;
             let woke = crate::sched::watch::left_poller(shared, &shared.watch, self.index);
             if woke.is_some() {
@@ -84,7 +87,8 @@ impl<'a> Driven<'a> {
         let ext = self.sleep.held() == Some(0);
         let deadline = crate::time::sleep_deadline(self.timers, self.index, ext);
         let mut timeout = deadline.map(|t| t.saturating_duration_since(std::time::Instant::now()));
-        // The watch over private batches (sched/watch.rs): the watcher sleeps at
+        // The watch over private batches (src/sched/README.md, "The watch
+        // over private batches"): the watcher sleeps at
         // most a tick.
         let cost = shared.tunables.migration_cost.as_nanos() as u64;
         let watching = {
@@ -110,7 +114,7 @@ impl<'a> Driven<'a> {
             let turns = &shared.workers[self.index].stats.driver_turns;
             WorkerCounters::bump(turns, 1);
         }
-        // Steps 3 and 4 of the hand-off: the turn (or the thread's park),
+        // Steps 3 and 4 of the poller hand-off: the turn (or the thread's park),
         // the waker taken back when it returns, before the dispatch.
         shared
             .trace

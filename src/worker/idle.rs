@@ -22,7 +22,8 @@ pub(super) fn enter_idle(shared: &Shared, core: &mut Core) {
     // Idle, it holds no batch: its bit in the watch's `private` set goes.
     core.private_emptied(shared);
     let idle = &shared.sleepers.idle;
-    // Relaxed: a placement hint (see sched/sleepers.rs).
+    // Relaxed: a placement hint, which correctness never depends on (the
+    // `idle` set: src/sched/README.md, "The wake protocol").
     idle.insert(core.index, Ordering::Relaxed);
     if shared.tunables.sis_idle_core {
         let cs = shared.topology.core_span(core.index);

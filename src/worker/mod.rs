@@ -8,8 +8,9 @@
 //!    and wakes on this thread reach its queues.
 //! 2. Loop: take the next task, LIFO slot first (at most
 //!    [`MAX_LIFO_POLLS`] in a row, as tokio does), then the local deque,
-//!    then the tasks placed on it (sched/park.rs, "Pinned tasks"), then those placed
-//!    in its domains (their place queues, nearest first: sched/place_queue.rs), then
+//!    then the tasks placed on it (src/sched/README.md, "Pinned tasks"), then
+//!    those placed in its domains (their place queues, nearest first:
+//!    src/sched/README.md, "Place queues"), then
 //!    the inbox (one task: the worker runs what its own work wakes before it
 //!    admits more external work; [`Mailbox::take`](crate::sched::park::Mailbox::take));
 //!    every [`INBOX_CHECK_INTERVAL`] polls these go first, so work pushed
@@ -23,7 +24,7 @@
 //!    Then it asks the [`governor`](crate::policy::governor) whether to spin or
 //!    park, and waits through its [`Mailbox`] ([`park`](crate::sched::park): no
 //!    lost wakeups); before it sleeps it announces it to the wake protocol
-//!    ([`idle`](crate::sched::sleepers)), and a worker that sleeps with no searcher
+//!    ([`sleepers`](crate::sched::sleepers)), and a worker that sleeps with no searcher
 //!    left re-checks the `queued` set and steals instead of sleeping when
 //!    work is left (the sequence is [`idle_steps`](crate::sched::idle_steps)'s). Work
 //!    arriving ends the idle period, whose length feeds `avg_idle`.
@@ -33,7 +34,7 @@
 //!    work is woken to search ([`push::notify_parked`]). The one exception is the
 //!    LIFO slot, the worker's next task: its push wakes nobody, and a worker
 //!    that goes idle while this one is still in its poll takes it from
-//!    there ([`idle`](crate::sched::sleepers), "The LIFO slot").
+//!    there (src/sched/README.md, "The LIFO slot").
 //! 5. Once the I/O driver exists (`crate::io`), a worker going to sleep
 //!    suspends its idle period ([`Idle::Suspended`]) and sleeps in a poller
 //!    it takes (or on its thread), with its next timer as the timeout
@@ -45,47 +46,12 @@
 //!
 //! # Shutdown
 //!
-//! Pending work is cancelled before anything running is waited for, so
-//! that nothing the shutdown waits for can be waiting on what it has yet to
-//! cancel:
-//!
-//! 1. The runtime sets the shutdown flag and notifies every parker. From
-//!    here on `spawn` and `spawn_blocking` drop their new task at once (its
-//!    handle resolves to `Cancelled`), also when called from a destructor
-//!    that the shutdown runs or from a running blocking closure.
-//! 2. The blocking pool refuses new closures and drops those not yet
-//!    started ([`BlockingPool::close`](crate::blocking::BlockingPool::close));
-//!    it waits for nothing yet.
-//! 3. A worker sees the flag at the top of its loop or when its wait
-//!    returns, and leaves the loop (a task running at that moment finishes
-//!    its poll first).
-//! 4. On the way out it drops every task in its LIFO slot and local deque,
-//!    each drop inside `catch_unwind` so a panicking destructor cannot abort
-//!    the exit.
-//! 5. The runtime joins the workers, drops what remains in the inboxes, and
-//!    wakes every task registered as waiting (task.rs). A task found after
-//!    the flag is set (woken, or delivered concurrently with the shutdown:
-//!    see [`Mailbox::deliver_or_drain`]) is *buried*, not dropped where it
-//!    was found: that may be inside a waker call whose caller holds a lock
-//!    the task's destructor needs. The runtime then reaps the buried tasks,
-//!    outside any wake, until no drop buries another. Every task is now
-//!    cancelled: a blocking closure waiting on one (its `JoinHandle`, a
-//!    channel whose sender it held) wakes with `Cancelled`.
-//! 6. Only then does it wait for the running blocking closures, up to the
-//!    shutdown's deadline ([`BlockingPool::wait`](crate::blocking::BlockingPool::wait)).
-//! 7. It reaps once more (tasks buried by the closures' wakes meanwhile)
-//!    and closes the graveyard: later burials (a worker that outlived
-//!    `shutdown_timeout`, a user's waker) drop at once.
-//!
-//! The sequence is written once, in [`shutdown`](crate::sched::shutdown): the
-//! runtime's side (steps 1 and 2, the join, and the rest of steps 5-7,
-//! which is `shutdown::final_drain`) is `shutdown::shutdown` over a view of the
-//! runtime (`Runtime::shutdown` passes its threads and deadline), a
-//! worker's side is `shutdown::next` (each step of its loop: the flag
-//! before its own queues) and `shutdown::exit` (step 4). The loom models
-//! (`loom-tests/tests/shutdown.rs`) drive those same functions, with a
-//! delivery, a burial and a blocking closure waiting on a pending task
-//! racing them.
+//! Pending work is cancelled before anything running is waited for. The
+//! steps (the flag, the blocking pool's close, a worker leaving its loop
+//! and its exit, the join and final drain, the wait for running closures)
+//! are numbered in src/sched/README.md, "Shutdown", and written once in
+//! [`shutdown`](crate::sched::shutdown), which `Runtime::shutdown` and
+//! this loop (`shutdown::next`, `shutdown::exit`) call.
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -117,6 +83,7 @@ pub(crate) mod spawn;
 pub mod shared;
 #[cfg(not(loom))]
 pub(crate) mod shared;
+mod snapshot;
 mod steal;
 
 /// Most polls in a row from the LIFO slot before the deque gets a turn
@@ -455,7 +422,8 @@ impl Core {
         }
         s.left_parked = Some(shared.sleepers.leave_parked(self.index));
         shared.sleepers.idle.remove(self.index, Ordering::Relaxed);
-        // Step 5 of the hand-off (io/poller_sleep.rs, loom: driver.rs). Only a
+        // Step 5 of the poller hand-off (src/sched/README.md, "The poller
+        // hand-off"; loom: driver.rs). Only a
         // worker sleeping in the driver gets here (`suspended`), so only
         // with the `io` feature.
         #[cfg(feature = "io")]
@@ -631,7 +599,7 @@ impl Core {
 
     /// Pushes onto the local deque, where other workers may steal it: marks
     /// this worker in the `queued` set (once per busy period) and runs the
-    /// pusher's check of the wake protocol ([`idle`](crate::sched::sleepers)): a parked
+    /// pusher's check of the wake protocol ([`sleepers`](crate::sched::sleepers)): a parked
     /// worker is woken to search if nobody searches.
     pub(crate) fn push_local(&mut self, shared: &Shared, r: Runnable) {
         let woke = push::push_local(shared, self.index, &self.local, &mut self.queued_bit, r);
@@ -878,8 +846,8 @@ fn run_task(ctx: &WorkerCtx, r: Runnable) {
     }
 }
 
-/// Polls `r` while this worker holds private work (sched/watch.rs, "Long
-/// polls"): a task marked a hog (a watcher took the private work from
+/// Polls `r` while this worker holds private work (src/sched/README.md,
+/// "Long polls"): a task marked a hog (a watcher took the private work from
 /// behind one of its polls) first makes that work stealable, with the
 /// pusher's check, so that another worker takes it at once instead of at
 /// the watcher's next tick; any other task is polled holding a waker, so
@@ -1113,7 +1081,7 @@ pub(crate) fn run(
         }
     }
     // This thread's CPU-time clock, for watchers telling a long poll from
-    // a preempted one (sched/watch.rs, "Long polls").
+    // a preempted one (src/sched/README.md, "Long polls").
     let mut clock: libc::clockid_t = 0;
     // SAFETY: `pthread_self` is this thread; `clock` is a valid out-pointer.
     if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {

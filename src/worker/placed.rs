@@ -1,7 +1,7 @@
 //! Placed and local tasks (spawned by worker/spawn.rs): their schedule
-//! functions, the queues they go back to (a worker's pinned queue: sched/park.rs,
-//! "Pinned tasks"; a domain's place queue: sched/place_queue.rs), the count of their
-//! polls by place ([`OnPlace`]), and the local tasks' drop on their own
+//! functions, the queues they go back to (a worker's pinned queue:
+//! src/sched/README.md, "Pinned tasks"; a domain's place queue:
+//! src/sched/README.md, "Place queues"), the count of their polls by place ([`OnPlace`]), and the local tasks' drop on their own
 //! thread at shutdown.
 
 use std::cell::RefCell;
@@ -115,7 +115,7 @@ pub(super) fn schedule_pinned(shared: &Shared, w: usize, r: Runnable) {
 /// `w` itself while it runs (its core free and not asleep in the driver),
 /// a push alone, since `w` looks at the queue before it waits; from
 /// anywhere else a delivery with the notify that `w`'s wait cannot sleep
-/// through (sched/park.rs, "Pinned tasks").
+/// through (src/sched/README.md, "Pinned tasks").
 pub(super) fn push_pinned(shared: &Shared, w: usize, r: Runnable, local: bool) {
     let m = &shared.workers[w].mailbox;
     let (own, from) = with_core(shared, |c| match c {

@@ -212,7 +212,7 @@ fn place_from_worker(
         // here, in the LIFO slot (tokio's `schedule_local`), with no search
         // and no look at another worker's queues. A worker that goes idle
         // while this one is still in its poll takes it from the slot
-        // (sched/sleepers.rs, "The LIFO slot").
+        // (src/sched/README.md, "The LIFO slot").
         WorkerCounters::bump(&shared.workers[me].stats.wake_none_idle, 1);
         shared
             .trace

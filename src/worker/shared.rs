@@ -16,7 +16,7 @@ use crate::sched::park::Mailbox;
 use crate::sched::queue::{Local, Stealer};
 use crate::sched::shutdown::Graveyard;
 use crate::sched::sleepers::Sleepers;
-use crate::stats::{Stats, WorkerCounters};
+use crate::stats::WorkerCounters;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::task::{drop_task, Registry, Runnable};
 use crate::topology::Topology;
@@ -27,7 +27,8 @@ pub(crate) struct WorkerShared {
     pub(crate) mailbox: CachePadded<Mailbox<Runnable>>,
     pub(crate) stealer: Stealer<Runnable>,
     /// The worker's LIFO slot: its next task, which another worker takes
-    /// when the owner does not get to it (sched/sleepers.rs, "The LIFO slot").
+    /// when the owner does not get to it (src/sched/README.md, "The LIFO
+    /// slot").
     pub(crate) lifo: CachePadded<crate::sched::queue::Slot<Runnable>>,
     /// The worker's private batch queue, which only a watcher takes from,
     /// and only once stale (sched/watch.rs).
@@ -40,13 +41,13 @@ pub(crate) struct WorkerShared {
     pub(crate) llc_hint: usize,
     pub(crate) pinned: AtomicBool,
     /// Set by a watcher that took this worker's private work because its
-    /// poll ran long (sched/watch.rs, "Long polls"); the worker marks the task it
-    /// was polling a hog when the poll returns.
+    /// poll ran long (src/sched/README.md, "Long polls"); the worker marks
+    /// the task it was polling a hog when the poll returns.
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) long_poll_taken: AtomicBool,
     /// The worker thread's CPU-time clock (`pthread_getcpuclockid`; -1
     /// until the thread set it, or if it has none), read by watchers
-    /// (sched/watch.rs, "Long polls").
+    /// (src/sched/README.md, "Long polls").
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) cpu_clock: std::sync::atomic::AtomicI64,
 }
@@ -95,7 +96,7 @@ pub(crate) struct Shared {
     /// (`driver.io`, whose pollers are created on first use). Below this
     /// state: the driver never names it (io/handle.rs).
     #[cfg(feature = "io")]
-    pub(crate) driver: std::sync::Arc<crate::time::Handle>,
+    pub(crate) driver: std::sync::Arc<crate::time::TimerHandle>,
     /// The pool behind `spawn_blocking`.
     pub(crate) blocking: crate::blocking::BlockingPool,
     /// Per worker, its blocking CPU set (an index into the pool's masks);
@@ -178,90 +179,9 @@ impl Shared {
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
-        // Relaxed: see sched/park.rs, "shutdown": the flag is published by the
-        // notify that follows its store.
+        // Relaxed: the flag is published by the notify that follows its
+        // store (src/sched/README.md, "Shutdown", Orderings).
         self.shutdown.load(Ordering::Relaxed)
-    }
-
-    /// Every worker's logged long polls, oldest first (timing.rs).
-    pub(crate) fn long_polls(&self) -> Vec<crate::timing::LongPoll> {
-        let mut all: Vec<_> = self
-            .workers
-            .iter()
-            .flat_map(|w| w.timing.log.lock().iter().cloned().collect::<Vec<_>>())
-            .collect();
-        all.sort_by_key(|p| p.at);
-        all
-    }
-
-    pub(crate) fn stats(&self) -> Stats {
-        let workers: Vec<_> = self.workers.iter().map(|w| w.stats.snapshot()).collect();
-        let external = self.external.snapshot();
-        let spawned = workers.iter().map(|w| w.spawned).sum::<u64>() + external.spawned;
-        let retired = workers.iter().map(|w| w.retired).sum::<u64>()
-            + self.registry.retired_elsewhere.load(Ordering::Relaxed);
-        #[allow(unused_mut)]
-        let mut stats = Stats {
-            workers,
-            external,
-            level_names: self
-                .topology
-                .levels(0)
-                .iter()
-                .map(|l| l.kind.name())
-                .collect(),
-            worker_level_names: {
-                let names: Vec<Vec<&'static str>> = (0..self.topology.workers())
-                    .map(|w| {
-                        self.topology
-                            .levels(w)
-                            .iter()
-                            .map(|l| l.kind.name())
-                            .collect()
-                    })
-                    .collect();
-                if names.windows(2).all(|p| p[0] == p[1]) {
-                    Vec::new()
-                } else {
-                    names
-                }
-            },
-            park_cost: Duration::from_nanos(self.park_cost_ns.load(Ordering::Relaxed)),
-            spawned,
-            retired,
-            asleep: self
-                .workers
-                .len()
-                .saturating_sub(self.sleepers.counts().awake),
-            searching: self.sleepers.counts().searching,
-            blocking_threads: self.blocking.threads(),
-            blocking_idle: self.blocking.idle_threads(),
-            io_driven: false,
-            io_pollers: 0,
-            io_events: 0,
-            io_waker_writes: 0,
-            io_registered: 0,
-            io_rehomed: 0,
-            timing: if self.poll_timing {
-                self.workers.iter().map(|w| w.timing.snapshot()).collect()
-            } else {
-                Vec::new()
-            },
-        };
-        #[cfg(feature = "io")]
-        if let Some(d) = self.driver.io.get() {
-            stats.io_driven = true;
-            stats.io_pollers = d.pollers.len();
-            for p in d.pollers.iter() {
-                let c = &p.counters;
-                // Relaxed: statistics.
-                stats.io_events += c.events.load(std::sync::atomic::Ordering::Relaxed);
-                stats.io_waker_writes += c.waker_writes.load(std::sync::atomic::Ordering::Relaxed);
-                stats.io_registered += c.registered.load(std::sync::atomic::Ordering::Relaxed);
-                stats.io_rehomed += c.rehomed.load(std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-        stats
     }
 }
 
@@ -393,8 +313,8 @@ impl Shared {
             keep_alive,
             stack_size,
             thread_name,
-            on_start: on_start.as_ref().map(|h| h.0.clone()),
-            on_stop: on_stop.as_ref().map(|h| h.0.clone()),
+            on_start: on_start.clone(),
+            on_stop: on_stop.clone(),
             masks,
         };
         let mut places = crate::place::Places::new(&topology);
@@ -472,8 +392,8 @@ impl Shared {
                         }
                     }
                 });
-                let io = crate::io::Handle::new(io_driver, cpus, owner, on_create);
-                Arc::new(crate::time::Handle::new(Arc::new(io), start, n))
+                let io = crate::io::IoHandle::new(io_driver, cpus, owner, on_create);
+                Arc::new(crate::time::TimerHandle::new(Arc::new(io), start, n))
             },
             on_start,
             on_stop,

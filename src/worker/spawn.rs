@@ -35,7 +35,7 @@ pub(crate) enum Home {
     /// first wake is placed near `w` too. Nothing confines it afterwards.
     Near(usize),
     /// Pinned to worker `w`: `w`'s pinned queue at every wake, which only
-    /// `w` takes from (sched/park.rs, "Pinned tasks").
+    /// `w` takes from (src/sched/README.md, "Pinned tasks").
     Pinned(usize),
     /// In place queue `q` (a domain): back to it at every wake, which only
     /// the domain's workers take from (sched/place_queue.rs).

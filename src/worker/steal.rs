@@ -17,9 +17,10 @@ pub(super) fn has_work(shared: &Shared, v: usize) -> bool {
 }
 
 /// The re-check of the last searcher leaving, or of a worker parking with
-/// no searcher left (sched/sleepers.rs, steps 2 and 3): a worker other than `me`
-/// whose queue holds work (its deque, its inbox or its LIFO slot: sched/sleepers.rs,
-/// "The LIFO slot"), found through the `queued` set nearest first.
+/// no searcher left (src/sched/README.md, idle steps 1 and 4): a worker other
+/// than `me` whose queue holds work (its deque, its inbox or its LIFO slot:
+/// src/sched/README.md, "The LIFO slot"), found through the `queued` set
+/// nearest first.
 /// Call after the fence of `leave_searching` / `to_parked`.
 pub(super) fn find_queued_work(shared: &Shared, me: usize) -> Option<usize> {
     let st = &shared.workers[me].stats;

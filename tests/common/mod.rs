@@ -112,7 +112,7 @@ pub fn block_on_plain<F: std::future::Future>(f: F) -> F::Output {
 
 /// With the `io` feature, makes `rt`'s workers sleep in its I/O driver and
 /// returns it: the driver is created on the program's first socket or
-/// timer (io/mod.rs, "Started on first use"), which a timer here provides.
+/// timer (io/mod.rs, "Opened by `build`, used from first use"), which a timer here provides.
 /// So the suites run with `--features io` park every worker in a poller or
 /// on its thread through the driver's hand-off. Without the feature: `rt`
 /// as is.

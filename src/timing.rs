@@ -33,6 +33,54 @@ use std::time::Duration;
 
 use crate::sync::{AtomicU64, Ordering};
 
+/// A runtime's clock: nanoseconds since its start, read from
+/// `CLOCK_MONOTONIC` (the clock `Instant` reads on Linux) with one vDSO
+/// call and a subtraction. `Instant::elapsed` reads the same clock but
+/// then subtracts two `timespec`s with checked arithmetic and converts the
+/// result back, about three times the instructions of the read itself;
+/// the trace and poll timing read the clock at every event and poll.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock {
+    /// The clock's reading at the runtime's start, in ns.
+    origin: u64,
+}
+
+impl Clock {
+    /// The clock of a runtime that started at `start`.
+    pub(crate) fn new(start: std::time::Instant) -> Clock {
+        // The same clock read twice, `start` as far back from this reading
+        // as it lies from now: origin + (now - origin) stays consistent
+        // with `start.elapsed()` to within the two reads' distance.
+        let now = monotonic_ns();
+        Clock {
+            origin: now.saturating_sub(start.elapsed().as_nanos() as u64),
+        }
+    }
+
+    /// Nanoseconds since the start.
+    #[inline]
+    pub(crate) fn ns(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.origin)
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+#[inline]
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC is always
+    // available on Linux, so the call cannot fail (its result is checked in
+    // debug builds).
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    debug_assert_eq!(r, 0, "clock_gettime(CLOCK_MONOTONIC)");
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
 /// Buckets of a [`Histogram`]: bucket 0 holds durations under 1 us, bucket
 /// `i` those in `[2^(i-1), 2^i)` us, the last everything from 2^(BUCKETS-2)
 /// us (about 4.2 s) up.
@@ -297,5 +345,18 @@ mod tests {
         );
         assert_eq!(log.front().unwrap().at, Duration::from_nanos(5));
         assert_eq!(log.back().unwrap().worker, 3);
+    }
+
+    #[test]
+    fn the_clock_agrees_with_instant() {
+        let start = std::time::Instant::now() - Duration::from_millis(5);
+        let c = Clock::new(start);
+        let a = c.ns();
+        let e = start.elapsed().as_nanos() as u64;
+        let b = c.ns();
+        // Read between two readings of the fast clock, `elapsed` lies
+        // between them, up to the origin's rounding of a few microseconds.
+        assert!(a >= 5_000_000, "{a} ns since a start 5 ms ago");
+        assert!(a <= e + 50_000 && e <= b + 50_000, "{a} <= {e} <= {b}");
     }
 }

@@ -470,7 +470,8 @@ pub(crate) struct Recorder {
     on: CachePadded<AtomicBool>,
     /// Names it in the lanes of `block_on` threads.
     id: u64,
-    start: Instant,
+    /// The runtime's clock, read at every event (`timing::Clock`).
+    clock: crate::timing::Clock,
     capacity: usize,
     rings: OnceLock<Box<[CachePadded<Ring>]>>,
     lanes: Mutex<Vec<Lane>>,
@@ -497,7 +498,7 @@ impl Recorder {
             on: CachePadded::new(AtomicBool::new(false)),
             // Relaxed: a unique number is all that is asked.
             id: NEXT_RECORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            start,
+            clock: crate::timing::Clock::new(start),
             capacity: capacity.max(2),
             rings: OnceLock::new(),
             lanes: Mutex::new(Vec::new()),
@@ -523,7 +524,7 @@ impl Recorder {
     }
 
     fn now(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
+        self.clock.ns()
     }
 
     /// Starts recording (the rings are made at the first start).

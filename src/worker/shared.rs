@@ -85,7 +85,8 @@ pub(crate) struct Shared {
     pub(crate) domains: crate::sched::place_queue::DomainQueues<Runnable>,
     pub(crate) external: CachePadded<WorkerCounters>,
     pub(crate) park_cost_ns: AtomicU64,
-    pub(crate) start: Instant,
+    /// The runtime's clock, from its start (`timing::Clock`).
+    pub(crate) clock: crate::timing::Clock,
     /// Tasks to drop after shutdown, queued instead of dropped where they
     /// were found (see [`Shared::bury`]).
     pub(crate) graveyard: Graveyard<Runnable>,
@@ -156,10 +157,10 @@ impl Latch {
 }
 
 impl Shared {
-    /// Nanoseconds since the runtime started (one `Instant::now()`).
+    /// Nanoseconds since the runtime started (one clock read).
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
+        self.clock.ns()
     }
 
     /// Disposes of a task found after shutdown started
@@ -375,7 +376,7 @@ impl Shared {
             registry: Registry::new(n),
             external: CachePadded::new(WorkerCounters::default()),
             park_cost_ns: AtomicU64::new(park_cost.as_nanos() as u64),
-            start,
+            clock: crate::timing::Clock::new(start),
             graveyard: crate::sched::shutdown::Graveyard::new(),
             starting: Latch::new(n),
             #[cfg(feature = "io")]

@@ -208,3 +208,40 @@ fn an_undone_claim_makes_the_pushers_check_again() {
     });
     cases.assert_all_reached();
 }
+
+/// Three workers: worker 0 busy for good (this thread), workers 1 and 2 in
+/// an LLC {1, 2}, worker 2 parked. Worker 0 pushes two tasks into the
+/// LLC's queue while worker 1 goes to sleep; worker 1 takes one and runs
+/// it for good, so the other must have worker 2 claimed: by a push's wake
+/// (the second finds the queue non-empty and wakes all the same), or by
+/// worker 1 leaving its idle period with a task behind it
+/// (`place_queue::left_behind`).
+#[test]
+fn two_placed_pushes_one_sleeper_and_a_parked_peer() {
+    let cases = Cases::new(&[
+        "took the placed task without sleeping",
+        "slept, then took the placed task",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(2);
+            let (rt, mut locals) = Rt::with_domains(3, &[1..3]);
+            let local2 = locals.pop().expect("worker 2's deque");
+            let local1 = locals.pop().expect("worker 1's deque");
+            park_the_peer(&rt);
+            let w1 = worker_1(&rt, local1, &cases);
+            let dq = rt.domains.as_ref().unwrap();
+            for id in 0..2 {
+                let _ = place_queue::push(&*rt, dq, 0, 1, ledger.task(id));
+            }
+            w1.join().unwrap();
+            assert!(
+                the_peer_if_claimed(&rt, &local2),
+                "a placed task is left while worker 2 sleeps"
+            );
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}

@@ -38,7 +38,11 @@ const PEER: usize = 2;
 /// Worker 1 (the only idle thread) runs one idle period, then the task it
 /// found, and then stays in that task's poll (a long poll: it looks at
 /// nothing again).
-fn worker_1(rt: &loom::sync::Arc<Rt>, local: Local<Task>, cases: &std::sync::Arc<Cases>) -> thread::JoinHandle<usize> {
+fn worker_1(
+    rt: &loom::sync::Arc<Rt>,
+    local: Local<Task>,
+    cases: &std::sync::Arc<Cases>,
+) -> thread::JoinHandle<usize> {
     let (rt, cases) = (rt.clone(), cases.clone());
     thread::spawn(move || {
         let t: Task = Worker::new(rt, 1, local, cases).idle_until_work();
@@ -62,8 +66,7 @@ fn the_peer_if_claimed(rt: &Rt, local: &Local<Task>) -> bool {
         return false;
     }
     let dq = rt.domains.as_ref().unwrap();
-    let t = place_queue::take(dq, PEER)
-        .or_else(|| (0..PEER).find_map(|v| rt.steal_from(v, local)));
+    let t = place_queue::take(dq, PEER).or_else(|| (0..PEER).find_map(|v| rt.steal_from(v, local)));
     if let Some(t) = t {
         t.run();
     }

@@ -10,9 +10,9 @@
 //! Worker 0 is outside the domain and never idle (the pusher); the global
 //! protocol's searchers could only ever be there, so nothing but the
 //! domain's own steps can save the task. Two workers of a domain, a worker
-//! woken for it that finds other work, and two pushes: `domain_handover.rs`
-//! and `domain_burst.rs` (minutes each at `LOOM_MAX_PREEMPTIONS=3`, so
-//! kept apart: the logic mutations name the files that catch them).
+//! woken for it that finds other work, a claim undone, and two pushes:
+//! `domain_handover.rs` (the logic mutations name the files that catch
+//! them).
 //!
 //! # Mutations
 //!

@@ -1,7 +1,8 @@
 //! The idle sequence (`src/sched/idle_steps.rs`), run by the production code in
 //! the shapes the conservation models (`conserve.rs`) do not reach: an
-//! owner that clears its `queued` bit and then pushes again, and two idle
-//! workers, one of them refused by the searcher cap, around one push.
+//! owner that clears its `queued` bit and then pushes again, two idle
+//! workers, one of them refused by the searcher cap, around one push, and
+//! a last searcher whose re-check finds two owners queued.
 //!
 //! Each worker is the models' `Worker` (loom-tests/src/lib.rs): the
 //! production `hwsched::sched::idle_steps::idle` over the model's queues, with a
@@ -150,6 +151,59 @@ fn a_worker_that_takes_one_of_two_tasks_leaves_the_other_to_a_sleeper() {
             }
             w1.join().unwrap();
             w2.join().unwrap();
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+/// Four workers: 0 and 1 busy, each pushing one task onto its own deque
+/// (then never looking at it again); 2 idle, searching, and going to sleep
+/// as the last searcher; 3 parked before the model starts (its re-check
+/// found nothing) and with no thread. Both pushers may see worker 2
+/// searching and wake nobody; worker 2's re-check then finds both owners
+/// in the `queued` set, and its pending steal takes from one of them. It
+/// runs that task for good, so the other owner's task needs a wake: not
+/// only what is left behind its victim, but any worker the `queued` set
+/// still shows (the re-check after the steal). When the threads are done,
+/// worker 3, if a waker claimed it, steals what is left; a task left while
+/// it sleeps unclaimed is stranded.
+#[test]
+fn a_pending_steal_with_two_owners_queued_wakes_for_the_other() {
+    let cases = Cases::new(&["the last searcher's re-check found the item"]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(2);
+            let (rt, mut locals) = Rt::with_locals(4);
+            let local3 = locals.pop().expect("worker 3's deque");
+            let local2 = locals.pop().expect("worker 2's deque");
+            let local1 = locals.pop().expect("worker 1's deque");
+            let local0 = locals.pop().expect("worker 0's deque");
+            let _ = rt.s.to_parked(3, false);
+            let w2 = {
+                let (rt, cases) = (rt.clone(), cases.clone());
+                thread::spawn(move || Worker::new(rt, 2, local2, cases).idle_until_work().run())
+            };
+            let owner1 = {
+                let (rt, t) = (rt.clone(), ledger.task(1));
+                thread::spawn(move || {
+                    let mut queued_bit = false;
+                    let _ = push::push_local(&*rt, 1, &local1, &mut queued_bit, t);
+                    // Busy for good: the deque stays, for thieves only.
+                    local1
+                })
+            };
+            let mut queued_bit = false;
+            let _ = push::push_local(&*rt, 0, &local0, &mut queued_bit, ledger.task(0));
+            let _local1 = owner1.join().unwrap();
+            w2.join().unwrap();
+            if !rt.s.parked.contains(3) {
+                // Claimed: worker 3's walk.
+                if let Some(t) = (0..3).find_map(|v| rt.steal_from(v, &local3)) {
+                    t.run();
+                }
+            }
             ledger.assert_each_once();
         }
     });

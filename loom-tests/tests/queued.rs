@@ -27,6 +27,17 @@
 //!   delivery's notify would also make worker 0's next wait look at its
 //!   inbox; the property here is the bit's).
 //!
+//! - `a_placement_on_a_worker_that_woke_by_itself_makes_the_pushers_check`:
+//!   worker 0 (busy) delivers one task to worker 1, which wakes with it
+//!   and runs it for good, then places a second task on worker 1; the
+//!   placement finds worker 1 awake (`WakeSpecific::Awake`) and delivers
+//!   with the pusher's check, or claims it before its own `leave_parked`
+//!   cleared its bit (`deliver_to_woken`: worker 1 may then have left
+//!   searching with the first task before the second lands, so the
+//!   delivery makes the pusher's check too); either check must wake
+//!   worker 2 (parked from the start, with no thread: the model steals for
+//!   it at the end if it was claimed).
+//!
 //! Checked in every interleaving: the task ran exactly once. Mutations
 //! (`loom-tests/README.md`, rows `handoff-deliver-queued`,
 //! `handoff-deliver-to-woken-queued`, `worker-take-queued`): the deliverer's
@@ -41,7 +52,7 @@ use hwsched::sched::push::{self, Delivery, Placed};
 use hwsched::sched::queue::{Local, Steal};
 use loom::sync::atomic::AtomicBool;
 use loom::thread;
-use loom_tests::{model, Cases, Ledger, Rt, Task};
+use loom_tests::{model, Cases, Ledger, Rt, Task, Worker};
 
 /// A worker other than 0 reads the `queued` set (the re-check's
 /// `find_queued`, then `worker::steal_from`'s inbox steal). Returns the
@@ -170,6 +181,56 @@ fn a_placement_races_the_owner_clearing_its_bit() {
             if let Some(t) = steal_queued(&rt, 1, &local) {
                 cases.hit("the queued set showed the task after both");
                 t.run();
+            }
+            ledger.assert_each_once();
+        }
+    });
+    cases.assert_all_reached();
+}
+
+#[test]
+fn a_placement_on_a_worker_that_woke_by_itself_makes_the_pushers_check() {
+    let cases = Cases::new(&[
+        "the worker slept, then took the item",
+        "worker 1 was awake: plain delivery",
+        "worker 1 was claimed: deliver_to_woken",
+    ]);
+    model({
+        let cases = cases.clone();
+        move || {
+            let ledger = Ledger::new(2);
+            let (rt, mut locals) = Rt::with_locals(3);
+            let local2 = locals.pop().expect("worker 2's deque");
+            let local1 = locals.pop().expect("worker 1's deque");
+            let local0 = locals.pop().expect("worker 0's deque");
+            let _ = rt.s.to_parked(2, false);
+            let w1 = {
+                let (rt, cases) = (rt.clone(), cases.clone());
+                thread::spawn(move || {
+                    // Runs what it finds for good (a long poll).
+                    Worker::new(rt, 1, local1, cases).idle_until_work().run()
+                })
+            };
+            // Worker 0, busy: a wake that lands on worker 1 (its inbox),
+            // then a task whose wake placement chose worker 1.
+            let _ = push::deliver(&*rt, 1, ledger.task(0));
+            let mut queued_bit = false;
+            let placed = push::wake_placed(&*rt, 1, ledger.task(1), |t| {
+                let _ = push::push_local(&*rt, 0, &local0, &mut queued_bit, t);
+            });
+            match placed {
+                Placed::Delivered(Delivery::Queued(_)) => {
+                    cases.hit("worker 1 was awake: plain delivery")
+                }
+                Placed::Woken(_) => cases.hit("worker 1 was claimed: deliver_to_woken"),
+                _ => {}
+            }
+            w1.join().unwrap();
+            if !rt.s.parked.contains(2) {
+                // Claimed: worker 2's walk.
+                if let Some(t) = (0..2).find_map(|v| rt.steal_from(v, &local2)) {
+                    t.run();
+                }
             }
             ledger.assert_each_once();
         }

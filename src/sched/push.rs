@@ -261,7 +261,16 @@ pub fn deliver<T>(rt: &impl Workers<T>, to: usize, t: T) -> Delivery {
 /// Delivers `t` to worker `w`, just claimed from the parked set as the one
 /// wake in flight (it searches), and notifies it. The task is stealable
 /// work behind a worker that may find other work first: marked in the
-/// `queued` set, as in [`deliver`]; the claim covers the pusher's check.
+/// `queued` set, as in [`deliver`], then the pusher's check. The claim
+/// does not cover that check: `w` may have been woken already by another
+/// delivery (its bit still set when the claim took it), found that work,
+/// and left searching before this push, and its check of what it holds
+/// (`found_work`) then misses the task; its re-check looks at the others,
+/// not at itself. The check (fence, then the count) and its
+/// `leave_searching` (RMW, fence, then its inbox) are store-buffering: one
+/// of them sees the other (loom: `queued.rs`,
+/// `a_placement_on_a_worker_that_woke_by_itself_makes_the_pushers_check`).
+/// The check's wake is not counted.
 #[inline]
 pub fn deliver_to_woken<T>(rt: &impl Workers<T>, w: usize, t: T) -> Notified {
     let n = rt
@@ -272,6 +281,7 @@ pub fn deliver_to_woken<T>(rt: &impl Workers<T>, w: usize, t: T) -> Notified {
     // worker's next clear of its bit, when the worker found other work
     // first.
     rt.sleepers().queued.insert_rmw(w, Ordering::AcqRel);
+    let _ = notify_parked(rt, w);
     n
 }
 

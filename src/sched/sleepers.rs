@@ -558,7 +558,10 @@ impl Sleepers {
         // the claim stood it counted a searcher, so a global push meanwhile
         // skipped its wake, and the worker whose bit was seen, leaving its
         // wait by itself, may have been refused as a searcher by that
-        // count; after the undo nobody may search for that push's task.
+        // count, or have stopped searching as not the last searcher (no
+        // re-check); after the undo nobody may search for that push's
+        // task (loom: `domain_handover.rs`,
+        // `an_undone_claim_makes_the_pushers_check_again`).
         on_undo();
         None
     }

@@ -1,8 +1,9 @@
 //! Reads a hwsched scheduler trace (the Chrome Trace Event JSON that
 //! `hwsched::trace::Trace::write_chrome_json` writes), renders it as an SVG
-//! timeline ([`svg`]: one lane per worker in topology order, polls coloured
-//! by their task's spawn location, parks and steals marked) and summarises
-//! it ([`summary`]: per-worker busy share, run-queue delay percentiles,
+//! timeline ([`svg`]: one lane per worker in topology order, then one per
+//! thread that ran `block_on` with local tasks, polls coloured by their
+//! task's spawn location, parks and steals marked) and summarises it
+//! ([`summary`]: per-lane busy share, run-queue delay percentiles,
 //! the longest polls with their spawn locations, steals per level, wakes
 //! by placement decision).
 
@@ -28,11 +29,32 @@ pub struct Worker {
     pub dropped: u64,
 }
 
+/// A thread that ran `block_on` while the trace recorded: its own lane,
+/// which holds the polls of its local tasks (`spawn_local`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockOn {
+    /// Its thread id in the trace (`tid`).
+    pub tid: u64,
+    /// Its name in the trace.
+    pub name: String,
+    /// Events its ring dropped.
+    pub dropped: u64,
+}
+
+/// Where a poll ran or a mark was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lane {
+    /// A worker, by its index.
+    Worker(usize),
+    /// A `block_on` thread, by its `tid` ([`BlockOn::tid`]).
+    BlockOn(u64),
+}
+
 /// One poll.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Poll {
-    /// The worker that ran it.
-    pub worker: usize,
+    /// The lane of the thread that ran it.
+    pub lane: Lane,
     /// The task's trace id.
     pub task: u64,
     /// Its task's spawn location (`file:line`).
@@ -46,11 +68,12 @@ pub struct Poll {
     pub queued_ns: Option<u64>,
 }
 
-/// An instant event of a worker (a steal, a park, an unpark...).
+/// An instant event of a worker or a `block_on` thread (a steal, a park,
+/// an unpark, a spawn...).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mark {
-    /// The worker.
-    pub worker: usize,
+    /// The lane it was made on.
+    pub lane: Lane,
     /// Its name in the trace (`"steal"`, `"park"`, `"unpark"`, ...).
     pub name: String,
     /// When, in microseconds.
@@ -64,9 +87,12 @@ pub struct Mark {
 pub struct Trace {
     /// The workers, in topology order (their index).
     pub workers: Vec<Worker>,
-    /// Every poll of a worker, in order of start.
+    /// The threads that ran `block_on` with a lane of their own, by `tid`.
+    pub block_on: Vec<BlockOn>,
+    /// Every poll of a worker or a `block_on` thread, in order of start.
     pub polls: Vec<Poll>,
-    /// Every instant event of a worker, in time order.
+    /// Every instant event of a worker or a `block_on` thread, in time
+    /// order.
     pub marks: Vec<Mark>,
     /// Wakes by placement decision (from every thread, outside ones too).
     pub wakes: BTreeMap<String, u64>,
@@ -103,17 +129,24 @@ pub fn parse(json: &str) -> Result<Trace, Error> {
         _ => return Err(Error("neither an object nor an array".into())),
     };
     let mut t = Trace::default();
-    // (pid, tid) -> worker index, from the thread_name metadata.
-    let mut lane: HashMap<(u64, u64), usize> = HashMap::new();
+    // (pid, tid) -> lane, from the thread_name metadata.
+    let mut lane: HashMap<(u64, u64), Lane> = HashMap::new();
     for e in events {
         if e["ph"] == "M" && e["name"] == "thread_name" {
             let a = &e["args"];
-            if let Some(w) = a["worker"].as_u64() {
-                let key = (
-                    e["pid"].as_u64().unwrap_or(0),
-                    e["tid"].as_u64().unwrap_or(0),
-                );
-                lane.insert(key, w as usize);
+            let key = (
+                e["pid"].as_u64().unwrap_or(0),
+                e["tid"].as_u64().unwrap_or(0),
+            );
+            if a["block_on"] == true {
+                lane.insert(key, Lane::BlockOn(key.1));
+                t.block_on.push(BlockOn {
+                    tid: key.1,
+                    name: a["name"].as_str().unwrap_or("block_on").to_owned(),
+                    dropped: a["dropped"].as_u64().unwrap_or(0),
+                });
+            } else if let Some(w) = a["worker"].as_u64() {
+                lane.insert(key, Lane::Worker(w as usize));
                 t.workers.push(Worker {
                     index: w as usize,
                     core: a["core"].as_u64().unwrap_or(0),
@@ -126,6 +159,7 @@ pub fn parse(json: &str) -> Result<Trace, Error> {
         }
     }
     t.workers.sort_by_key(|w| w.index);
+    t.block_on.sort_by_key(|b| b.tid);
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for e in events {
         let ph = e["ph"].as_str().unwrap_or("");
@@ -147,12 +181,12 @@ pub fn parse(json: &str) -> Result<Trace, Error> {
             let d = e["args"]["decision"].as_str().unwrap_or("?").to_owned();
             *t.wakes.entry(d).or_default() += 1;
         }
-        let Some(&worker) = lane.get(&key) else {
+        let Some(&lane) = lane.get(&key) else {
             continue;
         };
         match ph {
             "X" => t.polls.push(Poll {
-                worker,
+                lane,
                 task: e["args"]["task"].as_u64().unwrap_or(0),
                 at: e["args"]["at"].as_str().unwrap_or(&name).to_owned(),
                 ts_us: ts,
@@ -160,7 +194,7 @@ pub fn parse(json: &str) -> Result<Trace, Error> {
                 queued_ns: e["args"]["queued_ns"].as_u64(),
             }),
             "i" | "I" => t.marks.push(Mark {
-                worker,
+                lane,
                 name,
                 ts_us: ts,
                 args: e["args"].clone(),
@@ -203,7 +237,8 @@ const LANE: f64 = 16.0;
 const TOP: f64 = 40.0;
 
 /// Renders the trace as an SVG timeline: a lane (`<g class="lane">`) per
-/// worker in topology order, grouped by LLC (a label per group); each poll
+/// worker in topology order, grouped by LLC (a label per group), then a
+/// lane (`<g class="block-on-lane">`) per `block_on` thread; each poll
 /// a `<rect class="poll">` coloured by its spawn location (with a
 /// `<title>`); parks as grey bars (`class="park"`, from a park to the next
 /// unpark) and steals as red ticks (`class="steal"`); a legend of the spawn
@@ -216,13 +251,17 @@ pub fn svg(t: &Trace) -> String {
     for p in &t.polls {
         *locs.entry(p.at.as_str()).or_default() += 1;
     }
-    let row: HashMap<usize, usize> = t
+    // Each lane's row: the workers in topology order, then the block_on
+    // threads.
+    let row: HashMap<Lane, usize> = t
         .workers
         .iter()
+        .map(|w| Lane::Worker(w.index))
+        .chain(t.block_on.iter().map(|b| Lane::BlockOn(b.tid)))
         .enumerate()
-        .map(|(i, w)| (w.index, i))
+        .map(|(i, l)| (l, i))
         .collect();
-    let lanes_h = t.workers.len() as f64 * LANE;
+    let lanes_h = row.len() as f64 * LANE;
     let height = TOP + lanes_h + 30.0 + locs.len() as f64 * 14.0 + 10.0;
     let mut s = String::new();
     let _ = writeln!(
@@ -235,8 +274,9 @@ pub fn svg(t: &Trace) -> String {
     );
     let _ = writeln!(
         s,
-        r#"<text x="4" y="14" font-size="12">hwsched trace: {} workers, {} polls, {:.3} ms</text>"#,
+        r#"<text x="4" y="14" font-size="12">hwsched trace: {} workers, {} block_on threads, {} polls, {:.3} ms</text>"#,
         t.workers.len(),
+        t.block_on.len(),
         t.polls.len(),
         span / 1e3
     );
@@ -276,19 +316,35 @@ pub fn svg(t: &Trace) -> String {
         );
         let _ = writeln!(s, "</g>");
     }
+    for (i, b) in t.block_on.iter().enumerate() {
+        let y = TOP + (t.workers.len() + i) as f64 * LANE;
+        let _ = writeln!(s, r#"<g class="block-on-lane" data-tid="{}">"#, b.tid);
+        let _ = writeln!(
+            s,
+            r##"<rect x="{LEFT}" y="{y}" width="{}" height="{LANE}" fill="#f6f1e6"/>"##,
+            WIDTH - LEFT - 10.0
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="4" y="{:.1}">block_on: {}</text>"#,
+            y + LANE - 4.0,
+            esc(&b.name)
+        );
+        let _ = writeln!(s, "</g>");
+    }
     // Parks: from a park to the worker's next unpark.
-    let mut parked: HashMap<usize, f64> = HashMap::new();
+    let mut parked: HashMap<Lane, f64> = HashMap::new();
     for m in &t.marks {
-        let Some(&r) = row.get(&m.worker) else {
+        let Some(&r) = row.get(&m.lane) else {
             continue;
         };
         let y = TOP + r as f64 * LANE;
         match m.name.as_str() {
             "park" => {
-                parked.insert(m.worker, m.ts_us);
+                parked.insert(m.lane, m.ts_us);
             }
             "unpark" => {
-                if let Some(from) = parked.remove(&m.worker) {
+                if let Some(from) = parked.remove(&m.lane) {
                     let _ = writeln!(
                         s,
                         r##"<rect class="park" x="{:.2}" y="{:.1}" width="{:.2}" height="3" fill="#999"/>"##,
@@ -302,7 +358,7 @@ pub fn svg(t: &Trace) -> String {
         }
     }
     for p in &t.polls {
-        let Some(&r) = row.get(&p.worker) else {
+        let Some(&r) = row.get(&p.lane) else {
             continue;
         };
         let y = TOP + r as f64 * LANE + 2.0;
@@ -319,7 +375,7 @@ pub fn svg(t: &Trace) -> String {
         );
     }
     for m in t.marks.iter().filter(|m| m.name == "steal") {
-        let Some(&r) = row.get(&m.worker) else {
+        let Some(&r) = row.get(&m.lane) else {
             continue;
         };
         let y = TOP + r as f64 * LANE;
@@ -362,7 +418,17 @@ fn quantile(v: &[u64], q: f64) -> u64 {
     v[i.min(v.len() - 1)]
 }
 
-/// The trace's summary, as text: per-worker busy share, run-queue delay
+/// The number of polls in `lane` and their total length, in microseconds.
+fn lane_polls(t: &Trace, lane: Lane) -> (usize, f64) {
+    t.polls
+        .iter()
+        .filter(|p| p.lane == lane)
+        // From +0.0: an empty float sum is -0.0.
+        .fold((0, 0.0), |(n, busy), p| (n + 1, busy + p.dur_us))
+}
+
+/// The trace's summary, as text: per-worker (and per-`block_on`-thread)
+/// busy share, run-queue delay
 /// percentiles, the longest polls with their spawn locations, steals per
 /// level and wakes by placement decision.
 pub fn summary(t: &Trace) -> String {
@@ -381,13 +447,12 @@ pub fn summary(t: &Trace) -> String {
         "\nworker  llc  numa  pack    polls   busy   parks  steals  dropped"
     );
     for w in &t.workers {
-        let polls: Vec<&Poll> = t.polls.iter().filter(|p| p.worker == w.index).collect();
-        // From +0.0: an empty float sum is -0.0.
-        let busy = polls.iter().fold(0.0, |a, p| a + p.dur_us);
+        let lane = Lane::Worker(w.index);
+        let (polls, busy) = lane_polls(t, lane);
         let count = |n: &str| {
             t.marks
                 .iter()
-                .filter(|m| m.worker == w.index && m.name == n)
+                .filter(|m| m.lane == lane && m.name == n)
                 .count()
         };
         let _ = writeln!(
@@ -397,12 +462,29 @@ pub fn summary(t: &Trace) -> String {
             w.llc,
             w.numa,
             w.package,
-            polls.len(),
+            polls,
             100.0 * busy / span,
             count("park"),
             count("steal"),
             w.dropped
         );
+    }
+    if !t.block_on.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nblock_on thread (local tasks)     polls   busy  dropped"
+        );
+        for b in &t.block_on {
+            let (polls, busy) = lane_polls(t, Lane::BlockOn(b.tid));
+            let _ = writeln!(
+                s,
+                "{:<30} {:>8} {:>5.1}% {:>8}",
+                b.name,
+                polls,
+                100.0 * busy / span,
+                b.dropped
+            );
+        }
     }
     let mut delays: Vec<u64> = t.polls.iter().filter_map(|p| p.queued_ns).collect();
     delays.sort_unstable();
@@ -421,8 +503,14 @@ pub fn summary(t: &Trace) -> String {
     for p in longest.iter().take(10) {
         let _ = writeln!(
             s,
-            "  {:>10.3} us  worker {:>3}  task {:>8}  {}",
-            p.dur_us, p.worker, p.task, p.at
+            "  {:>10.3} us  {:<12}  task {:>8}  {}",
+            p.dur_us,
+            match p.lane {
+                Lane::Worker(w) => format!("worker {w}"),
+                Lane::BlockOn(tid) => format!("block_on {tid}"),
+            },
+            p.task,
+            p.at
         );
     }
     let mut levels: BTreeMap<String, (u64, u64)> = BTreeMap::new();

@@ -13,9 +13,10 @@ const USAGE: &str = "\
 usage: hwsched-trace svg TRACE.json OUT.svg
        hwsched-trace summary TRACE.json
 
-svg      an SVG timeline: a lane per worker in topology order, polls
-         coloured by their task's spawn location, parks and steals marked
-summary  per-worker busy share, run-queue delay percentiles, the longest
+svg      an SVG timeline: a lane per worker in topology order and one per
+         block_on thread, polls coloured by their task's spawn location,
+         parks and steals marked
+summary  per-worker and per-block_on-thread busy share, run-queue delay percentiles, the longest
          polls with their spawn locations, steals per level, wakes by
          placement decision";
 

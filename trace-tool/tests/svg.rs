@@ -1,6 +1,7 @@
 //! The SVG timeline of a trace the runtime records: well-formed XML (read
 //! back by a small checker of tags and attributes), one lane per worker in
-//! topology order, as many poll rectangles as the trace has polls; and the
+//! topology order, as many poll rectangles as the trace has polls, a lane
+//! per `block_on` thread that holds its local tasks' polls; and the
 //! summary's figures.
 
 use hwsched::{Runtime, TopologySource};
@@ -177,7 +178,7 @@ fn summary_counts_what_the_trace_holds() {
         let busy: f64 = parsed
             .polls
             .iter()
-            .filter(|p| p.worker == w)
+            .filter(|p| p.lane == hwsched_trace::Lane::Worker(w))
             .map(|p| p.dur_us)
             .sum();
         let span = parsed.span_us.1 - parsed.span_us.0;
@@ -222,4 +223,61 @@ fn svg_of_a_hand_written_trace() {
     );
     assert!(s.contains("idle core"), "{s}");
     assert!(s.contains("max 1.5 us"), "{s}");
+}
+
+#[test]
+fn block_on_threads_have_lanes_holding_their_local_tasks_polls() {
+    let rt = Runtime::builder()
+        .worker_threads(2)
+        .pin_workers(false)
+        .build()
+        .unwrap();
+    let tracer = rt.tracer();
+    tracer.start();
+    let sum = rt.block_on(async {
+        let hs: Vec<_> = (0..8u32)
+            .map(|i| {
+                hwsched::spawn_local(async move {
+                    hwsched::yield_now().await;
+                    i
+                })
+            })
+            .collect();
+        // A worker's task beside them, in a worker's lane.
+        let mut sum = hwsched::spawn(async { 100 }).await.unwrap();
+        for h in hs {
+            sum += h.await.unwrap();
+        }
+        sum
+    });
+    assert_eq!(sum, 100 + (0..8).sum::<u32>());
+    drop(rt);
+    let t = tracer.stop();
+    let mut json = Vec::new();
+    t.write_chrome_json(&mut json).unwrap();
+    let parsed = hwsched_trace::parse(&String::from_utf8(json).unwrap()).unwrap();
+
+    let lanes: Vec<u32> = t.block_on_threads().collect();
+    assert_eq!(lanes.len(), 1);
+    assert_eq!(parsed.block_on.len(), 1, "the tool reads the block_on lane");
+    let lane = hwsched_trace::Lane::BlockOn(parsed.block_on[0].tid);
+    let local = |th: hwsched::trace::Thread| th == hwsched::trace::Thread::Outside(lanes[0]);
+    let in_trace = t.polls().filter(|p| local(p.thread)).count();
+    assert!(in_trace >= 16, "each local task polled at least twice");
+    assert_eq!(
+        parsed.polls.iter().filter(|p| p.lane == lane).count(),
+        in_trace,
+        "the lane holds the block_on thread's polls"
+    );
+    assert_eq!(parsed.polls.len(), t.polls().count(), "and no poll is lost");
+
+    let els = elements(&hwsched_trace::svg(&parsed));
+    assert_eq!(class_count(&els, "lane"), 2, "a lane per worker");
+    assert_eq!(class_count(&els, "block-on-lane"), 1);
+    assert_eq!(class_count(&els, "poll"), t.polls().count());
+    let s = hwsched_trace::summary(&parsed);
+    assert!(
+        s.contains("block_on thread (local tasks)"),
+        "the summary lists the block_on lane: {s}"
+    );
 }

@@ -90,6 +90,37 @@ mod imp {
         );
     }
 
+    /// As [`model`], at a preemption bound of at least `min`: for a model
+    /// whose bug needs `min` preemptions to show (its doc says which), so
+    /// that it is explored there whatever `LOOM_MAX_PREEMPTIONS` says.
+    pub fn model_bound_at_least<F>(min: usize, f: F)
+    where
+        F: Fn() + Sync + Send + 'static,
+    {
+        let env = std::env::var("LOOM_MAX_PREEMPTIONS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(DEFAULT_MAX_PREEMPTIONS);
+        let bound = env.max(min);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = {
+            let runs = runs.clone();
+            move || {
+                runs.fetch_add(1, SeqCst);
+                f();
+            }
+        };
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(bound);
+        b.max_branches = 20_000;
+        b.check(counted);
+        let name = std::thread::current().name().unwrap_or("model").to_owned();
+        println!(
+            "{name}: {} executions (preemption bound {bound})",
+            runs.load(SeqCst)
+        );
+    }
+
     /// Interleavings a model must reach at least once over all its
     /// executions: a guard against loom silently exploring less than the
     /// model intends (for instance tokio-rs/loom#392: a thread that loads

@@ -3,7 +3,7 @@
 # LLC"), markdown: the `io` workload at a few loads, one poller against one
 # per LLC. Usage:
 #   sim/scripts/io-tables.sh [path/to/hwsched-sim] [extra arguments...]
-# The extra arguments go to every run (the sensitivity tables pass
+# The extra arguments go to every run (the sensitivity runs, quoted in the document, pass
 # `--work-ns 50000` or `--cost epoll_callback_ns=0 --cost epoll_lines=0`).
 # Build first: cargo build -p hwsched-sim --release; run from the
 # repository root (the topology files are read from tests/topologies/).

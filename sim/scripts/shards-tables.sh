@@ -1,5 +1,6 @@
 #!/bin/sh
-# Prints the tables of SIMULATION.md "Places: NUMA shards", markdown: the
+# Prints the results behind SIMULATION.md "Places: NUMA shards" (markdown;
+# the document tabulates two machines and quotes the others): the
 # `shards` workload on the four real machines, without and with places
 # (tasks confined to their home node), for even shards, one hot shard, and
 # one large burst. Usage:

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Prints the policy tables of SIMULATION.md (markdown), one table per
-# topology and workload. Usage: sim/scripts/tables.sh [path/to/hwsched-sim]
+# Prints the policy results behind SIMULATION.md's tables (markdown), one
+# table per topology and workload (the document merges each workload's
+# machines into one table). Usage: sim/scripts/tables.sh [path/to/hwsched-sim]
 # Build first: cargo build -p hwsched-sim --release; run from the repository
 # root (the topology files are read from tests/topologies/).
 set -eu

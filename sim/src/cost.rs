@@ -34,7 +34,7 @@
 //!   that touches them. The **costs** below are assumed (orders of
 //!   magnitude for a syscall and a socket re-poll on a current server),
 //!   not measured; SIMULATION.md, "I/O", shows what changes when they are
-//!   doubled or quadrupled.
+//!   doubled.
 //! - **[DEQUE]** crossbeam-deque's `steal_batch_and_pop` (a CAS on the
 //!   victim's front index, reads of its buffer) and `Injector` (a block of
 //!   63 slots): a steal touches about four cache lines of the victim plus

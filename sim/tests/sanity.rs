@@ -243,7 +243,7 @@ fn a_bounded_walk_tries_fewer_levels_than_it_would_unbounded() {
 
 #[test]
 fn clearing_the_queued_bit_before_sleeping_stops_walks_probing_sleepers() {
-    // The second finding of SIMULATION.md: with the mirrored protocol a
+    // Finding 3 of SIMULATION.md: with the mirrored protocol a
     // sleeping worker can keep a stale `queued` bit, which every walk then
     // probes; the proposed change clears it before the sleep.
     let run = |fix: bool| {

@@ -8,7 +8,7 @@
 //! ```text
 //! cargo bench --features hyper --bench io -- [--runs 5] [--secs 3] [--workers 2] [--only echo|http] [--conns 64]
 //! cargo bench --features hyper --bench io -- --only mixed [--runs 5] [--secs 3] [--workers 2] \
-//!     [--conns 64] [--slow-conns 1] [--slow-us 1000] [--kinds hwsched,tokio]
+//!     [--conns 64] [--slow-conns 1] [--slow-us 1000] [--slow-load F] [--kinds hwsched,tokio]
 //! cargo bench --features server,tokio-compat --bench io -- --only axum|reqwest [--runs 5] [--secs 3] \
 //!     [--workers 2] [--conns 64]
 //! ```
@@ -53,7 +53,14 @@
 //! executor) opens `--conns` keep-alive connections (default 64) that each
 //! send `GET /` as soon as the previous answer arrived, and `--slow-conns`
 //! (default 1) that do the same with `GET /slow`, all connected before the
-//! clock starts, for `--secs` seconds; it records every request's latency
+//! clock starts, for `--secs` seconds. With `--slow-load F` the slow
+//! connections send on a schedule instead (open loop): together they offer
+//! `F` CPUs of `/slow` work, `F * 1e6 / slow-us` requests per second spread
+//! evenly over them, each request sent at its time or, if the previous
+//! answer came after that, at once. Back to back, the runtime that answers
+//! `/slow` sooner is sent more of it and has less CPU left for `/`; on a
+//! schedule both serve the same slow work while they keep up (the slow
+//! rate in the table shows whether they did). It records every request's latency
 //! (the request's write to the end of its response's read), and the
 //! percentiles are exact, from the sorted samples (nearest rank). By
 //! default the servers are hwsched on its own driver and tokio on its own
@@ -924,8 +931,18 @@ fn quantile(sorted: &[u64], q: f64) -> u64 {
 /// counted). Prints, as `key=value` pairs: the cheap requests' count, the
 /// time from the start to the last cheap connection's end, their latencies'
 /// exact p50, p99, p99.9 and maximum (write to the end of the read), and the
-/// same count and time for the slow requests, in nanoseconds.
-fn mixed_client(addr: SocketAddr, conns: usize, slow_conns: usize, secs: u64) {
+/// same count and time for the slow requests, in nanoseconds. A
+/// `slow_interval` (the open loop of `--slow-load`) spaces each slow
+/// connection's requests: request `k` is sent at `t0 + k * interval` (its
+/// connection's start staggered by an equal share of the interval), or at
+/// once if the previous answer came later.
+fn mixed_client(
+    addr: SocketAddr,
+    conns: usize,
+    slow_conns: usize,
+    secs: u64,
+    slow_interval: Option<Duration>,
+) {
     const CHEAP: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
     const SLOW: &[u8] = b"GET /slow HTTP/1.1\r\nHost: bench\r\n\r\n";
     let ex = async_executor::LocalExecutor::new();
@@ -941,10 +958,22 @@ fn mixed_client(addr: SocketAddr, conns: usize, slow_conns: usize, secs: u64) {
             .enumerate()
             .map(|(i, mut c)| {
                 let req = if i < conns { CHEAP } else { SLOW };
+                let schedule = slow_interval
+                    .filter(|_| i >= conns)
+                    .map(|d| (d, t0 + d.mul_f64((i - conns) as f64 / slow_conns as f64)));
                 ex.spawn(async move {
                     let mut lat = Vec::with_capacity(1 << 16);
                     let mut now = Instant::now();
+                    let mut sends = 0u32;
                     while now < deadline {
+                        if let Some((every, first)) = schedule {
+                            let at = first + every * sends;
+                            if at > now {
+                                async_io::Timer::at(at).await;
+                                now = Instant::now();
+                            }
+                            sends += 1;
+                        }
                         c.get(req).await;
                         let t = Instant::now();
                         lat.push((t - now).as_nanos() as u64);
@@ -991,6 +1020,18 @@ struct MixedCfg {
     conns: usize,
     /// Connections sending `/slow`.
     slow_conns: usize,
+    /// The CPUs of `/slow` work offered on a schedule (`--slow-load`), or
+    /// `None`: back to back.
+    slow_load: Option<f64>,
+}
+
+impl MixedCfg {
+    /// The time between two requests of one slow connection under
+    /// `--slow-load`.
+    fn slow_interval(&self) -> Option<Duration> {
+        let per_s = self.slow_load? * 1e6 / SLOW_US.load(Relaxed) as f64;
+        Some(Duration::from_secs_f64(self.slow_conns as f64 / per_s))
+    }
 }
 
 /// One round of the mixed bench on one server.
@@ -1023,6 +1064,7 @@ fn measure_mixed(kind: Kind, m: MixedCfg) -> MixedSample {
             &m.conns.to_string(),
             &m.slow_conns.to_string(),
             &m.secs.to_string(),
+            &m.slow_interval().map_or(0, |d| d.as_nanos()).to_string(),
         ])
         .output()
         .expect("run the mixed client");
@@ -1060,9 +1102,15 @@ fn measure_mixed(kind: Kind, m: MixedCfg) -> MixedSample {
 fn run_mixed(kinds: &[Kind], runs: usize, m: MixedCfg) {
     let slow_us = SLOW_US.load(Relaxed);
     println!(
-        "\n## Mixed: {} connections GET / beside {} GET /slow ({slow_us} us of CPU each), \
+        "\n## Mixed: {} connections GET / beside {} GET /slow ({slow_us} us of CPU each, {}), \
          {} s per round",
-        m.conns, m.slow_conns, m.secs
+        m.conns,
+        m.slow_conns,
+        m.slow_load.map_or("back to back".to_string(), |f| format!(
+            "{:.0} per second on a schedule: {f} CPUs of work",
+            f * 1e6 / slow_us as f64
+        )),
+        m.secs
     );
     println!(
         "cheap requests/s, their latency p50 / p99 / p99.9 / max (us), slow requests/s, \
@@ -1150,12 +1198,17 @@ fn main() {
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--mixed-client") {
-        let n = |j: usize| -> usize { args[i + j].parse().expect("--mixed-client ADDR N K SECS") };
+        let n = |j: usize| -> u64 {
+            args[i + j]
+                .parse()
+                .expect("--mixed-client ADDR N K SECS INTERVAL_NS")
+        };
         mixed_client(
             args[i + 1].parse().expect("--mixed-client ADDR"),
-            n(2),
-            n(3),
-            n(4) as u64,
+            n(2) as usize,
+            n(3) as usize,
+            n(4),
+            (n(5) > 0).then(|| Duration::from_nanos(n(5))),
         );
         return;
     }
@@ -1175,6 +1228,16 @@ fn main() {
         SLOW_US.store(us.parse().expect("--slow-us N"), Relaxed);
     }
     let slow_conns: usize = val("--slow-conns").map_or(1, |v| v.parse().expect("--slow-conns K"));
+    let slow_load: Option<f64> = val("--slow-load").map(|v| {
+        let f: f64 = v
+            .parse()
+            .expect("--slow-load F (CPUs of /slow work, e.g. 0.25)");
+        assert!(
+            f > 0.0 && f.is_finite(),
+            "--slow-load {v}: a positive number of CPUs"
+        );
+        f
+    });
     // `--serve KIND` runs one server until killed and prints its address
     // (for `perf stat -p`: scripts/io-syscalls.sh).
     if let Some(name) = val("--serve") {
@@ -1244,6 +1307,7 @@ fn main() {
                     secs,
                     conns: WRK_CONNS.load(Relaxed),
                     slow_conns,
+                    slow_load,
                 };
                 run_mixed(&kinds, runs, m);
                 continue;

@@ -15,8 +15,8 @@ declare -A topo=(
   [512]="pack:4 l3:4 core:16 pu:2"
 )
 med() { grep -E "^Time:" | tail -1 | awk '{print $2}'; }
-echo "| workers | hwsched s | tokio s | async-executor s | tokio / hwsched |"
-echo "|---:|---:|---:|---:|---:|"
+echo "| workers | hwsched s | tokio s | async-executor s | hwsched / tokio | hwsched / async-executor |"
+echo "|---:|---:|---:|---:|---:|---:|"
 for n in 2 32 128 512; do
   if [ "$n" = 2 ]; then
     h=$($hb -g 10 -l 100 --runs "$runs" --workers 2 | med)
@@ -25,5 +25,5 @@ for n in 2 32 128 512; do
   fi
   t=$($hb -g 10 -l 100 --runs "$runs" --runtime tokio --workers "$n" | med)
   a=$($hb -g 10 -l 100 --runs "$runs" --runtime async-executor --workers "$n" | med)
-  echo "| $n | $h | $t | $a | $(python3 -c "print(f'{$t/$h:.2f}')") |"
+  echo "| $n | $h | $t | $a | $(python3 -c "print(f'{$h/$t:.2f} | {$h/$a:.2f}')") |"
 done

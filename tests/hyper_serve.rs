@@ -289,3 +289,99 @@ fn a_thousand_slow_header_clients_do_not_stop_the_server() {
         });
     });
 }
+
+/// Sends one whole HTTP/1.1 request for `path` on `c` and reads its
+/// response (the App's bodies are short: one read of the head and the
+/// body, by `Content-Length`); returns the response's text.
+fn request_on(c: &mut std::net::TcpStream, path: &str) -> String {
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = c.read(&mut buf).expect("a response");
+        assert!(n > 0, "closed before the response: {got:?}");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(head_end) = text.find("\r\n\r\n") {
+            let len: usize = text[..head_end]
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .expect("content-length")
+                .parse()
+                .unwrap();
+            if got.len() >= head_end + 4 + len {
+                return text;
+            }
+        }
+    }
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_the_timeout_after_its_last_response() {
+    common::with_timeout(60, "idle_keep_alive", || {
+        let rt = rt();
+        let (addr, stop, server) = rt.block_on(start(App::default(), Duration::from_millis(300)));
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        // Requests 100 ms apart for longer than the timeout: each wait is
+        // shorter than it, so the connection stays open.
+        for i in 0..5 {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            assert!(request_on(&mut c, "/a").ends_with("HTTP/1.1 /a"));
+        }
+        let answered = Instant::now();
+        let d = closed_after(&mut c, answered);
+        assert!(
+            d >= Duration::from_millis(300) && d < Duration::from_secs(10),
+            "closed {d:?} after the last response"
+        );
+        rt.block_on(async {
+            stop.send(()).await.unwrap();
+            server.await.unwrap().unwrap();
+        });
+    });
+}
+
+#[test]
+fn a_slow_head_after_a_request_is_cut_the_timeout_after_the_response() {
+    common::with_timeout(60, "slow_second_head", || {
+        let rt = rt();
+        let (addr, stop, server) = rt.block_on(start(App::default(), Duration::from_millis(300)));
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        assert!(request_on(&mut c, "/a").ends_with("HTTP/1.1 /a"));
+        let answered = Instant::now();
+        std::thread::sleep(Duration::from_millis(100));
+        c.write_all(SLOW[0]).unwrap();
+        let d = closed_after(&mut c, answered);
+        assert!(
+            d >= Duration::from_millis(300) && d < Duration::from_secs(10),
+            "closed {d:?} after the response"
+        );
+        rt.block_on(async {
+            stop.send(()).await.unwrap();
+            server.await.unwrap().unwrap();
+        });
+    });
+}
+
+#[test]
+fn a_handler_slower_than_the_timeout_is_answered_and_its_connection_kept() {
+    common::with_timeout(60, "slow_handler", || {
+        let rt = rt();
+        // `/slow` takes 300 ms: longer than the header read timeout, which
+        // runs only while a request head is awaited.
+        let (addr, stop, server) = rt.block_on(start(App::default(), Duration::from_millis(100)));
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        for _ in 0..2 {
+            assert!(request_on(&mut c, "/slow").ends_with("HTTP/1.1 /slow"));
+            assert!(request_on(&mut c, "/a").ends_with("HTTP/1.1 /a"));
+        }
+        rt.block_on(async {
+            stop.send(()).await.unwrap();
+            server.await.unwrap().unwrap();
+        });
+    });
+}

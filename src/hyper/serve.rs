@@ -5,10 +5,25 @@
 //! preface (`PRI * HTTP/2.0...`, "prior knowledge", as h2c clients and
 //! gRPC over plain TCP send) selects hyper's HTTP/2 server, anything else
 //! hyper's HTTP/1 server (with upgrades, for WebSockets). The bytes read to
-//! decide are handed back to hyper first ([`Rewind`]). Reading them is
-//! bounded by the header read timeout, as hyper's HTTP/1 head is after
-//! them, so a client that connects and sends nothing, or a part of a
-//! request head, is disconnected.
+//! decide are handed back to hyper first ([`Rewind`]).
+//!
+//! # The header read timeout
+//!
+//! A client that connects and sends nothing, or a part of a request head,
+//! is disconnected after the header read timeout. On HTTP/1 it runs while
+//! a connection waits for a request head: from the connection's accept,
+//! and again from the end of each response (when hyper drops its body)
+//! until the next head is complete; a request being served (its handler,
+//! its bodies) is not timed. These are the semantics of hyper's
+//! `header_read_timeout`, but kept per connection, not per request
+//! ([`HeadClock`]): hyper's boxes and registers a timer for every request
+//! head and cancels it when the head has come (with the read that
+//! re-arms it, 1,843 instructions per request under callgrind,
+//! `examples/axum.rs`, 16% of a hello request). Here a connection holds
+//! one timer; a request costs two counter updates and a clock read, and
+//! the timer is looked at when it comes due (once per timeout at most, on
+//! a busy connection): it is pushed to the end of the current idle period
+//! or fires. On HTTP/2 it bounds the preface.
 //!
 //! Graceful shutdown: when the signal given to
 //! [`Serve::with_graceful_shutdown`] completes, the listener is closed, each
@@ -21,10 +36,10 @@ use std::error::Error as StdError;
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ::hyper::body::{Body, Incoming};
 use ::hyper::server::conn::{http1, http2};
@@ -137,12 +152,15 @@ impl<S, G> std::fmt::Debug for Serve<S, G> {
 }
 
 impl<S, G> Serve<S, G> {
-    /// How long a client may take to send a request head: the first bytes
-    /// (which say HTTP/1 or HTTP/2) and then, on HTTP/1, each request's
-    /// head (hyper's `header_read_timeout`, which also closes an HTTP/1
-    /// connection idle that long between requests). A client slower than
-    /// that is disconnected. `None` turns it off (not advised on a
-    /// server that faces the network). Default: 30 s.
+    /// How long a client may take to send a request head: from the accept
+    /// to the first bytes (which say HTTP/1 or HTTP/2) and, on HTTP/1, to
+    /// the end of the first request head, then from the end of each
+    /// response to the end of the next head (hyper's `header_read_timeout`
+    /// semantics, which also close an HTTP/1 connection idle that long
+    /// between requests; kept per connection, module docs). A client
+    /// slower than that is disconnected; a request being served is never
+    /// cut. `None` turns it off (not advised on a server that faces the
+    /// network). Default: 30 s.
     pub fn header_read_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.header_read_timeout = timeout.into();
         self
@@ -288,8 +306,9 @@ where
     async fn run(self) -> Result<(), ServeError> {
         let handle = Handle::try_current().ok_or(ServeError::NoRuntime)?;
         let mut h1 = http1::Builder::new();
-        h1.timer(Timer)
-            .header_read_timeout(self.header_read_timeout);
+        // The header read timeout is this module's, per connection
+        // (`HeadClock`), not hyper's per request.
+        h1.timer(Timer).header_read_timeout(None);
         let mut h2 = http2::Builder::new(Executor::with_handle(handle.clone()));
         h2.timer(Timer);
         let conf = Arc::new(Conf {
@@ -355,20 +374,24 @@ where
     if conf.nodelay {
         let _ = stream.set_nodelay(true);
     }
+    // The header read deadline, from the accept: it bounds the preface,
+    // then (HTTP/1) each wait for a request head.
+    let mut head = conf.header_read_timeout.map(HeadDeadline::new);
     let preface = {
-        let read = read_preface(&stream);
-        let mut read = pin!(async {
-            match conf.header_read_timeout {
-                Some(t) => crate::time::timeout(t, read).await.ok(),
-                None => Some(read.await),
-            }
-        });
+        let mut read = pin!(read_preface(&stream));
         // Closing before a request has come: nothing is in flight.
         let r = std::future::poll_fn(|cx| {
             if guard.poll_closing(cx).is_ready() {
                 return Poll::Ready(None);
             }
-            read.as_mut().poll(cx)
+            if let Poll::Ready(r) = read.as_mut().poll(cx) {
+                return Poll::Ready(Some(r));
+            }
+            match &mut head {
+                // No request yet: the connection is idle since its accept.
+                Some(h) => h.poll_expired(cx).map(|()| None),
+                None => Poll::Pending,
+            }
         })
         .await;
         match r {
@@ -384,26 +407,31 @@ where
         end: preface.len as u8,
         io: stream,
     };
-    let svc = ToHyper(svc);
-    // A connection's error (the client went away, a malformed request, the
-    // header timeout) ends the connection only; hyper has answered what it
-    // could.
-    let _ = if h2 {
-        let conn = conf.h2.serve_connection(io, svc);
-        drive(conn, &mut guard, |c| c.graceful_shutdown()).await
+    // A connection's error (the client went away, a malformed request)
+    // or its header timeout ends the connection only; hyper has answered
+    // what it could.
+    if h2 {
+        let conn = conf.h2.serve_connection(io, ToHyper(svc));
+        drive(conn, &mut guard, None, |c| c.graceful_shutdown()).await
     } else {
+        let svc = ToHyperH1 {
+            svc,
+            clock: head.as_ref().map(|h| h.clock.clone()),
+        };
         let conn = conf.h1.serve_connection(io, svc).with_upgrades();
-        drive(conn, &mut guard, |c| c.graceful_shutdown()).await
-    };
+        drive(conn, &mut guard, head.as_mut(), |c| c.graceful_shutdown()).await
+    }
 }
 
 /// Polls `conn` to its end, asking it to close gracefully (once) when the
-/// server closes.
+/// server closes; drops it when `head` (HTTP/1's header read deadline)
+/// expires.
 async fn drive<C: Future>(
     conn: C,
     guard: &mut ConnGuard,
+    mut head: Option<&mut HeadDeadline>,
     graceful: impl Fn(Pin<&mut C>),
-) -> C::Output {
+) {
     let mut conn = pin!(conn);
     let mut asked = false;
     std::future::poll_fn(|cx| {
@@ -411,9 +439,101 @@ async fn drive<C: Future>(
             asked = true;
             graceful(conn.as_mut());
         }
-        conn.as_mut().poll(cx)
+        if conn.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        match &mut head {
+            Some(h) => h.poll_expired(cx),
+            None => Poll::Pending,
+        }
     })
     .await
+}
+
+/// An HTTP/1 connection's wait for request heads, as the requests see it:
+/// how many are being served, and since when the connection waits for the
+/// next head ([`HeadDeadline`] reads them when its timer comes due).
+struct HeadClock {
+    /// The connection's clock (from its accept).
+    clock: crate::timing::Clock,
+    /// When the connection began to wait for a request head: its accept
+    /// (0), or the end of its last response, in ns of `clock`.
+    idle_since: AtomicU64,
+    /// Requests whose head has come and whose response body hyper has not
+    /// dropped yet.
+    busy: AtomicUsize,
+}
+
+/// A request being served, from its head to the drop of its response
+/// body: while one is, its connection's header read timeout does not run.
+struct Busy(Arc<HeadClock>);
+
+impl Busy {
+    fn new(clock: Arc<HeadClock>) -> Busy {
+        // Relaxed, as every access to `busy` and `idle_since`: the
+        // connection task makes and drops every `Busy` (hyper polls the
+        // service's future and the response body within it) and reads
+        // them; another thread running it later is ordered by the task's
+        // hand-off.
+        clock.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(clock)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let c = &self.0;
+        c.idle_since.store(c.clock.ns(), Ordering::Relaxed);
+        c.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A connection's header read timeout: one timer for the connection's
+/// life ([`HeadClock`]'s, module docs).
+struct HeadDeadline {
+    timeout: Duration,
+    /// The connection's accept: `clock`'s 0.
+    start: Instant,
+    clock: Arc<HeadClock>,
+    sleep: crate::time::Sleep,
+}
+
+impl HeadDeadline {
+    fn new(timeout: Duration) -> HeadDeadline {
+        let start = Instant::now();
+        HeadDeadline {
+            timeout,
+            start,
+            clock: Arc::new(HeadClock {
+                clock: crate::timing::Clock::new(start),
+                idle_since: AtomicU64::new(0),
+                busy: AtomicUsize::new(0),
+            }),
+            sleep: crate::time::sleep_until(start + timeout),
+        }
+    }
+
+    /// Ready when the connection has waited `timeout` for a request head.
+    /// When the timer comes due with a request being served, or after a
+    /// response that ended later than the timer was set for, it is set
+    /// again: `timeout` from now, or from that response.
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            std::task::ready!(Pin::new(&mut self.sleep).poll(cx));
+            let now = Instant::now();
+            let c = &self.clock;
+            let due = if c.busy.load(Ordering::Relaxed) > 0 {
+                now + self.timeout
+            } else {
+                let idle = Duration::from_nanos(c.idle_since.load(Ordering::Relaxed));
+                self.start + idle + self.timeout
+            };
+            if due <= now {
+                return Poll::Ready(());
+            }
+            self.sleep.reset(due);
+        }
+    }
 }
 
 /// The first bytes of a connection: up to HTTP/2's preface.
@@ -539,6 +659,87 @@ where
         Oneshot {
             state: State::NotReady(self.0.clone(), Some(req)),
         }
+    }
+}
+
+/// [`ToHyper`] for HTTP/1 with a header read timeout: each request is
+/// [`Busy`] from its call to the drop of its response body.
+struct ToHyperH1<S> {
+    svc: S,
+    clock: Option<Arc<HeadClock>>,
+}
+
+impl<S, R, B> ::hyper::service::Service<R> for ToHyperH1<S>
+where
+    S: tower_service::Service<R, Response = Response<B>> + Clone,
+{
+    type Response = Response<TimedBody<B>>;
+    type Error = S::Error;
+    type Future = Timed<S, R>;
+
+    fn call(&self, req: R) -> Self::Future {
+        Timed {
+            busy: self.clock.clone().map(Busy::new),
+            inner: Oneshot {
+                state: State::NotReady(self.svc.clone(), Some(req)),
+            },
+        }
+    }
+}
+
+/// A request's future under [`ToHyperH1`]: its response's body carries
+/// the request's [`Busy`].
+struct Timed<S: tower_service::Service<R>, R> {
+    inner: Oneshot<S, R>,
+    busy: Option<Busy>,
+}
+
+impl<S, R, B> Future for Timed<S, R>
+where
+    S: tower_service::Service<R, Response = Response<B>>,
+{
+    type Output = Result<Response<TimedBody<B>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: `inner` is structurally pinned: it is polled through
+        // `Pin::new_unchecked` and never moved out; `Timed` has no `Drop`
+        // impl. `busy` is not pinned (it is moved out by `take`).
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: see above.
+        let inner = unsafe { Pin::new_unchecked(&mut this.inner) };
+        let resp = std::task::ready!(inner.poll(cx))?;
+        let busy = this.busy.take();
+        Poll::Ready(Ok(resp.map(|body| TimedBody { body, _busy: busy })))
+    }
+}
+
+/// A response body that ends its request's [`Busy`] when hyper drops it
+/// (written out, or the connection gone).
+struct TimedBody<B> {
+    body: B,
+    _busy: Option<Busy>,
+}
+
+impl<B: Body> Body for TimedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<::hyper::body::Frame<B::Data>, B::Error>>> {
+        // SAFETY: `body` is structurally pinned: it is polled through
+        // `Pin::new_unchecked` and never moved out; `TimedBody` has no
+        // `Drop` impl (its `Busy` is dropped in place after it).
+        unsafe { self.map_unchecked_mut(|b| &mut b.body) }.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> ::hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

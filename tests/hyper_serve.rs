@@ -326,17 +326,21 @@ fn an_idle_keep_alive_connection_is_closed_the_timeout_after_its_last_response()
         let mut c = std::net::TcpStream::connect(addr).unwrap();
         // Requests 100 ms apart for longer than the timeout: each wait is
         // shorter than it, so the connection stays open.
+        // The timeout runs from the server's end of the last response,
+        // which the client cannot see: what it sees is that its request
+        // went before it.
+        let mut sent = Instant::now();
         for i in 0..5 {
             if i > 0 {
                 std::thread::sleep(Duration::from_millis(100));
             }
+            sent = Instant::now();
             assert!(request_on(&mut c, "/a").ends_with("HTTP/1.1 /a"));
         }
-        let answered = Instant::now();
-        let d = closed_after(&mut c, answered);
+        let d = closed_after(&mut c, sent);
         assert!(
             d >= Duration::from_millis(300) && d < Duration::from_secs(10),
-            "closed {d:?} after the last response"
+            "closed {d:?} after the last request was sent"
         );
         rt.block_on(async {
             stop.send(()).await.unwrap();
@@ -351,14 +355,16 @@ fn a_slow_head_after_a_request_is_cut_the_timeout_after_the_response() {
         let rt = rt();
         let (addr, stop, server) = rt.block_on(start(App::default(), Duration::from_millis(300)));
         let mut c = std::net::TcpStream::connect(addr).unwrap();
+        // From before the request: the server's end of the response is
+        // after it (the previous test).
+        let sent = Instant::now();
         assert!(request_on(&mut c, "/a").ends_with("HTTP/1.1 /a"));
-        let answered = Instant::now();
         std::thread::sleep(Duration::from_millis(100));
         c.write_all(SLOW[0]).unwrap();
-        let d = closed_after(&mut c, answered);
+        let d = closed_after(&mut c, sent);
         assert!(
             d >= Duration::from_millis(300) && d < Duration::from_secs(10),
-            "closed {d:?} after the response"
+            "closed {d:?} after the request was sent"
         );
         rt.block_on(async {
             stop.send(()).await.unwrap();

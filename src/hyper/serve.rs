@@ -496,6 +496,12 @@ struct HeadDeadline {
     start: Instant,
     clock: Arc<HeadClock>,
     sleep: crate::time::Sleep,
+    /// The waker of the last poll that left `sleep` pending (registered
+    /// with it, or, out of budget, with the task's deferred wake: the
+    /// connection task's either way, as every poll's is): while the timer
+    /// waits and the poll's waker wakes the same task, a poll reads the
+    /// timer's state only, not its entry's lock.
+    waker: Option<Waker>,
 }
 
 impl HeadDeadline {
@@ -510,6 +516,7 @@ impl HeadDeadline {
                 busy: AtomicUsize::new(0),
             }),
             sleep: crate::time::sleep_until(start + timeout),
+            waker: None,
         }
     }
 
@@ -518,8 +525,15 @@ impl HeadDeadline {
     /// response that ended later than the timer was set for, it is set
     /// again: `timeout` from now, or from that response.
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.sleep.waits() && self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            return Poll::Pending;
+        }
         loop {
-            std::task::ready!(Pin::new(&mut self.sleep).poll(cx));
+            if Pin::new(&mut self.sleep).poll(cx).is_pending() {
+                self.waker = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            self.waker = None;
             let now = Instant::now();
             let c = &self.clock;
             let due = if c.busy.load(Ordering::Relaxed) > 0 {

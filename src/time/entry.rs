@@ -146,7 +146,7 @@ impl Entry {
     }
 
     /// Whether the entry is out of the race: fired, cancelled or shut.
-    pub(super) fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.state.load(Ordering::Acquire) > NEVER
     }
 

@@ -159,6 +159,14 @@ impl Sleep {
         }
     }
 
+    /// Whether the sleep is registered and has neither fired nor been
+    /// shut: a poll now would store its waker and return `Pending`, so a
+    /// caller that knows the stored waker wakes the same task may skip it
+    /// (one load instead of the entry's lock).
+    pub(crate) fn waits(&self) -> bool {
+        self.reg.as_ref().is_some_and(|r| !r.entry.done())
+    }
+
     /// Moves the deadline. A later deadline costs one atomic update (the
     /// wheel keeps its slot and re-files the timer when that comes due);
     /// an earlier one re-registers the timer.

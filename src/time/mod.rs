@@ -163,6 +163,7 @@ impl Sleep {
     /// shut: a poll now would store its waker and return `Pending`, so a
     /// caller that knows the stored waker wakes the same task may skip it
     /// (one load instead of the entry's lock).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn waits(&self) -> bool {
         self.reg.as_ref().is_some_and(|r| !r.entry.done())
     }

@@ -10,6 +10,17 @@
 //! - `behind-long-poll`: one task pins a 50 ms computation to its own
 //!   worker, then sleeps 5 ms (the timer is on that worker); reported: the
 //!   lateness p50/p99/max over the round's repetitions.
+//! - `timeout-churn`: 64 tasks each loop on `timeout(30 s, yield_now())`:
+//!   a timer registered (the timeout's first poll) and cancelled (its drop,
+//!   the future having finished) per operation, as a server's per-request
+//!   timeouts and hyper's header read timer are; reported: operations a
+//!   second (the `exp/s` column) and the CPU time per operation (no
+//!   lateness: nothing fires).
+//!
+//! `--instructions` runs `timeout-churn` for callgrind instead
+//! (`scripts/timer-instructions.sh`): per runtime a warm-up round, a pause,
+//! then a round of a fixed 64 x 1,000 operations between callgrind's
+//! ZERO_STATS and DUMP_STATS_AT `"timeout-churn/<runtime>"`.
 //!
 //! hwsched is built with its I/O driver (timers need it); tokio is the
 //! multi-thread runtime with `enable_all`.
@@ -23,9 +34,13 @@
 //!
 //! Linux only (getrusage).
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+#[cfg(target_arch = "x86_64")]
+#[path = "common/callgrind.rs"]
+mod callgrind;
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -135,6 +150,56 @@ impl Rt {
         late
     }
 
+    /// Runs `n` tasks that each loop on `timeout(30 s, yield_now())`,
+    /// `iters` times each, or until `stop` if `iters` is 0; returns the
+    /// operations done.
+    fn timeout_churn(&self, n: usize, iters: usize, secs: f64) -> u64 {
+        const FAR: Duration = Duration::from_secs(30);
+        let stop = Arc::new(AtomicBool::new(false));
+        let ops = Arc::new(AtomicU64::new(0));
+        let mut hs = Vec::new();
+        for _ in 0..n {
+            let (stop, ops) = (stop.clone(), ops.clone());
+            let go = move |i: usize| {
+                if iters == 0 {
+                    !stop.load(Relaxed)
+                } else {
+                    i < iters
+                }
+            };
+            match self {
+                Rt::Hw(rt) => hs.push(Handle::Hw(rt.spawn(async move {
+                    let mut i = 0;
+                    while go(i) {
+                        hwsched::time::timeout(FAR, hwsched::yield_now())
+                            .await
+                            .expect("a yield is ready long before 30 s");
+                        i += 1;
+                    }
+                    ops.fetch_add(i as u64, Relaxed);
+                }))),
+                Rt::Tokio(rt) => hs.push(Handle::Tokio(rt.spawn(async move {
+                    let mut i = 0;
+                    while go(i) {
+                        tokio::time::timeout(FAR, tokio::task::yield_now())
+                            .await
+                            .expect("a yield is ready long before 30 s");
+                        i += 1;
+                    }
+                    ops.fetch_add(i as u64, Relaxed);
+                }))),
+            }
+        }
+        if iters == 0 {
+            std::thread::sleep(Duration::from_secs_f64(secs));
+            stop.store(true, Relaxed);
+        }
+        for h in hs {
+            self.join(h);
+        }
+        ops.load(Relaxed)
+    }
+
     fn join(&self, h: Handle) {
         match (self, h) {
             (Rt::Hw(rt), Handle::Hw(h)) => rt.block_on(h).unwrap(),
@@ -189,6 +254,7 @@ struct Args {
     secs: f64,
     workers: usize,
     filter: Vec<String>,
+    instructions: bool,
 }
 
 fn args() -> Args {
@@ -197,6 +263,7 @@ fn args() -> Args {
         secs: 2.0,
         workers: 2,
         filter: Vec::new(),
+        instructions: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
@@ -207,6 +274,7 @@ fn args() -> Args {
             "--runs" => a.runs = num("--runs").parse().expect("--runs: a count"),
             "--secs" => a.secs = num("--secs").parse().expect("--secs: seconds"),
             "--workers" => a.workers = num("--workers").parse().expect("--workers: a count"),
+            "--instructions" => a.instructions = true,
             f if f.starts_with("--") => panic!("unknown option {f}"),
             f => a.filter.push(f.to_string()),
         }
@@ -214,12 +282,45 @@ fn args() -> Args {
     a
 }
 
+/// The instruction mode (module docs): prints `ops timeout-churn N` and,
+/// per runtime, `dump timeout-churn/<runtime>`.
+#[cfg(target_arch = "x86_64")]
+fn instruction_mode(workers: usize) {
+    const TASKS: usize = 64;
+    const ITERS: usize = 1_000;
+    if !callgrind::running_on_valgrind() {
+        eprintln!("timers: not running under valgrind (run scripts/timer-instructions.sh)");
+    }
+    println!("ops\ttimeout-churn\t{}", TASKS * ITERS);
+    for (kind, name) in [(Kind::Hwsched, "hwsched"), (Kind::Tokio, "tokio")] {
+        let rt = Rt::new(kind, workers);
+        rt.timeout_churn(TASKS, ITERS / 5, 0.0);
+        std::thread::sleep(Duration::from_millis(50));
+        let label = format!("timeout-churn/{name}");
+        let c_label = std::ffi::CString::new(label.as_str()).expect("label without NUL");
+        callgrind::zero_stats();
+        let ops = rt.timeout_churn(TASKS, ITERS, 0.0);
+        callgrind::dump_stats_at(&c_label);
+        assert_eq!(ops, (TASKS * ITERS) as u64);
+        println!("dump\t{label}");
+    }
+}
+
 fn main() {
     let a = args();
+    if a.instructions {
+        #[cfg(target_arch = "x86_64")]
+        instruction_mode(a.workers);
+        #[cfg(not(target_arch = "x86_64"))]
+        panic!("--instructions: callgrind's client requests are written for x86_64");
+        #[allow(unreachable_code)]
+        return;
+    }
     let rows: Vec<(&str, Option<usize>)> = vec![
         ("sleepers-1", Some(1)),
         ("sleepers-64", Some(64)),
         ("behind-long-poll", None),
+        ("timeout-churn", Some(64)),
     ];
     println!(
         "{} workers, {} runs of {} s, medians over the runs",
@@ -240,7 +341,12 @@ fn main() {
                 std::thread::sleep(Duration::from_millis(50));
                 let (c0, s0) = usage();
                 let t0 = Instant::now();
+                let mut churned = None;
                 let mut late = match n {
+                    _ if name == "timeout-churn" => {
+                        churned = Some(rt.timeout_churn(n.unwrap_or(64), 0, a.secs));
+                        Vec::new()
+                    }
                     Some(n) => rt.sleepers(n, a.secs),
                     None => rt.behind_long_poll(a.secs),
                 };
@@ -250,8 +356,9 @@ fn main() {
                     eprintln!("{name}:\n{}", rt.stats());
                 }
                 drop(rt);
-                let k = late.len().max(1) as f64;
-                cols[0].push(late.len() as f64 / wall);
+                let count = churned.unwrap_or(late.len() as u64);
+                let k = count.max(1) as f64;
+                cols[0].push(count as f64 / wall);
                 cols[1].push(pct(&mut late, 0.5).as_secs_f64() * 1e6);
                 cols[2].push(pct(&mut late, 0.99).as_secs_f64() * 1e6);
                 cols[3].push(pct(&mut late, 1.0).as_secs_f64() * 1e6);

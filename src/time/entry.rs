@@ -24,7 +24,10 @@
 //! - **Cancel** (the timer dropped before it fired), on any thread: the
 //!   entry is marked `CANCELLED` (so it never wakes), then removed by key
 //!   under its wheel's lock (O(1)); keys carry a generation, so a stale one
-//!   removes nothing.
+//!   removes nothing. The wheel's copy of its next expiration (`next`, a
+//!   lower bound, ops.rs) is left as it is: if the entry was the earliest,
+//!   its owner looks once at that tick for nothing and makes it exact.
+//!   Neither an insert nor a cancel scans the wheel's levels.
 //!
 //! # Whose wheel
 //!

@@ -52,8 +52,13 @@ pub(crate) struct TimerHandle {
 struct Shard {
     /// `None` before the worker starts and after it exits.
     wheel: Mutex<Option<Wheel<Arc<Entry>>>>,
-    /// The wheel's next expiration (`u64::MAX`: none), written under the
-    /// lock.
+    /// A lower bound of the wheel's next expiration (`u64::MAX`: none),
+    /// written under the lock: exact after a look at the wheel
+    /// ([`fire_shard`]), lowered by an insert to its entry's slot (the
+    /// wheel's `insert_at`, no scan of its levels), left as it is by a
+    /// cancel. So a cancelled timer may leave it early: the worker then
+    /// looks once at that tick (or sleeps until it), finds nothing due, and
+    /// makes it exact.
     next: AtomicU64,
 }
 
@@ -178,12 +183,15 @@ pub(crate) fn insert(rt: &Arc<TimerHandle>, tick: u64) -> (Arc<Entry>, Home) {
                 return (e, Home::Worker(w));
             }
             g.as_mut().map(|wheel| {
-                let k = wheel.insert(tick, e.clone());
+                let (k, at) = wheel.insert_at(tick, e.clone());
                 e.key.store(pack(k), Ordering::Relaxed);
-                let next = wheel.next_expiration().unwrap_or(u64::MAX);
+                // The wheel's next expiration is now the earlier of `at`
+                // and what it was, of which `next` is a lower bound.
                 let old = s.next.load(Ordering::Relaxed);
-                s.next.store(next, Ordering::Relaxed);
-                (next < old).then_some(next)
+                (at < old).then(|| {
+                    s.next.store(at, Ordering::Relaxed);
+                    at
+                })
             })
         };
         match lowered {
@@ -251,11 +259,8 @@ pub(crate) fn cancel(rt: &TimerHandle, e: &Arc<Entry>, home: &Home) {
             if let Some(wheel) = g.as_mut() {
                 // The key is written under this lock (insert, re-file).
                 wheel.remove(unpack(e.key.load(Ordering::Relaxed)));
-                // Never lower than before: `earliest` needs no update.
-                s.next.store(
-                    wheel.next_expiration().unwrap_or(u64::MAX),
-                    Ordering::Relaxed,
-                );
+                // `next` stays: a lower bound still (`Shard::next`), and
+                // `earliest` needs no update either.
             }
         }
         Home::Outside => {
@@ -417,13 +422,13 @@ fn fire_shard(rt: &TimerHandle, s: &Shard, now: u64) -> (usize, u64) {
         let Some(wheel) = g.as_mut() else {
             return (0, u64::MAX);
         };
-        if wheel.next_expiration().is_some_and(|t| t <= now) {
+        let mut next = wheel.next_expiration().unwrap_or(u64::MAX);
+        if next <= now {
             wheel.advance(now, |e| due.push(e));
-            s.next.store(
-                wheel.next_expiration().unwrap_or(u64::MAX),
-                Ordering::Relaxed,
-            );
+            next = wheel.next_expiration().unwrap_or(u64::MAX);
         }
+        // Exact again, also when nothing was due (a cancel left it early).
+        s.next.store(next, Ordering::Relaxed);
     }
     let mut later = Vec::new();
     let n = fire_due(due, now, |tick, e| later.push((tick, e.clone())));

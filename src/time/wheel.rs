@@ -212,14 +212,25 @@ impl<T> Wheel<T> {
     ///
     /// If the wheel would hold `u32::MAX` entries.
     pub(crate) fn insert(&mut self, when: u64, item: T) -> Key {
+        self.insert_at(when, item).0
+    }
+
+    /// [`insert`](Self::insert), and the tick at which the wheel looks at
+    /// the new entry: its slot's start (or `when` itself, when it is due).
+    /// The wheel's next expiration after the insert is the earlier of this
+    /// and the one before it, so a caller that keeps a copy of it updates
+    /// the copy without [`next_expiration`](Self::next_expiration)'s scan
+    /// of the levels. O(1).
+    pub(crate) fn insert_at(&mut self, when: u64, item: T) -> (Key, u64) {
         let index = self.alloc(when, item);
-        let list = self.list_for(when);
+        let (list, at) = self.place(when);
         self.link(index, list);
         self.len += 1;
-        Key {
+        let key = Key {
             index,
             gen: self.entries[index as usize].gen,
-        }
+        };
+        (key, at)
     }
 
     /// Removes the entry of `key` if it is still in the wheel; `None` if it
@@ -328,12 +339,19 @@ impl<T> Wheel<T> {
     /// current tick: [`READY`] if it is due, otherwise a slot list whose
     /// deadline lies in `(elapsed, when]`.
     fn list_for(&self, when: u64) -> usize {
+        self.place(when).0
+    }
+
+    /// [`list_for`](Self::list_for), and the list's tick: the slot's start
+    /// (module docs, "Slot math"), or `when` for [`READY`].
+    fn place(&self, when: u64) -> (usize, u64) {
         if when <= self.elapsed {
-            return READY;
+            return (READY, when);
         }
         let target = when.min(self.elapsed.saturating_add(MAX_SPAN));
         let level = level_for(self.elapsed, target);
-        level * SLOTS + slot_for(target, level)
+        let start = target & !((1u64 << (SLOT_BITS * level as u32)) - 1);
+        (level * SLOTS + slot_for(target, level), start)
     }
 
     /// The non-empty slot with the earliest deadline, as its list id and
@@ -863,6 +881,47 @@ mod tests {
 
     /// Advancing to `next_expiration` over and over drains the wheel with a
     /// bounded number of calls: every call fires or cascades something.
+    #[test]
+    fn insert_at_reports_what_next_expiration_becomes() {
+        let mut rng = Rng(0x5eed_7135);
+        let mut w = Wheel::new(rng.below(1 << 40));
+        let mut keys = Vec::new();
+        for step in 0..20_000 {
+            match rng.below(10) {
+                0..=5 => {
+                    let before = w.next_expiration();
+                    let now = w.now();
+                    // Due, near, far, and past the top level's reach.
+                    let when = match rng.below(4) {
+                        0 => now.saturating_sub(rng.below(3)),
+                        1 => now + 1 + rng.below(64),
+                        2 => now + 1 + rng.below(1 << 30),
+                        _ => now + rng.below(1 << 40),
+                    };
+                    let (k, at) = w.insert_at(when, step);
+                    keys.push(k);
+                    assert!(
+                        at <= when,
+                        "step {step}: looked at {at} after its deadline {when}"
+                    );
+                    let want = before.map_or(at, |b| b.min(at));
+                    assert_eq!(w.next_expiration(), Some(want), "step {step}: when {when}");
+                }
+                6..=7 => {
+                    if !keys.is_empty() {
+                        let k = keys.swap_remove(rng.below(keys.len() as u64) as usize);
+                        w.remove(k);
+                    }
+                }
+                _ => {
+                    let bits = rng.below(36);
+                    let to = w.now() + rng.below(1 << bits);
+                    w.advance(to, |_| {});
+                }
+            }
+        }
+    }
+
     #[test]
     fn next_expiration_makes_progress() {
         let mut rng = Rng(7);

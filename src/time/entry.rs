@@ -84,6 +84,7 @@
 //! they hold after, and wakes the sleeper when that is earlier than the
 //! tick it sleeps until, since the sleeper may have read "none" meanwhile.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
@@ -127,13 +128,53 @@ pub(super) fn unpack(v: u64) -> Key {
     }
 }
 
+/// How many cancelled entries a thread keeps for its next timers.
+const SPARES: usize = 64;
+
+thread_local! {
+    /// Entries of timers cancelled on this thread, each held by nobody
+    /// else, for the next timers set here: a timer set and cancelled per
+    /// request (a server's timeouts, hyper's header timer) then allocates
+    /// nothing ([`Entry::new`], [`Entry::recycle`]).
+    static SPARE: RefCell<Vec<Arc<Entry>>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Entry {
+    /// A pending entry for `tick`: one of this thread's spares, or a new
+    /// one.
     pub(super) fn new(tick: u64) -> Arc<Entry> {
+        let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
+        if let Some(mut e) = spare {
+            // Unique since `recycle` kept it (nobody else can clone it):
+            // `get_mut`'s acquire orders the last other holder's accesses
+            // before these writes.
+            if let Some(m) = Arc::get_mut(&mut e) {
+                *m.state.get_mut() = tick;
+                *m.key.get_mut() = NO_KEY;
+                *m.waker.get_mut() = None;
+                return e;
+            }
+        }
         Arc::new(Entry {
             state: AtomicU64::new(tick),
             key: AtomicU64::new(NO_KEY),
             waker: Mutex::new(None),
         })
+    }
+
+    /// Keeps a cancelled entry as one of this thread's spares if nobody
+    /// else holds it (not a firing worker that took it out of its wheel)
+    /// and the thread keeps fewer than [`SPARES`]; else drops it.
+    pub(super) fn recycle(mut e: Arc<Entry>) {
+        if Arc::get_mut(&mut e).is_none() {
+            return;
+        }
+        let _ = SPARE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < SPARES {
+                s.push(e);
+            }
+        });
     }
 
     /// Whether the entry fired.
@@ -304,6 +345,28 @@ mod tests {
             assert_eq!(tick, want, "{d:?}");
             assert!(tick <= NEVER, "{d:?}: {tick} is a state, not a tick");
         }
+    }
+
+    #[test]
+    fn a_cancelled_entry_is_reused_fresh_only_when_nobody_else_holds_it() {
+        let e = Entry::new(5);
+        e.key.store(7, Ordering::Relaxed);
+        assert!(!e.register(Waker::noop()));
+        e.cancel();
+        let p = Arc::as_ptr(&e);
+        Entry::recycle(e);
+        let f = Entry::new(9);
+        assert_eq!(Arc::as_ptr(&f), p, "this thread's spare");
+        assert_eq!(f.state.load(Ordering::Relaxed), 9);
+        assert_eq!(f.key.load(Ordering::Relaxed), NO_KEY);
+        assert!(f.waker.lock().is_none() && !f.done());
+        // Held by another (a firing worker): not kept.
+        let g = Entry::new(1);
+        let other = g.clone();
+        Entry::recycle(g);
+        let h = Entry::new(2);
+        assert_ne!(Arc::as_ptr(&h), Arc::as_ptr(&other));
+        assert_eq!(other.state.load(Ordering::Relaxed), 1, "left as it was");
     }
 
     #[test]

@@ -184,7 +184,7 @@ impl Sleep {
 
     fn deregister(&mut self) {
         if let Some(r) = self.reg.take() {
-            ops::cancel(&r.rt, &r.entry, &r.home);
+            ops::cancel(&r.rt, r.entry, &r.home);
         }
     }
 

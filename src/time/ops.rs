@@ -246,9 +246,11 @@ fn insert_outside(rt: &Arc<TimerHandle>, e: Arc<Entry>, tick: u64) -> (Arc<Entry
 }
 
 /// Cancels a timer that has not fired (its `Sleep` is dropped or reset),
-/// on any thread: a removal under its wheel's lock.
-pub(crate) fn cancel(rt: &TimerHandle, e: &Arc<Entry>, home: &Home) {
+/// on any thread: a removal under its wheel's lock. The entry is then kept
+/// for this thread's next timer if nobody else holds it ([`Entry::recycle`]).
+pub(crate) fn cancel(rt: &TimerHandle, e: Arc<Entry>, home: &Home) {
     if e.done() {
+        Entry::recycle(e);
         return;
     }
     e.cancel();
@@ -269,6 +271,7 @@ pub(crate) fn cancel(rt: &TimerHandle, e: &Arc<Entry>, home: &Home) {
             }
         }
     }
+    Entry::recycle(e);
 }
 
 /// Installs the wheel of worker `index` of `rt` and marks this thread as

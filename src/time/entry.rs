@@ -68,9 +68,12 @@
 //!
 //! # Why no expiry is lost, and none is early
 //!
-//! The waker is stored under the entry's lock and `FIRED` re-read after;
-//! the firing worker sets `FIRED` before it takes the lock to take the
-//! waker (the same argument as a socket's readiness, io/scheduled_io.rs).
+//! The first poll's waker is in the entry before the entry is in a wheel
+//! (`Entry::new`): a firing worker finds the entry under the wheel's lock,
+//! after the insert's unlock, so it sees the waker. A later poll's waker is
+//! stored under the entry's lock and `FIRED` re-read after; the firing
+//! worker sets `FIRED` before it takes the lock to take the waker (the
+//! same argument as a socket's readiness, io/scheduled_io.rs).
 //! A deadline is rounded up to the next millisecond tick, and a wheel
 //! fires an entry at tick `t` only when the clock, rounded down, has
 //! reached `t`.
@@ -140,9 +143,10 @@ thread_local! {
 }
 
 impl Entry {
-    /// A pending entry for `tick`: one of this thread's spares, or a new
-    /// one.
-    pub(super) fn new(tick: u64) -> Arc<Entry> {
+    /// A pending entry for `tick` that wakes `waker`: one of this thread's
+    /// spares, or a new one. The waker is stored before the entry is
+    /// shared (in no wheel yet): no lock.
+    pub(super) fn new(tick: u64, waker: &Waker) -> Arc<Entry> {
         let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
         if let Some(mut e) = spare {
             // Unique since `recycle` kept it (nobody else can clone it):
@@ -151,14 +155,14 @@ impl Entry {
             if let Some(m) = Arc::get_mut(&mut e) {
                 *m.state.get_mut() = tick;
                 *m.key.get_mut() = NO_KEY;
-                *m.waker.get_mut() = None;
+                *m.waker.get_mut() = Some(waker.clone());
                 return e;
             }
         }
         Arc::new(Entry {
             state: AtomicU64::new(tick),
             key: AtomicU64::new(NO_KEY),
-            waker: Mutex::new(None),
+            waker: Mutex::new(Some(waker.clone())),
         })
     }
 
@@ -349,29 +353,29 @@ mod tests {
 
     #[test]
     fn a_cancelled_entry_is_reused_fresh_only_when_nobody_else_holds_it() {
-        let e = Entry::new(5);
+        let e = Entry::new(5, Waker::noop());
         e.key.store(7, Ordering::Relaxed);
         assert!(!e.register(Waker::noop()));
         e.cancel();
         let p = Arc::as_ptr(&e);
         Entry::recycle(e);
-        let f = Entry::new(9);
+        let f = Entry::new(9, Waker::noop());
         assert_eq!(Arc::as_ptr(&f), p, "this thread's spare");
         assert_eq!(f.state.load(Ordering::Relaxed), 9);
         assert_eq!(f.key.load(Ordering::Relaxed), NO_KEY);
-        assert!(f.waker.lock().is_none() && !f.done());
+        assert!(f.waker.lock().is_some() && !f.done());
         // Held by another (a firing worker): not kept.
-        let g = Entry::new(1);
+        let g = Entry::new(1, Waker::noop());
         let other = g.clone();
         Entry::recycle(g);
-        let h = Entry::new(2);
+        let h = Entry::new(2, Waker::noop());
         assert_ne!(Arc::as_ptr(&h), Arc::as_ptr(&other));
         assert_eq!(other.state.load(Ordering::Relaxed), 1, "left as it was");
     }
 
     #[test]
     fn an_entry_at_the_last_tick_is_pending_and_may_be_shut_once() {
-        let e = Entry::new(NEVER);
+        let e = Entry::new(NEVER, Waker::noop());
         assert!(!e.done());
         assert!(matches!(e.fire(NEVER - 1), Fire::Later(NEVER)));
         assert!(e.extend(NEVER));
@@ -379,7 +383,7 @@ mod tests {
         assert!(e.is_shut() && e.done() && !e.fired());
         assert!(!e.extend(NEVER));
         assert!(matches!(e.fire(NEVER), Fire::Gone));
-        let f = Entry::new(3);
+        let f = Entry::new(3, Waker::noop());
         assert!(matches!(f.fire(3), Fire::Fired));
         f.shut();
         assert!(f.fired(), "a fired entry stays fired");

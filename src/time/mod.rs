@@ -67,7 +67,7 @@ mod wheel;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
@@ -188,7 +188,10 @@ impl Sleep {
         }
     }
 
-    fn register(&mut self) -> &Reg {
+    /// Registers the timer, with `waker` stored in its entry before the
+    /// entry is in a wheel (so the first poll takes no entry lock), unless
+    /// it is registered already.
+    fn register(&mut self, waker: &Waker) -> &Reg {
         if self.reg.is_none() {
             let rt = current().unwrap_or_else(|| {
                 panic!(
@@ -205,7 +208,7 @@ impl Sleep {
                 panic!("hwsched::time: this runtime cannot keep timers: {e}");
             }
             let tick = entry::tick_up(rt.start, self.deadline);
-            let (entry, home) = ops::insert(&rt, tick);
+            let (entry, home) = ops::insert(&rt, tick, waker);
             self.reg = Some(Reg { rt, entry, home });
         }
         self.reg.as_ref().expect("registered above")
@@ -246,12 +249,15 @@ impl Future for Sleep {
             coop::defer(cx.waker());
             return Poll::Pending;
         }
-        if self.reg.is_none() && Instant::now() >= self.deadline {
+        let first = self.reg.is_none();
+        if first && Instant::now() >= self.deadline {
             coop::consume();
             return Poll::Ready(());
         }
-        let r = self.register();
-        if r.entry.fired() || r.entry.register(cx.waker()) {
+        let r = self.register(cx.waker());
+        // On the first poll the entry holds the waker from before it was
+        // in a wheel: whoever fires it wakes this task.
+        if r.entry.fired() || (!first && r.entry.register(cx.waker())) {
             coop::consume();
             return Poll::Ready(());
         }

@@ -12,6 +12,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -168,10 +169,11 @@ fn worker_of(rt: &TimerHandle) -> Option<usize> {
     }
 }
 
-/// Registers a timer for `tick` of driver `rt`, on this worker's wheel if
-/// this thread is one of `rt`'s workers, else on the outside wheel.
-pub(crate) fn insert(rt: &Arc<TimerHandle>, tick: u64) -> (Arc<Entry>, Home) {
-    let e = Entry::new(tick);
+/// Registers a timer for `tick` of driver `rt`, to wake `waker`, on this
+/// worker's wheel if this thread is one of `rt`'s workers, else on the
+/// outside wheel.
+pub(crate) fn insert(rt: &Arc<TimerHandle>, tick: u64, waker: &Waker) -> (Arc<Entry>, Home) {
+    let e = Entry::new(tick, waker);
     if let Some(w) = worker_of(rt) {
         let s = &rt.shards[w];
         let lowered = {

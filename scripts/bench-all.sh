@@ -71,14 +71,20 @@ section() {
         echo "### mixed --mixed-cost-us $us"
         cargo bench -q --bench sidebyside -- mixed --runs 5 --workers 2 --mixed-cost-us "$us" --mixed-spinners 1
       done ;;
-    timers) cargo bench -q --bench timers --features io ;;
+    timers)
+      cargo bench -q --bench timers --features io
+      echo "### instructions per timer set and cancelled"
+      scripts/timer-instructions.sh 1 ;;
     join_set) cargo bench -q --bench join_set ;;
     trace) scripts/trace-cost.sh 9 ;;
     axum)
+      echo "### instructions per request"
+      scripts/axum-instructions.sh 1 5 16
       for w in 2 1; do
         for c in 64 256; do
           echo "### axum --workers $w --conns $c"
-          compat --only axum --runs 5 --secs 3 --workers "$w" --conns "$c"
+          # 9 rounds: single rounds spread by 20% and more here.
+          compat --only axum --runs 9 --secs 3 --workers "$w" --conns "$c"
         done
       done ;;
     reqwest)

@@ -10,12 +10,13 @@
 //! - `behind-long-poll`: one task pins a 50 ms computation to its own
 //!   worker, then sleeps 5 ms (the timer is on that worker); reported: the
 //!   lateness p50/p99/max over the round's repetitions.
-//! - `timeout-churn`: 64 tasks each loop on `timeout(30 s, yield_now())`:
-//!   a timer registered (the timeout's first poll) and cancelled (its drop,
-//!   the future having finished) per operation, as a server's per-request
-//!   timeouts and hyper's header read timer are; reported: operations a
-//!   second (the `exp/s` column) and the CPU time per operation (no
-//!   lateness: nothing fires).
+//! - `timeout-churn`: 64 tasks each loop on `timeout(30 s, f)` where `f`
+//!   is pending once (waking its task at once) and then ready: a timer
+//!   registered (the timeout's first poll) and cancelled (its drop, the
+//!   future having finished) per operation, as a server's per-request
+//!   timeouts and hyper's header read timer are, plus one reschedule;
+//!   reported: operations a second (the `exp/s` column) and the CPU time
+//!   per operation (no lateness: nothing fires).
 //!
 //! `--instructions` runs `timeout-churn` for callgrind instead
 //! (`scripts/timer-instructions.sh`): per runtime a warm-up round, a pause,
@@ -150,7 +151,7 @@ impl Rt {
         late
     }
 
-    /// Runs `n` tasks that each loop on `timeout(30 s, yield_now())`,
+    /// Runs `n` tasks that each loop on `timeout(30 s, PendOnce)`,
     /// `iters` times each, or until `stop` if `iters` is 0; returns the
     /// operations done.
     fn timeout_churn(&self, n: usize, iters: usize, secs: f64) -> u64 {
@@ -171,9 +172,9 @@ impl Rt {
                 Rt::Hw(rt) => hs.push(Handle::Hw(rt.spawn(async move {
                     let mut i = 0;
                     while go(i) {
-                        hwsched::time::timeout(FAR, hwsched::yield_now())
+                        hwsched::time::timeout(FAR, PendOnce(false))
                             .await
-                            .expect("a yield is ready long before 30 s");
+                            .expect("ready long before 30 s");
                         i += 1;
                     }
                     ops.fetch_add(i as u64, Relaxed);
@@ -181,9 +182,9 @@ impl Rt {
                 Rt::Tokio(rt) => hs.push(Handle::Tokio(rt.spawn(async move {
                     let mut i = 0;
                     while go(i) {
-                        tokio::time::timeout(FAR, tokio::task::yield_now())
+                        tokio::time::timeout(FAR, PendOnce(false))
                             .await
-                            .expect("a yield is ready long before 30 s");
+                            .expect("ready long before 30 s");
                         i += 1;
                     }
                     ops.fetch_add(i as u64, Relaxed);
@@ -206,6 +207,27 @@ impl Rt {
             (Rt::Tokio(rt), Handle::Tokio(h)) => rt.block_on(h).unwrap(),
             _ => unreachable!("a handle of another runtime"),
         }
+    }
+}
+
+/// A future that is pending once, waking its task at once, then ready:
+/// the same on every runtime (unlike their `yield_now`s: tokio's defers
+/// the wake to its next driver poll, a syscall), so `timeout-churn`
+/// measures the timers and one reschedule.
+struct PendOnce(bool);
+
+impl std::future::Future for PendOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
     }
 }
 

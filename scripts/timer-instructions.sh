@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Instructions per timer registered and cancelled (`timeout(30 s, yield)`
-# that finishes first), hwsched beside tokio, counted by callgrind:
+# Instructions per timer registered and cancelled (`timeout(30 s, f)`, `f`
+# pending once, then ready: the timer never fires), hwsched beside tokio,
+# counted by callgrind:
 # `benches/timers.rs --instructions` (its module docs) under valgrind,
 # each dump's `totals:` divided by the operations.
 #

@@ -9,7 +9,10 @@
 //! The steps are production code (`Cover::lowered`, `sleep_until`,
 //! `scan_begin`, `scan_end`); the model supplies each wheel's next
 //! expiration as one atomic (in the runtime it is written under the
-//! wheel's lock, by one thread at a time, as here).
+//! wheel's lock, by one thread at a time, as here). In the runtime that
+//! word is a lower bound of the wheel's next expiration (a cancel leaves
+//! it; `src/time/ops.rs`, `Shard::next`): a lower value than the model's
+//! only makes the sleeper wake earlier, which the property allows.
 //!
 //! Checked in every interleaving (bound 3): the sleeper sleeps until at
 //! most the pending timer's tick, or somebody (the inserter, or a scan that

@@ -7,13 +7,14 @@
 # instrumentation off, wrk warms it up, instrumentation is switched on for
 # a fixed wrk run, then off; Ir / requests.
 #
-#   scripts/axum-instructions.sh [WORKERS] [SECS] [CONNS]
+#   scripts/axum-instructions.sh [WORKERS] [SECS] [CONNS] [PATH]   (PATH: / or /json)
 #
 # Needs valgrind and wrk. Builds the example first.
 set -euo pipefail
 workers=${1:-1}
 secs=${2:-5}
 conns=${3:-16}
+route=${4:-/}
 cd "$(dirname "$0")/.."
 cargo build -q --release --features server --example axum
 bin=target/release/examples/axum
@@ -35,9 +36,9 @@ for run in "hwsched" "hwsched --header-timeout-ms 0" "tokio --tokio"; do
         curl -s "http://127.0.0.1:$port/" >/dev/null 2>&1 && break
         sleep 0.1
     done
-    wrk -t1 -c"$conns" -d2s "http://127.0.0.1:$port/" >/dev/null
+    wrk -t1 -c"$conns" -d2s "http://127.0.0.1:$port$route" >/dev/null
     callgrind_control -i on "$pid" >/dev/null 2>&1
-    reqs=$(wrk -t1 -c"$conns" -d"${secs}s" "http://127.0.0.1:$port/" | awk '/requests in/ {print $1}')
+    reqs=$(wrk -t1 -c"$conns" -d"${secs}s" "http://127.0.0.1:$port$route" | awk '/requests in/ {print $1}')
     callgrind_control -i off "$pid" >/dev/null 2>&1
     callgrind_control -d "$pid" >/dev/null 2>&1
     kill "$pid"; wait "$pid" 2>/dev/null || true

@@ -391,3 +391,21 @@ fn a_handler_slower_than_the_timeout_is_answered_and_its_connection_kept() {
         });
     });
 }
+
+#[test]
+fn a_header_timeout_of_duration_max_never_fires_and_serves() {
+    common::with_timeout(60, "max_timeout", || {
+        let rt = rt();
+        rt.block_on(async {
+            let (addr, stop, server) = start(App::default(), Duration::MAX).await;
+            for _ in 0..3 {
+                let (st, body) = get_h1(addr, "/a").await.expect("HTTP/1.1 request");
+                assert_eq!((st, body.as_str()), (StatusCode::OK, "HTTP/1.1 /a"));
+                let (st, body) = get_h2(addr, "/b").await.expect("HTTP/2 request");
+                assert_eq!((st, body.as_str()), (StatusCode::OK, "HTTP/2.0 /b"));
+            }
+            stop.send(()).await.unwrap();
+            server.await.unwrap().expect("a graceful end");
+        });
+    });
+}

@@ -160,7 +160,8 @@ impl<S, G> Serve<S, G> {
     /// between requests; kept per connection, module docs). A client
     /// slower than that is disconnected; a request being served is never
     /// cut. `None` turns it off (not advised on a server that faces the
-    /// network). Default: 30 s.
+    /// network); a timeout past about 136 years (`Duration::MAX`) is kept
+    /// as that, never reached. Default: 30 s.
     pub fn header_read_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.header_read_timeout = timeout.into();
         self
@@ -504,8 +505,14 @@ struct HeadDeadline {
     waker: Option<Waker>,
 }
 
+/// The longest header read timeout kept: a longer one (`Duration::MAX`)
+/// is this, about 136 years, which is never reached, and every deadline
+/// computed from it fits an `Instant`.
+const MAX_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
+
 impl HeadDeadline {
     fn new(timeout: Duration) -> HeadDeadline {
+        let timeout = timeout.min(MAX_HEADER_READ_TIMEOUT);
         let start = Instant::now();
         HeadDeadline {
             timeout,

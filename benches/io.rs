@@ -14,7 +14,10 @@
 //! ```
 //!
 //! `HWSCHED_TUNE` sets hwsched's tunables for both hwsched rows (as in the
-//! other benches: `HWSCHED_TUNE=idle=governed`).
+//! other benches: `HWSCHED_TUNE=idle=governed`); `HWSCHED_PIN=0` leaves
+//! their workers unpinned; `HWSCHED_TIMING=1` turns poll timing on and,
+//! in the mixed bench, prints each round's runtime statistics (run-queue
+//! delay, poll durations) on stderr.
 //!
 //! Each round runs every server once, in a rotating order, on the same
 //! worker count:
@@ -295,12 +298,9 @@ fn start(kind: Kind, bench: Bench, workers: usize) -> Server {
     }
     match kind {
         Kind::HwIo => {
-            // HWSCHED_TUNE applies (benches/common/rt.rs, `env_tunables`).
-            let rt = hwsched::Runtime::builder()
-                .tunables(rt::env_tunables(Default::default()))
-                .worker_threads(workers)
-                .build()
-                .expect("hwsched runtime");
+            // HWSCHED_TUNE, HWSCHED_PIN and HWSCHED_TIMING apply
+            // (benches/common/rt.rs, `env_builder`).
+            let rt = rt::env_builder(workers).build().expect("hwsched runtime");
             let listener = rt
                 .block_on(hwsched::net::TcpListener::bind("127.0.0.1:0"))
                 .expect("bind");
@@ -312,11 +312,7 @@ fn start(kind: Kind, bench: Bench, workers: usize) -> Server {
             }
         }
         Kind::HwNoIo => {
-            let rt = hwsched::Runtime::builder()
-                .tunables(rt::env_tunables(Default::default()))
-                .worker_threads(workers)
-                .build()
-                .expect("hwsched runtime");
+            let rt = rt::env_builder(workers).build().expect("hwsched runtime");
             let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).expect("bind");
             let addr = listener.get_ref().local_addr().unwrap();
             drop(rt.spawn(serve_async_io(listener, bench, |f| drop(hwsched::spawn(f)))));
@@ -443,11 +439,7 @@ fn axum_app(runtime: &'static str) -> axum::Router {
 fn start_axum(kind: Kind, workers: usize) -> Server {
     match kind {
         Kind::HwIo => {
-            let rt = hwsched::Runtime::builder()
-                .tunables(rt::env_tunables(Default::default()))
-                .worker_threads(workers)
-                .build()
-                .expect("hwsched runtime");
+            let rt = rt::env_builder(workers).build().expect("hwsched runtime");
             let listener = rt
                 .block_on(hwsched::net::TcpListener::bind("127.0.0.1:0"))
                 .expect("bind");
@@ -554,9 +546,7 @@ fn measure_reqwest(
     };
     let (lat, wall, cpu, csw) = match kind {
         Kind::HwIo => {
-            let rt = hwsched::Runtime::builder()
-                .tunables(rt::env_tunables(Default::default()))
-                .worker_threads(workers)
+            let rt = rt::env_builder(workers)
                 .tokio_compat(true)
                 .build()
                 .expect("hwsched runtime with the tokio bridge");
@@ -931,7 +921,8 @@ fn quantile(sorted: &[u64], q: f64) -> u64 {
 /// counted). Prints, as `key=value` pairs: the cheap requests' count, the
 /// time from the start to the last cheap connection's end, their latencies'
 /// exact p50, p99, p99.9 and maximum (write to the end of the read), and the
-/// same count and time for the slow requests, in nanoseconds. A
+/// same count and time for the slow requests, and how long this thread
+/// waited for a CPU meanwhile (`client_wait_ns`), in nanoseconds. A
 /// `slow_interval` (the open loop of `--slow-load`) spaces each slow
 /// connection's requests: request `k` is sent at `t0 + k * interval` (its
 /// connection's start staggered by an equal share of the interval), or at
@@ -946,60 +937,63 @@ fn mixed_client(
     const CHEAP: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
     const SLOW: &[u8] = b"GET /slow HTTP/1.1\r\nHost: bench\r\n\r\n";
     let ex = async_executor::LocalExecutor::new();
-    let (mut cheap, cheap_end, slow, slow_end, t0) = async_io::block_on(ex.run(async {
-        let mut cs = Vec::with_capacity(conns + slow_conns);
-        for _ in 0..conns + slow_conns {
-            cs.push(HttpConn::connect(addr).await);
-        }
-        let t0 = Instant::now();
-        let deadline = t0 + Duration::from_secs(secs);
-        let tasks: Vec<_> = cs
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut c)| {
-                let req = if i < conns { CHEAP } else { SLOW };
-                let schedule = slow_interval
-                    .filter(|_| i >= conns)
-                    .map(|d| (d, t0 + d.mul_f64((i - conns) as f64 / slow_conns as f64)));
-                ex.spawn(async move {
-                    let mut lat = Vec::with_capacity(1 << 16);
-                    let mut now = Instant::now();
-                    let mut sends = 0u32;
-                    while now < deadline {
-                        if let Some((every, first)) = schedule {
-                            let at = first + every * sends;
-                            if at > now {
-                                async_io::Timer::at(at).await;
-                                now = Instant::now();
-                            }
-                            sends += 1;
-                        }
-                        c.get(req).await;
-                        let t = Instant::now();
-                        lat.push((t - now).as_nanos() as u64);
-                        now = t;
-                    }
-                    (lat, now)
-                })
-            })
-            .collect();
-        let (mut cheap, mut slow) = (Vec::new(), 0usize);
-        let (mut cheap_end, mut slow_end) = (t0, t0);
-        for (i, t) in tasks.into_iter().enumerate() {
-            let (lat, end) = t.await;
-            if i < conns {
-                cheap.extend(lat);
-                cheap_end = cheap_end.max(end);
-            } else {
-                slow += lat.len();
-                slow_end = slow_end.max(end);
+    let (mut cheap, cheap_end, slow, slow_end, t0, client_wait) =
+        async_io::block_on(ex.run(async {
+            let mut cs = Vec::with_capacity(conns + slow_conns);
+            for _ in 0..conns + slow_conns {
+                cs.push(HttpConn::connect(addr).await);
             }
-        }
-        (cheap, cheap_end, slow, slow_end, t0)
-    }));
+            let t0 = Instant::now();
+            let deadline = t0 + Duration::from_secs(secs);
+            let wait0 = run_delay_ns();
+            let tasks: Vec<_> = cs
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut c)| {
+                    let req = if i < conns { CHEAP } else { SLOW };
+                    let schedule = slow_interval
+                        .filter(|_| i >= conns)
+                        .map(|d| (d, t0 + d.mul_f64((i - conns) as f64 / slow_conns as f64)));
+                    ex.spawn(async move {
+                        let mut lat = Vec::with_capacity(1 << 16);
+                        let mut now = Instant::now();
+                        let mut sends = 0u32;
+                        while now < deadline {
+                            if let Some((every, first)) = schedule {
+                                let at = first + every * sends;
+                                if at > now {
+                                    async_io::Timer::at(at).await;
+                                    now = Instant::now();
+                                }
+                                sends += 1;
+                            }
+                            c.get(req).await;
+                            let t = Instant::now();
+                            lat.push((t - now).as_nanos() as u64);
+                            now = t;
+                        }
+                        (lat, now)
+                    })
+                })
+                .collect();
+            let (mut cheap, mut slow) = (Vec::new(), 0usize);
+            let (mut cheap_end, mut slow_end) = (t0, t0);
+            for (i, t) in tasks.into_iter().enumerate() {
+                let (lat, end) = t.await;
+                if i < conns {
+                    cheap.extend(lat);
+                    cheap_end = cheap_end.max(end);
+                } else {
+                    slow += lat.len();
+                    slow_end = slow_end.max(end);
+                }
+            }
+            (cheap, cheap_end, slow, slow_end, t0, run_delay_ns() - wait0)
+        }));
     cheap.sort_unstable();
     println!(
-        "cheap={} cheap_ns={} p50_ns={} p99_ns={} p999_ns={} max_ns={} slow={} slow_ns={}",
+        "cheap={} cheap_ns={} p50_ns={} p99_ns={} p999_ns={} max_ns={} slow={} slow_ns={} \
+         client_wait_ns={client_wait}",
         cheap.len(),
         (cheap_end - t0).as_nanos(),
         quantile(&cheap, 0.5),
@@ -1009,6 +1003,16 @@ fn mixed_client(
         slow,
         (slow_end - t0).as_nanos(),
     );
+}
+
+/// How long this thread has waited on a runqueue for a CPU, in
+/// nanoseconds (`/proc/thread-self/schedstat`'s second field, the
+/// kernel's `run_delay`); 0 where the kernel does not keep it.
+fn run_delay_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The mixed bench's settings.
@@ -1050,6 +1054,10 @@ struct MixedSample {
     cpu_us_per_cheap: f64,
     /// The server's voluntary context switches per cheap request.
     csw_per_cheap: f64,
+    /// The share of the round the client's thread spent runnable but
+    /// waiting for a CPU (the kernel's `run_delay`): how much the load
+    /// generator itself was held back by the server's threads.
+    client_wait: f64,
 }
 
 fn measure_mixed(kind: Kind, m: MixedCfg) -> MixedSample {
@@ -1075,6 +1083,13 @@ fn measure_mixed(kind: Kind, m: MixedCfg) -> MixedSample {
     }
     let (cpu1, csw1) = usage();
     let spin = Duration::from_nanos(SPIN_NS.load(Relaxed) - spin0);
+    if std::env::var_os("HWSCHED_TIMING").is_some() {
+        // The runtime's own view of the round (run-queue delay, poll
+        // durations), on stderr.
+        if let Rt::Hw(rt) = &server.rt {
+            eprintln!("{}", rt.stats());
+        }
+    }
     drop(server);
     let text = String::from_utf8_lossy(&out.stdout);
     let get = |key: &str| -> f64 {
@@ -1094,6 +1109,7 @@ fn measure_mixed(kind: Kind, m: MixedCfg) -> MixedSample {
         slow_per_s: get("slow") / (get("slow_ns") / 1e9),
         cpu_us_per_cheap: (cpu1 - cpu0).saturating_sub(spin).as_secs_f64() * 1e6 / cheap,
         csw_per_cheap: (csw1 - csw0) as f64 / cheap,
+        client_wait: get("client_wait_ns") / get("cheap_ns"),
     }
 }
 
@@ -1115,12 +1131,13 @@ fn run_mixed(kinds: &[Kind], runs: usize, m: MixedCfg) {
     println!(
         "cheap requests/s, their latency p50 / p99 / p99.9 / max (us), slow requests/s, \
          server CPU us per cheap request (the /slow spinning excluded), voluntary context \
-         switches per cheap request"
+         switches per cheap request, the share of the round the client's thread waited for \
+         a CPU"
     );
     let line = |name: &str, s: &MixedSample| {
         format!(
             "{name:>15} {:>9.0} req/s  p50 {:>8.1}  p99 {:>8.1}  p99.9 {:>8.1}  max {:>8.1} us  \
-             slow {:>7.1} req/s  {:>6.2} us/cheap {:>6.3} csw/cheap",
+             slow {:>7.1} req/s  {:>6.2} us/cheap {:>6.3} csw/cheap  client waited {:>4.1}%",
             s.cheap_per_s,
             s.p50_us,
             s.p99_us,
@@ -1129,6 +1146,7 @@ fn run_mixed(kinds: &[Kind], runs: usize, m: MixedCfg) {
             s.slow_per_s,
             s.cpu_us_per_cheap,
             s.csw_per_cheap,
+            s.client_wait * 100.0,
         )
     };
     let mut all: Vec<Vec<MixedSample>> = kinds.iter().map(|_| Vec::new()).collect();
@@ -1152,6 +1170,7 @@ fn run_mixed(kinds: &[Kind], runs: usize, m: MixedCfg) {
             slow_per_s: med(|s| s.slow_per_s),
             cpu_us_per_cheap: med(|s| s.cpu_us_per_cheap),
             csw_per_cheap: med(|s| s.csw_per_cheap),
+            client_wait: med(|s| s.client_wait),
         };
         println!("{}", line(k.name(), &s));
     }

@@ -81,6 +81,21 @@ impl Drop for AeRt {
     }
 }
 
+/// A builder with the bench's environment applied: `HWSCHED_TUNE`
+/// ([`env_tunables`]), `HWSCHED_PIN=0` (workers not pinned to their CPUs,
+/// [`hwsched::Builder::pin_workers`]) and `HWSCHED_TIMING` (poll timing
+/// on, [`hwsched::Builder::poll_timing`]: the run-queue delay and poll
+/// durations in [`hwsched::Stats`], at its cost). For ablations: a row's
+/// figures are the defaults' when none is set.
+#[allow(dead_code)]
+pub fn env_builder(workers: usize) -> hwsched::Builder {
+    hwsched::Runtime::builder()
+        .tunables(env_tunables(Default::default()))
+        .pin_workers(std::env::var("HWSCHED_PIN").map_or(true, |v| v != "0"))
+        .poll_timing(std::env::var_os("HWSCHED_TIMING").is_some())
+        .worker_threads(workers)
+}
+
 /// Applies the `HWSCHED_TUNE` environment variable to the standard rows'
 /// tunables, for ablations without a row per variant: a comma-separated
 /// list of `sis=prop|util|full|off`, `recent=on|off`, `idle_core=on|off`,

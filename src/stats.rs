@@ -156,6 +156,10 @@ counters! {
         /// `external`; async-io's own thread among them): placed near the
         /// task's previous worker.
         wakes_foreign,
+        /// Of `wakes_foreign`, wakes made on the tokio bridge's thread while
+        /// every worker slept, whose task the bridge polled itself
+        /// (`Builder::tokio_compat`: tokio_compat.rs).
+        bridge_polls,
         /// Wakes whose chosen idle worker was parked while another wake was
         /// in flight: queued on the waker's deque instead of a second
         /// futex wake.
@@ -565,8 +569,15 @@ impl fmt::Display for Stats {
         writeln!(
             f,
             "wakes by origin: {} from a task on a worker, {} from the I/O driver on a worker \
-             (kept on it), {} from other threads",
-            t.wakes_by_task, t.wakes_by_driver, t.wakes_foreign,
+             (kept on it), {} from other threads{}",
+            t.wakes_by_task,
+            t.wakes_by_driver,
+            t.wakes_foreign,
+            if t.bridge_polls > 0 {
+                format!(" ({} polled on the tokio bridge's thread)", t.bridge_polls)
+            } else {
+                String::new()
+            },
         )?;
         if self.io_driven {
             writeln!(

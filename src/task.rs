@@ -130,7 +130,9 @@ pub struct TaskMeta {
     pub(crate) runnable_at: std::sync::atomic::AtomicU64,
     /// A watcher took private work from behind one of this task's polls
     /// (src/sched/README.md, "Long polls"): before its next poll with private work
-    /// behind it, its worker makes that work stealable. A `std` atomic,
+    /// behind it, its worker makes that work stealable; or its poll on the
+    /// tokio bridge's thread ran long (tokio_compat.rs): it is not polled
+    /// there again. A `std` atomic,
     /// outside the loom shim: a hint, `Relaxed`, part of no protocol.
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) hog: std::sync::atomic::AtomicBool,

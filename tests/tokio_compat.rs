@@ -22,6 +22,12 @@ fn rt() -> hwsched::Runtime {
         .expect("runtime")
 }
 
+/// Whether this thread is the tokio bridge's (`rt()`'s threads keep the
+/// default name).
+fn on_bridge() -> bool {
+    std::thread::current().name() == Some("hwsched-worker-tokio")
+}
+
 #[test]
 fn tokio_time_runs_in_tasks_block_on_and_blocking_threads() {
     common::with_timeout(60, "time", || {
@@ -46,7 +52,10 @@ fn tokio_time_runs_in_tasks_block_on_and_blocking_threads() {
                     )
                     .await;
                     assert!(r.is_err());
-                    hwsched::worker_index().is_some()
+                    // On the runtime's threads: a worker, or the bridge's,
+                    // which polls a task that tokio woke while every worker
+                    // slept.
+                    hwsched::worker_index().is_some() || on_bridge()
                 });
             }
             let mut n = 0;
@@ -496,5 +505,76 @@ fn axum_serve_and_hyper_utils_pooled_client_run_unchanged() {
             stop.send(()).await.unwrap();
             server.await.unwrap().unwrap();
         });
+    });
+}
+
+/// A task that waits on tokio resources (here its timers) while every
+/// worker sleeps is woken on the bridge's thread, which polls it itself
+/// (no worker's wake-up, no hand-off back: reqwest's sequential requests).
+/// There it is a task as on a worker: its `spawn_local` tasks run (on the
+/// bridge's thread), its spawns and wakes go to the workers, and it may
+/// be polled on a worker next.
+#[test]
+fn a_task_woken_by_tokio_while_the_workers_sleep_runs_on_the_bridge() {
+    common::with_timeout(60, "bridge", || {
+        let rt = rt();
+        let before = rt.stats().external.bridge_polls;
+        let (on_bridge_polls, locals) = rt
+            .block_on(rt.spawn(async {
+                let (mut here, mut locals) = (0, 0);
+                for i in 0..40u32 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    here += on_bridge() as u32;
+                    // A local task stays on this thread and runs.
+                    let me = std::thread::current().id();
+                    let l = hwsched::spawn_local(async move {
+                        tokio::time::sleep(Duration::from_micros(100)).await;
+                        assert_eq!(std::thread::current().id(), me);
+                        i
+                    });
+                    locals += (l.await.unwrap() == i) as u32;
+                    // A spawned task runs on a worker.
+                    let w = hwsched::spawn(async { hwsched::worker_index() });
+                    assert!(w.await.unwrap().is_some());
+                }
+                (here, locals)
+            }))
+            .unwrap();
+        assert_eq!(locals, 40);
+        let polled = rt.stats().external.bridge_polls - before;
+        assert!(
+            on_bridge_polls > 0 && polled >= on_bridge_polls as u64,
+            "no poll on the bridge ({on_bridge_polls} seen, {polled} counted)"
+        );
+    });
+}
+
+/// A poll on the bridge holds tokio's driver: a task whose poll there ran
+/// long is not polled there again.
+#[test]
+fn a_long_poll_on_the_bridge_is_not_repeated_there() {
+    common::with_timeout(60, "bridge-long", || {
+        let rt = rt();
+        let long_on_bridge = rt
+            .block_on(rt.spawn(async {
+                let mut n = 0;
+                for _ in 0..20 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    if on_bridge() {
+                        n += 1;
+                        // Longer than the bridge lets a poll run.
+                        let t = Instant::now();
+                        while t.elapsed() < Duration::from_millis(2) {
+                            std::hint::spin_loop();
+                        }
+                    }
+                }
+                n
+            }))
+            .unwrap();
+        assert!(
+            long_on_bridge <= 1,
+            "{long_on_bridge} long polls on the bridge"
+        );
     });
 }

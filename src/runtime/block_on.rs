@@ -284,6 +284,21 @@ impl Locals {
     }
 }
 
+/// Counts this thread a `block_on` loop while the guard lives: the tokio
+/// bridge's runner, which runs the local tasks spawned on its thread
+/// (tokio_compat.rs) with [`run_locals`].
+#[cfg(feature = "tokio-compat")]
+pub(crate) fn driving() -> impl Drop {
+    Driving::enter()
+}
+
+/// Runs up to [`LOCAL_BUDGET`] of this thread's queued local tasks;
+/// returns whether more are queued.
+#[cfg(feature = "tokio-compat")]
+pub(crate) fn run_locals(shared: &Shared) -> bool {
+    locals().is_some_and(|l| l.run(shared))
+}
+
 /// A local task's future: takes its waker out of [`Locals::live`] when
 /// dropped (always on its thread).
 struct LocalFuture<F> {
@@ -346,6 +361,12 @@ where
     let registry: *const crate::task::Registry = &shared.registry;
     let queue = locals.queue.clone();
     let thread = std::thread::current();
+    // On the tokio bridge's thread its runner runs the local tasks: their
+    // wakes wake it (the thread sleeps in tokio's driver, not in a park).
+    #[cfg(feature = "tokio-compat")]
+    let bridge = crate::tokio_compat::runner_waker();
+    #[cfg(feature = "tokio-compat")]
+    let again = bridge.clone();
     let lane = locals.thread as usize;
     let keep = shared.clone();
     // SAFETY: the registry lives in `Shared`, which the schedule function
@@ -360,7 +381,15 @@ where
                     let (from, d) = (keep.current_worker(), crate::trace::Decision::Local);
                     keep.trace.wake(from, r.metadata(), lane, d);
                 }
-                queue.push((r, shut_down), || thread.unpark());
+                queue.push((r, shut_down), || {
+                    // The thread too: a `close` (the runner dropped)
+                    // waits for a racing wake in a park.
+                    #[cfg(feature = "tokio-compat")]
+                    if let Some(w) = &bridge {
+                        w.wake_by_ref();
+                    }
+                    thread.unpark()
+                });
             },
         )
     };
@@ -370,6 +399,10 @@ where
     // Queued as its schedule function would, without recording the spawn
     // as a wake too.
     locals.queue.push((runnable, shared.is_shutdown()), || {
+        #[cfg(feature = "tokio-compat")]
+        if let Some(w) = again {
+            w.wake();
+        }
         std::thread::current().unpark()
     });
     Some(handle)
@@ -447,7 +480,11 @@ pub(crate) fn enter(shared: Arc<Shared>) -> Restore {
 }
 
 pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output {
-    if on_worker_thread() {
+    #[cfg(feature = "tokio-compat")]
+    let on_worker = on_worker_thread() || crate::tokio_compat::polling_here();
+    #[cfg(not(feature = "tokio-compat"))]
+    let on_worker = on_worker_thread();
+    if on_worker {
         panic!(
             "Runtime::block_on called from a hwsched worker thread: this would block the \
              worker; .await the future instead, or spawn it"

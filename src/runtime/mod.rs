@@ -221,7 +221,13 @@ impl Builder {
     /// workers). The wakes of tokio's resources reach hwsched tasks from
     /// that thread (a wake from outside the runtime each), and the thread's
     /// own sleep is tokio's: hwsched's own sockets and timers stay the fast
-    /// path. Dropping the runtime drops hwsched's tasks first, then stops
+    /// path. When every worker sleeps, the tokio thread polls the task such
+    /// a wake is for itself, instead of waking a worker for it (a task
+    /// whose poll there once ran 250 us or more is not polled there again):
+    /// so a task may be polled off the workers, where
+    /// [`worker_index`](crate::worker_index) is `None` and `spawn_local`
+    /// spawns on that thread (src/tokio_compat.rs, "Running a woken task on
+    /// the bridge"). Dropping the runtime drops hwsched's tasks first, then stops
     /// the bridge (dropping the tokio tasks left, without waiting for
     /// tokio's blocking threads).
     ///
@@ -466,8 +472,14 @@ impl Builder {
             trace: self.trace,
             #[cfg(feature = "tokio-compat")]
             tokio: bridge.as_ref().map(|b| b.handle.clone()),
+            #[cfg(feature = "tokio-compat")]
+            bridge_slot: bridge.as_ref().map(|b| b.inline.clone()),
             enter: |s| Box::new(crate::runtime::block_on::enter(s)),
         })?;
+        #[cfg(feature = "tokio-compat")]
+        if let Some(i) = &shared.bridge_slot {
+            i.set_runtime(&shared);
+        }
         let mut threads = Vec::with_capacity(n);
         for (index, (local, batch)) in queues.into_iter().enumerate() {
             let s = shared.clone();
@@ -807,6 +819,19 @@ struct Stop<'a> {
     deadline: Option<Instant>,
 }
 
+impl Stop<'_> {
+    /// The task the tokio bridge thread holds to run, if any (dropped
+    /// here: the bridge runs no task after the shutdown's flag).
+    fn drain_bridge(&self) -> usize {
+        #[cfg(feature = "tokio-compat")]
+        if let Some(r) = self.shared.bridge_slot.as_ref().and_then(|i| i.take()) {
+            drop_task(r);
+            return 1;
+        }
+        0
+    }
+}
+
 impl crate::sched::shutdown::Stopping<Runnable> for Stop<'_> {
     fn flag(&self) -> &AtomicBool {
         &self.shared.shutdown
@@ -862,6 +887,7 @@ impl crate::sched::shutdown::Stopping<Runnable> for Stop<'_> {
             self.shared.workers.iter().map(|w| &*w.mailbox),
             drop_task,
         ) + self.shared.domains.drain(drop_task)
+            + self.drain_bridge()
     }
 
     fn wake_waiting(&self) {
@@ -892,7 +918,8 @@ impl Drop for Runtime {
 }
 
 /// The index of the worker running the caller, or `None` outside a worker
-/// thread (e.g. in [`Runtime::block_on`]).
+/// thread (e.g. in [`Runtime::block_on`], or in a task the tokio bridge
+/// polls: [`Builder::tokio_compat`]).
 ///
 /// ```
 /// let rt = hwsched::Runtime::builder().worker_threads(2).build()?;

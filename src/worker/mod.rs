@@ -912,6 +912,20 @@ fn poll(shared: &Shared, w: usize, r: Runnable) {
     shared.trace.poll_end(Some(w), traced);
 }
 
+/// Polls `r` once on the tokio bridge's thread (tokio_compat.rs), as a
+/// wake from outside the runtime counts it.
+#[cfg(feature = "tokio-compat")]
+pub(crate) fn run_on_bridge(shared: &Shared, r: Runnable) {
+    WorkerCounters::bump_shared(&shared.external.bridge_polls, 1);
+    WorkerCounters::bump_shared(&shared.external.polls, 1);
+    let traced = shared.trace.poll_start(None, r.metadata());
+    let res = catch_unwind(AssertUnwindSafe(|| crate::io::coop::budget(|| r.run())));
+    if let Err(p) = res {
+        crate::task::discard(p);
+    }
+    shared.trace.poll_end(None, traced);
+}
+
 /// Polls `r` once, timed (timing.rs): its run-queue delay from the stamp
 /// its wake left, its poll's length, and a long poll's spawn location.
 #[inline(never)]

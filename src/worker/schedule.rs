@@ -87,7 +87,15 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
                 .wake(Some(me), r.metadata(), me, Decision::Inbox);
             worker::deliver(shared, Some(me), me, r);
         }
-        None => schedule_foreign(shared, r),
+        None => {
+            // On the tokio bridge's thread, with every worker asleep: the
+            // bridge runs it (tokio_compat.rs).
+            #[cfg(feature = "tokio-compat")]
+            let Some(r) = crate::tokio_compat::run_here(shared, r) else {
+                return;
+            };
+            schedule_foreign(shared, r)
+        }
     })
 }
 

@@ -121,6 +121,10 @@ pub(crate) struct Shared {
     /// `block_on` and the shutdown enter.
     #[cfg(feature = "tokio-compat")]
     pub(crate) tokio: Option<tokio::runtime::Handle>,
+    /// The tokio bridge thread's slot for a task it runs itself
+    /// (tokio_compat.rs, "Running a woken task on the bridge").
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) bridge_slot: Option<Arc<crate::tokio_compat::Inline>>,
 }
 
 /// A count-down latch (start-up only: not a scheduling protocol, so plain
@@ -209,6 +213,8 @@ pub(crate) struct SharedOptions {
     pub(crate) trace: Option<usize>,
     #[cfg(feature = "tokio-compat")]
     pub(crate) tokio: Option<tokio::runtime::Handle>,
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) bridge_slot: Option<Arc<crate::tokio_compat::Inline>>,
     /// Enters the runtime's context on a blocking thread (a guard that
     /// leaves it when dropped): `block_on`'s, from the API above.
     pub(crate) enter: fn(Arc<Shared>) -> Box<dyn std::any::Any>,
@@ -242,6 +248,8 @@ impl Shared {
                 trace: trace_capacity,
             #[cfg(feature = "tokio-compat")]
             tokio,
+            #[cfg(feature = "tokio-compat")]
+            bridge_slot,
             enter,
         } = o;
         let n = topology.workers();
@@ -406,6 +414,8 @@ impl Shared {
             trace: crate::trace::Recorder,
             #[cfg(feature = "tokio-compat")]
             tokio,
+            #[cfg(feature = "tokio-compat")]
+            bridge_slot,
         });
         Ok((shared, locals.into_iter().zip(batches).collect()))
     }

@@ -32,9 +32,10 @@
 //! bridge runs completions, not task graphs), (b) every worker of the
 //! runtime is parked (`awake` is 0: the wake would have cost a futex wake
 //! and a context switch), (c) the slot is empty, and (d) the task's poll
-//! never ran long there: a poll on the bridge holds tokio's driver, so one
-//! of [`LONG_POLL_NS`](crate::sched::watch::LONG_POLL_NS) or more marks the
-//! task a hog, which the bridge does not poll again.
+//! never ran long there: a poll on the bridge holds tokio's driver, so two
+//! in a row of [`LONG_POLL_NS`](crate::sched::watch::LONG_POLL_NS) or more
+//! mark the task a hog, which the bridge does not poll again (two: one
+//! the OS preempted is long by the wall clock too).
 //!
 //! What a task sees there: [`worker_index`](crate::worker_index) is `None`
 //! (it is polled off the workers, as `block_on`'s future is);
@@ -187,6 +188,8 @@ thread_local! {
     static BRIDGE: RefCell<Option<Arc<Inline>>> = const { RefCell::new(None) };
     /// On the bridge thread, while it polls an hwsched task.
     static POLLING: Cell<bool> = const { Cell::new(false) };
+    /// On the bridge thread: the task whose last poll there was long.
+    static LAST_LONG: Cell<*const crate::task::TaskMeta> = const { Cell::new(std::ptr::null()) };
 }
 
 /// On the bridge thread: a waker of its runner, for the wakes of the
@@ -205,10 +208,13 @@ pub(crate) fn polling_here() -> bool {
     POLLING.try_with(Cell::get).unwrap_or(false)
 }
 
-/// Polls `r` on the bridge (`run_inline`): a poll that runs for
-/// [`LONG_POLL_NS`](crate::sched::watch::LONG_POLL_NS) or more marks the
-/// task a hog, which the bridge does not run again (it held tokio's
-/// driver meanwhile).
+/// Polls `r` on the bridge (`run_inline`): two polls of the same task in
+/// a row that each run for
+/// [`LONG_POLL_NS`](crate::sched::watch::LONG_POLL_NS) or more mark the
+/// task a hog, which the bridge does not poll again (it held tokio's
+/// driver meanwhile). Two, not one: a poll the OS preempted is long by
+/// the wall clock too (one in a few hundred on 2 shared cores), and one
+/// such poll must not send a task that is quick back to the hand-offs.
 fn poll_here(shared: &Shared, r: Runnable) {
     let meta: *const crate::task::TaskMeta = r.metadata();
     // The waker holds a reference: the metadata outlives the poll.
@@ -217,7 +223,15 @@ fn poll_here(shared: &Shared, r: Runnable) {
     POLLING.with(|p| p.set(true));
     crate::worker::run_on_bridge(shared, r);
     POLLING.with(|p| p.set(false));
-    if shared.now_ns().saturating_sub(t0) >= crate::sched::watch::LONG_POLL_NS {
+    let long = shared.now_ns().saturating_sub(t0) >= crate::sched::watch::LONG_POLL_NS;
+    // The task whose last poll here was long (its address: a new task at
+    // the same address after it is freed is at worst marked one poll early).
+    let again = LAST_LONG.with(|l| {
+        let again = long && l.get() == meta;
+        l.set(if long { meta } else { std::ptr::null() });
+        again
+    });
+    if again {
         // SAFETY: `keep` holds a reference to the task, so its header and
         // the metadata in it are alive until `keep` is dropped below.
         unsafe { (*meta).hog.store(true, Ordering::Relaxed) };

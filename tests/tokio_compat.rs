@@ -549,8 +549,8 @@ fn a_task_woken_by_tokio_while_the_workers_sleep_runs_on_the_bridge() {
     });
 }
 
-/// A poll on the bridge holds tokio's driver: a task whose poll there ran
-/// long is not polled there again.
+/// A poll on the bridge holds tokio's driver: a task whose polls there ran
+/// long twice in a row is not polled there again.
 #[test]
 fn a_long_poll_on_the_bridge_is_not_repeated_there() {
     common::with_timeout(60, "bridge-long", || {
@@ -573,7 +573,7 @@ fn a_long_poll_on_the_bridge_is_not_repeated_there() {
             }))
             .unwrap();
         assert!(
-            long_on_bridge <= 1,
+            long_on_bridge <= 2,
             "{long_on_bridge} long polls on the bridge"
         );
     });

@@ -223,7 +223,8 @@ impl Builder {
     /// own sleep is tokio's: hwsched's own sockets and timers stay the fast
     /// path. When every worker sleeps, the tokio thread polls the task such
     /// a wake is for itself, instead of waking a worker for it (a task
-    /// whose poll there once ran 250 us or more is not polled there again):
+    /// whose polls there twice in a row ran 250 us or more is not polled
+    /// there again):
     /// so a task may be polled off the workers, where
     /// [`worker_index`](crate::worker_index) is `None` and `spawn_local`
     /// spawns on that thread (src/tokio_compat.rs, "Running a woken task on

@@ -130,12 +130,15 @@ pub struct TaskMeta {
     pub(crate) runnable_at: std::sync::atomic::AtomicU64,
     /// A watcher took private work from behind one of this task's polls
     /// (src/sched/README.md, "Long polls"): before its next poll with private work
-    /// behind it, its worker makes that work stealable; or its poll on the
-    /// tokio bridge's thread ran long (tokio_compat.rs): it is not polled
-    /// there again. A `std` atomic,
+    /// behind it, its worker makes that work stealable. A `std` atomic,
     /// outside the loom shim: a hint, `Relaxed`, part of no protocol.
     #[cfg_attr(not(feature = "io"), allow(dead_code))]
     pub(crate) hog: std::sync::atomic::AtomicBool,
+    /// Two polls of the task on the tokio bridge's thread in a row ran long
+    /// (tokio_compat.rs): the bridge does not poll it again. A hint,
+    /// `Relaxed`, as `hog`.
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) off_bridge: std::sync::atomic::AtomicBool,
     /// The task's id in a trace (trace/mod.rs).
     #[cfg(feature = "trace")]
     id: u64,
@@ -203,6 +206,8 @@ impl TaskMeta {
             spawned_at: std::panic::Location::caller(),
             runnable_at: std::sync::atomic::AtomicU64::new(0),
             hog: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "tokio-compat")]
+            off_bridge: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "trace")]
             id: next_trace_id(),
             #[cfg(loom)]

@@ -24,7 +24,8 @@
 //! time) paid four context switches per call where tokio pays one, and ran
 //! at 0.61-0.72 of tokio's rate at 1.7 times its CPU per call. So, like a
 //! CPU that runs a wakee whose waker is about to sleep (the kernel's sync
-//! wake-up), the bridge polls such a task itself (`run_here`): the wake
+//! wake-up), the bridge polls such a task itself (`worker/schedule.rs`,
+//! `run_here`; the slot is `worker/bridge.rs`'s): the wake
 //! goes into a one-task slot, and a runner, a tokio task on the bridge
 //! thread, polls it next, with the runtime's context entered. Only when
 //! (a) the wake is made on the bridge thread by tokio's code (not by a
@@ -41,18 +42,31 @@
 //! (it is polled off the workers, as `block_on`'s future is);
 //! `hwsched::spawn` and its wakes go to the workers; `spawn_local` spawns
 //! on the bridge thread, whose runner runs those tasks as `block_on` runs
-//! its thread's (they stay there, and are dropped when the bridge stops);
-//! `Runtime::block_on` panics as it does on a worker. Its next wake from a
-//! worker places it on the workers again.
+//! its thread's (they stay there, their wakes and spawns go to the
+//! workers too, and they are dropped when the bridge stops, with the
+//! runtime as the thread's context); `Runtime::block_on` panics as it does
+//! on a worker. Its next wake from a worker places it on the workers
+//! again. It is polled inside a tokio task's poll, on tokio's only
+//! thread: a call that blocks until tokio's driver makes progress (a
+//! `futures::executor::block_on` of a tokio socket, a `std` channel
+//! receive of what a tokio task sends) hangs there, where on a worker it
+//! only blocks the worker; and tokio's `Handle::block_on`,
+//! `block_in_place` and a tokio runtime's drop panic there, as in any
+//! tokio task. None of these belongs in an async task.
 //!
 //! The slot is outside the wake protocol's queues (src/sched/README.md,
 //! "The wake protocol"): no worker is woken for it because the bridge
 //! thread, which is running, polls it after the tokio task whose poll made
 //! the wake (tokio's current-thread queue is FIFO, so after the other tasks
-//! the same driver turn woke first). Its hand-off is a mutex (the runner's
-//! take against the shutdown's drain, which drops a task left there), and
-//! the runner's wake a tokio waker on its own thread: no new atomics, so no
-//! loom model of its own.
+//! the same driver turn woke first). Nothing is put there unless the
+//! runner lives (its waker is stored). Its hand-offs are mutexes: the
+//! slot's (the runner's take against the shutdown's drain, which drops a
+//! task left there; a wake checks the shutdown flag under it, so none is
+//! put there after the drain), and `busy`, which the runner holds around
+//! its look at the flag and its polls and the drain takes once, so that no
+//! poll on the bridge overlaps the shutdown's drops. The runner's wake is
+//! a tokio waker on its own thread. No new atomics, so no loom model of
+//! its own.
 //!
 //! ## The context
 //!
@@ -64,7 +78,7 @@
 //! driver); the bridge then drops the tokio tasks left, without waiting for
 //! tokio's blocking threads.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -75,13 +89,14 @@ use std::thread;
 
 use parking_lot::Mutex;
 
-use crate::task::Runnable;
-use crate::worker::shared::Shared;
+use crate::worker::bridge::Inline;
 
 /// The bridge: tokio's handle and the thread that drives it.
 pub(crate) struct Bridge {
     pub(crate) handle: tokio::runtime::Handle,
-    /// The bridge thread's slot for a woken hwsched task it runs itself.
+    /// The bridge thread's slot for a woken hwsched task it polls itself
+    /// (its runner is spawned once the runtime is built:
+    /// `runtime::block_on::bridge_runner`).
     pub(crate) inline: Arc<Inline>,
     stop: Arc<Stop>,
     thread: Option<thread::JoinHandle<()>>,
@@ -123,10 +138,9 @@ impl Bridge {
         let s = stop.clone();
         let i = inline.clone();
         let thread = thread::Builder::new().name(name).spawn(move || {
-            BRIDGE.with(|b| *b.borrow_mut() = Some(i.clone()));
-            rt.spawn(run_inline(i));
+            crate::worker::bridge::enter_thread(i);
             rt.block_on(&*s);
-            BRIDGE.with(|b| b.borrow_mut().take());
+            crate::worker::bridge::leave_thread();
             // The tokio tasks left are dropped here; tokio's blocking
             // threads are not waited for.
             rt.shutdown_background();
@@ -157,167 +171,6 @@ impl Drop for Bridge {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// A woken hwsched task that the bridge thread runs itself, and the
-/// tokio task that runs it (`run_inline`).
-#[derive(Default)]
-pub(crate) struct Inline {
-    /// The runtime whose tasks these are (set once it is built).
-    shared: std::sync::OnceLock<std::sync::Weak<Shared>>,
-    /// The task to run; taken by the runner, or by the shutdown's drain.
-    slot: Mutex<Option<Runnable>>,
-    /// The runner's waker.
-    runner: Mutex<Option<Waker>>,
-}
-
-impl Inline {
-    /// Names the runtime whose wakes this bridge may run.
-    pub(crate) fn set_runtime(&self, shared: &Arc<Shared>) {
-        let _ = self.shared.set(Arc::downgrade(shared));
-    }
-
-    /// The task in the slot, if any.
-    pub(crate) fn take(&self) -> Option<Runnable> {
-        self.slot.lock().take()
-    }
-}
-
-thread_local! {
-    /// On the bridge thread: its `Inline`.
-    static BRIDGE: RefCell<Option<Arc<Inline>>> = const { RefCell::new(None) };
-    /// On the bridge thread, while it polls an hwsched task.
-    static POLLING: Cell<bool> = const { Cell::new(false) };
-    /// On the bridge thread: the task whose last poll there was long.
-    static LAST_LONG: Cell<*const crate::task::TaskMeta> = const { Cell::new(std::ptr::null()) };
-}
-
-/// On the bridge thread: a waker of its runner, for the wakes of the
-/// local tasks spawned there (`hwsched::spawn_local` from a task the
-/// bridge polls), which the runner runs as `block_on` runs its thread's.
-pub(crate) fn runner_waker() -> Option<Waker> {
-    BRIDGE
-        .try_with(|b| b.borrow().as_ref().and_then(|i| i.runner.lock().clone()))
-        .ok()
-        .flatten()
-}
-
-/// Whether this thread is the bridge's, polling an hwsched task:
-/// `block_on` refuses to block it, as it refuses on a worker.
-pub(crate) fn polling_here() -> bool {
-    POLLING.try_with(Cell::get).unwrap_or(false)
-}
-
-/// Polls `r` on the bridge (`run_inline`): two polls of the same task in
-/// a row that each run for
-/// [`LONG_POLL_NS`](crate::sched::watch::LONG_POLL_NS) or more mark the
-/// task a hog, which the bridge does not poll again (it held tokio's
-/// driver meanwhile). Two, not one: a poll the OS preempted is long by
-/// the wall clock too (one in a few hundred on 2 shared cores), and one
-/// such poll must not send a task that is quick back to the hand-offs.
-fn poll_here(shared: &Shared, r: Runnable) {
-    let meta: *const crate::task::TaskMeta = r.metadata();
-    // The waker holds a reference: the metadata outlives the poll.
-    let keep = r.waker();
-    let t0 = shared.now_ns();
-    POLLING.with(|p| p.set(true));
-    crate::worker::run_on_bridge(shared, r);
-    POLLING.with(|p| p.set(false));
-    let long = shared.now_ns().saturating_sub(t0) >= crate::sched::watch::LONG_POLL_NS;
-    // The task whose last poll here was long (its address: a new task at
-    // the same address after it is freed is at worst marked one poll early).
-    let again = LAST_LONG.with(|l| {
-        let again = long && l.get() == meta;
-        l.set(if long { meta } else { std::ptr::null() });
-        again
-    });
-    if again {
-        // SAFETY: `keep` holds a reference to the task, so its header and
-        // the metadata in it are alive until `keep` is dropped below.
-        unsafe { (*meta).hog.store(true, Ordering::Relaxed) };
-    }
-    drop(keep);
-}
-
-/// Running a woken task on the bridge: a wake made on the bridge thread
-/// (a tokio task, such as reqwest's connection task, completing what an
-/// hwsched task waits on) while every worker of `shared` sleeps would
-/// cost a worker's wake-up, and the task's next request a wake of the
-/// bridge back: two thread switches per round trip where tokio has none.
-/// Then the bridge runs the task itself, as a CPU runs a wakee whose
-/// waker is about to sleep (the kernel's sync wake-up): the slot holds
-/// one task, and the runner, a tokio task on this thread, polls it next.
-/// Returns the task when it is not taken (another thread, another
-/// runtime, a worker awake, or the slot full).
-pub(crate) fn run_here(shared: &Shared, r: Runnable) -> Option<Runnable> {
-    BRIDGE.with(|b| {
-        let b = b.borrow();
-        let Some(inline) = b.as_ref() else {
-            return Some(r);
-        };
-        let ours = inline
-            .shared
-            .get()
-            .is_some_and(|w| std::ptr::eq(w.as_ptr(), shared));
-        // Not a wake made by a task this bridge polls (its wakes and
-        // spawns go to the workers: the bridge runs completions, not
-        // whole task graphs), nor of a task whose poll here once ran long.
-        if !ours
-            || POLLING.with(Cell::get)
-            || r.metadata().hog.load(Ordering::Relaxed)
-            || shared.sleepers.counts().awake != 0
-        {
-            return Some(r);
-        }
-        let mut slot = inline.slot.lock();
-        if slot.is_some() {
-            return Some(r);
-        }
-        *slot = Some(r);
-        drop(slot);
-        if let Some(w) = inline.runner.lock().as_ref() {
-            w.wake_by_ref();
-        }
-        None
-    })
-}
-
-/// The bridge's runner: polls the task in the slot, with the runtime's
-/// context entered, until the slot stays empty (at most 32 polls per
-/// turn, then it yields to tokio's other tasks and its driver).
-async fn run_inline(inline: Arc<Inline>) {
-    // This thread runs its local tasks, as a `block_on` loop does: they
-    // are dropped with the runner.
-    let _driving = crate::runtime::block_on::driving();
-    std::future::poll_fn(|cx| {
-        {
-            let mut w = inline.runner.lock();
-            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *w = Some(cx.waker().clone());
-            }
-        }
-        let Some(shared) = inline.shared.get().and_then(std::sync::Weak::upgrade) else {
-            return Poll::Pending;
-        };
-        let _cx = crate::runtime::block_on::enter(shared.clone());
-        for _ in 0..32 {
-            let more = crate::runtime::block_on::run_locals(&shared);
-            let Some(r) = inline.take() else {
-                if more {
-                    continue;
-                }
-                return Poll::Pending;
-            };
-            if shared.is_shutdown() {
-                crate::task::drop_task(r);
-                continue;
-            }
-            poll_here(&shared, r);
-        }
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-    .await
 }
 
 /// A guard of tokio's context, with the handle it borrows.

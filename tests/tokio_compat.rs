@@ -578,3 +578,50 @@ fn a_long_poll_on_the_bridge_is_not_repeated_there() {
         );
     });
 }
+
+/// A runtime dropped while its tasks are polled on the bridge (woken by
+/// tokio's timers while the workers sleep): the drop returns, and every
+/// task is dropped exactly once.
+#[test]
+fn dropping_the_runtime_while_the_bridge_polls_its_tasks() {
+    struct Count(Arc<AtomicUsize>);
+    impl Drop for Count {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    common::with_timeout(60, "bridge-drop", || {
+        for _ in 0..20 {
+            let rt = rt();
+            let dropped = Arc::new(AtomicUsize::new(0));
+            let polled = Arc::new(AtomicUsize::new(0));
+            for _ in 0..4 {
+                let c = Count(dropped.clone());
+                let polled = polled.clone();
+                drop(rt.spawn(async move {
+                    let _c = c;
+                    loop {
+                        tokio::time::sleep(Duration::from_micros(300)).await;
+                        if on_bridge() {
+                            polled.fetch_add(1, Ordering::Relaxed);
+                            // Short, but long enough to be dropped into.
+                            let t = Instant::now();
+                            while t.elapsed() < Duration::from_micros(100) {
+                                std::hint::spin_loop();
+                            }
+                        }
+                    }
+                }));
+            }
+            // The drop lands among polls on the bridge (a busy machine may
+            // keep a worker awake, and the wakes on the workers: the drop
+            // is then the plain case).
+            let t = Instant::now();
+            while polled.load(Ordering::Relaxed) < 4 && t.elapsed() < Duration::from_millis(500) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(rt);
+            assert_eq!(dropped.load(Ordering::SeqCst), 4);
+        }
+    });
+}

@@ -284,19 +284,77 @@ impl Locals {
     }
 }
 
-/// Counts this thread a `block_on` loop while the guard lives: the tokio
-/// bridge's runner, which runs the local tasks spawned on its thread
-/// (tokio_compat.rs) with [`run_locals`].
+/// The runner's life on the tokio bridge's thread: it owns the thread's
+/// local tasks (`spawn_local` from what the bridge polls), and when it
+/// ends (the bridge stops) it takes its waker back, so that nothing is put
+/// in the slot for it, and drops those tasks and a task left in the slot
+/// with the runtime as the thread's context, as `block_on` drops its
+/// thread's.
 #[cfg(feature = "tokio-compat")]
-pub(crate) fn driving() -> impl Drop {
-    Driving::enter()
+struct Runner {
+    inline: Arc<crate::worker::bridge::Inline>,
+    shared: std::sync::Weak<Shared>,
+    driving: Option<Driving>,
 }
 
-/// Runs up to [`LOCAL_BUDGET`] of this thread's queued local tasks;
-/// returns whether more are queued.
 #[cfg(feature = "tokio-compat")]
-pub(crate) fn run_locals(shared: &Shared) -> bool {
-    locals().is_some_and(|l| l.run(shared))
+impl Drop for Runner {
+    fn drop(&mut self) {
+        *self.inline.runner.lock() = None;
+        let _cx = self.shared.upgrade().map(enter);
+        drop(self.driving.take());
+        if let Some(r) = self.inline.slot.lock().take() {
+            drop_task(r);
+        }
+    }
+}
+
+/// The tokio bridge's runner (src/tokio_compat.rs, "Running a woken task
+/// on the bridge"), a tokio task on the bridge's thread: polls the task in
+/// the slot, and the thread's local tasks, with the runtime's context
+/// entered, until both are empty (at most 32 rounds per turn, then it
+/// yields to tokio's other tasks and its driver).
+#[cfg(feature = "tokio-compat")]
+pub(crate) async fn bridge_runner(
+    inline: Arc<crate::worker::bridge::Inline>,
+    shared: std::sync::Weak<Shared>,
+) {
+    use crate::worker::bridge;
+    let _runner = Runner {
+        inline: inline.clone(),
+        shared: shared.clone(),
+        driving: Some(Driving::enter()),
+    };
+    std::future::poll_fn(|cx| {
+        inline.set_runner(cx.waker());
+        let Some(shared) = shared.upgrade() else {
+            return Poll::Pending;
+        };
+        let _cx = enter(shared.clone());
+        for _ in 0..32 {
+            let _busy = inline.busy.lock();
+            if shared.is_shutdown() {
+                // The shutdown's drain takes the slot; the local tasks are
+                // dropped with the runner.
+                return Poll::Pending;
+            }
+            // Their wakes and spawns go to the workers, as the polled
+            // task's do.
+            bridge::set_polling(true);
+            let more = locals().is_some_and(|l| l.run(&shared));
+            bridge::set_polling(false);
+            let Some(r) = inline.slot.lock().take() else {
+                if more {
+                    continue;
+                }
+                return Poll::Pending;
+            };
+            crate::worker::poll_on_bridge(&shared, r);
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
 }
 
 /// A local task's future: takes its waker out of [`Locals::live`] when
@@ -364,7 +422,7 @@ where
     // On the tokio bridge's thread its runner runs the local tasks: their
     // wakes wake it (the thread sleeps in tokio's driver, not in a park).
     #[cfg(feature = "tokio-compat")]
-    let bridge = crate::tokio_compat::runner_waker();
+    let bridge = crate::worker::bridge::runner_waker();
     #[cfg(feature = "tokio-compat")]
     let again = bridge.clone();
     let lane = locals.thread as usize;
@@ -481,7 +539,7 @@ pub(crate) fn enter(shared: Arc<Shared>) -> Restore {
 
 pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output {
     #[cfg(feature = "tokio-compat")]
-    let on_worker = on_worker_thread() || crate::tokio_compat::polling_here();
+    let on_worker = on_worker_thread() || crate::worker::bridge::polling_here();
     #[cfg(not(feature = "tokio-compat"))]
     let on_worker = on_worker_thread();
     if on_worker {

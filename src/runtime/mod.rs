@@ -477,9 +477,14 @@ impl Builder {
             bridge_slot: bridge.as_ref().map(|b| b.inline.clone()),
             enter: |s| Box::new(crate::runtime::block_on::enter(s)),
         })?;
+        // The bridge's runner, which polls what the bridge takes for
+        // itself (src/tokio_compat.rs): until it runs, nothing is taken.
         #[cfg(feature = "tokio-compat")]
-        if let Some(i) = &shared.bridge_slot {
-            i.set_runtime(&shared);
+        if let Some(b) = &bridge {
+            b.handle.spawn(crate::runtime::block_on::bridge_runner(
+                b.inline.clone(),
+                Arc::downgrade(&shared),
+            ));
         }
         let mut threads = Vec::with_capacity(n);
         for (index, (local, batch)) in queues.into_iter().enumerate() {
@@ -821,11 +826,12 @@ struct Stop<'a> {
 }
 
 impl Stop<'_> {
-    /// The task the tokio bridge thread holds to run, if any (dropped
-    /// here: the bridge runs no task after the shutdown's flag).
+    /// The task the tokio bridge thread holds to run, if any, after a
+    /// poll it is in has ended (dropped here: the bridge polls nothing
+    /// after the shutdown's flag).
     fn drain_bridge(&self) -> usize {
         #[cfg(feature = "tokio-compat")]
-        if let Some(r) = self.shared.bridge_slot.as_ref().and_then(|i| i.take()) {
+        if let Some(r) = (self.shared.bridge_slot.as_ref()).and_then(|i| i.drain(self.deadline)) {
             drop_task(r);
             return 1;
         }

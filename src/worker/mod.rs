@@ -71,6 +71,8 @@ use crate::topology::pin_current_thread;
 use crate::worker::shared::Shared;
 use std::sync::Arc;
 
+#[cfg(feature = "tokio-compat")]
+pub(crate) mod bridge;
 #[cfg(feature = "io")]
 mod driven;
 mod idle;
@@ -912,18 +914,37 @@ fn poll(shared: &Shared, w: usize, r: Runnable) {
     shared.trace.poll_end(Some(w), traced);
 }
 
-/// Polls `r` once on the tokio bridge's thread (tokio_compat.rs), as a
-/// wake from outside the runtime counts it.
+/// Polls `r`, taken from the bridge's slot, on the tokio bridge's thread
+/// (src/tokio_compat.rs, "Running a woken task on the bridge"), counted on
+/// `external`: two polls of the same task in a row that each run for
+/// [`LONG_POLL_NS`](crate::sched::watch::LONG_POLL_NS) or more keep the
+/// task off the bridge (it held tokio's driver meanwhile). Two, not one:
+/// a poll the OS preempted is long by the wall clock too (one in a few
+/// hundred on 2 shared cores), and one such poll must not send a task
+/// that is quick back to the hand-offs.
 #[cfg(feature = "tokio-compat")]
-pub(crate) fn run_on_bridge(shared: &Shared, r: Runnable) {
+pub(crate) fn poll_on_bridge(shared: &Shared, r: Runnable) {
     WorkerCounters::bump_shared(&shared.external.bridge_polls, 1);
     WorkerCounters::bump_shared(&shared.external.polls, 1);
+    let meta: *const crate::task::TaskMeta = r.metadata();
+    // The waker holds a reference: the metadata outlives the poll.
+    let keep = r.waker();
     let traced = shared.trace.poll_start(None, r.metadata());
+    let t0 = shared.now_ns();
+    bridge::set_polling(true);
     let res = catch_unwind(AssertUnwindSafe(|| crate::io::coop::budget(|| r.run())));
+    bridge::set_polling(false);
     if let Err(p) = res {
         crate::task::discard(p);
     }
+    let long = shared.now_ns().saturating_sub(t0) >= crate::sched::watch::LONG_POLL_NS;
     shared.trace.poll_end(None, traced);
+    if bridge::long_again(meta, long) {
+        // SAFETY: `keep` holds a reference to the task, so its header and
+        // the metadata in it are alive until `keep` is dropped below.
+        unsafe { (*meta).off_bridge.store(true, Ordering::Relaxed) };
+    }
+    drop(keep);
 }
 
 /// Polls `r` once, timed (timing.rs): its run-queue delay from the stamp

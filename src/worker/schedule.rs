@@ -91,12 +91,53 @@ pub(crate) fn schedule(shared: &Shared, r: Runnable, info: async_task::ScheduleI
             // On the tokio bridge's thread, with every worker asleep: the
             // bridge runs it (tokio_compat.rs).
             #[cfg(feature = "tokio-compat")]
-            let Some(r) = crate::tokio_compat::run_here(shared, r) else {
+            let Some(r) = run_here(shared, r) else {
                 return;
             };
             schedule_foreign(shared, r)
         }
     })
+}
+
+/// A wake on the tokio bridge's thread, made by tokio's code (a tokio
+/// task, such as reqwest's connection task, completing what an hwsched
+/// task waits on), while every worker of `shared` sleeps: delivering it
+/// would cost a worker's wake-up, and the task's next call into tokio a
+/// wake of the bridge back. So the bridge polls the task itself, as a CPU
+/// runs a wakee whose waker is about to sleep (the kernel's sync wake-up):
+/// into the bridge's one-task slot, and its runner woken (src/tokio_compat.rs,
+/// "Running a woken task on the bridge"). Returns the task when it is not
+/// taken: another thread, another runtime, a wake made by what the bridge
+/// polls, a task kept off the bridge, a worker awake, no runner, the slot
+/// full, or the runtime shutting down.
+#[cfg(feature = "tokio-compat")]
+fn run_here(shared: &Shared, r: Runnable) -> Option<Runnable> {
+    use crate::worker::bridge;
+    let Some(inline) = shared.bridge_slot.as_deref() else {
+        return Some(r);
+    };
+    if !bridge::is_bridge_of(inline)
+        || bridge::polling()
+        || r.metadata().off_bridge.load(Ordering::Relaxed)
+        || shared.sleepers.counts().awake != 0
+    {
+        return Some(r);
+    }
+    let Some(runner) = inline.runner.lock().clone() else {
+        return Some(r);
+    };
+    let mut slot = inline.slot.lock();
+    // The flag under the slot's lock: the shutdown's drain locks it after
+    // setting the flag, so either this sees the flag (and the wake goes
+    // the way every wake goes after shutdown) or the drain sees the task.
+    if slot.is_some() || shared.is_shutdown() {
+        return Some(r);
+    }
+    *slot = Some(r);
+    drop(slot);
+    WorkerCounters::bump_shared(&shared.external.wakes_foreign, 1);
+    runner.wake();
+    None
 }
 
 /// With poll timing on, when `r` became runnable (timing.rs, run-queue

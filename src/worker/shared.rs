@@ -121,10 +121,10 @@ pub(crate) struct Shared {
     /// `block_on` and the shutdown enter.
     #[cfg(feature = "tokio-compat")]
     pub(crate) tokio: Option<tokio::runtime::Handle>,
-    /// The tokio bridge thread's slot for a task it runs itself
-    /// (tokio_compat.rs, "Running a woken task on the bridge").
+    /// The tokio bridge thread's slot for a task it polls itself
+    /// (src/tokio_compat.rs, "Running a woken task on the bridge").
     #[cfg(feature = "tokio-compat")]
-    pub(crate) bridge_slot: Option<Arc<crate::tokio_compat::Inline>>,
+    pub(crate) bridge_slot: Option<Arc<crate::worker::bridge::Inline>>,
 }
 
 /// A count-down latch (start-up only: not a scheduling protocol, so plain
@@ -214,7 +214,7 @@ pub(crate) struct SharedOptions {
     #[cfg(feature = "tokio-compat")]
     pub(crate) tokio: Option<tokio::runtime::Handle>,
     #[cfg(feature = "tokio-compat")]
-    pub(crate) bridge_slot: Option<Arc<crate::tokio_compat::Inline>>,
+    pub(crate) bridge_slot: Option<Arc<crate::worker::bridge::Inline>>,
     /// Enters the runtime's context on a blocking thread (a guard that
     /// leaves it when dropped): `block_on`'s, from the API above.
     pub(crate) enter: fn(Arc<Shared>) -> Box<dyn std::any::Any>,

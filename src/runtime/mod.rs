@@ -133,6 +133,16 @@ impl Builder {
     /// synthetic and XML topologies, whose PUs are not this machine's).
     /// Pinning that the OS refuses is not an error: see
     /// [`Runtime::pinned_workers`].
+    ///
+    /// Pinning keeps each worker's caches and its place in the topology,
+    /// and gave the lowest tails where the runtime's threads are what
+    /// keeps the CPUs busy. Where other busy threads share the same CPUs
+    /// (another service, a load generator on the same machine), the OS can
+    /// no longer move a pinned worker away from them: on 2 shared cores a
+    /// co-located client waited for a CPU 36% of the time beside pinned
+    /// workers against 21-25% beside unpinned ones, and got fewer requests
+    /// out (BENCHMARKS.md, "Mixed HTTP"). `pin_workers(false)` is the
+    /// choice for a process that does not have its CPUs to itself.
     pub fn pin_workers(mut self, pin: bool) -> Self {
         self.pin = Some(pin);
         self

@@ -35,8 +35,12 @@
 //! and a context switch), (c) the slot is empty, and (d) the task's poll
 //! never ran long there: a poll on the bridge holds tokio's driver, so two
 //! in a row of [`LONG_POLL_NS`](crate::sched::watch::LONG_POLL_NS) or more
-//! mark the task a hog, which the bridge does not poll again (two: one
-//! the OS preempted is long by the wall clock too).
+//! keep the task off the bridge for good (two: one the OS preempted is
+//! long by the wall clock too), and two in a row of tasks of one spawn
+//! location keep that location's tasks off it for a second (a server
+//! spawns a new task per request: without it each would hold tokio's
+//! driver once or twice; 20 tasks with one 2 ms poll each held it 20
+//! times, now at most twice).
 //!
 //! What a task sees there: [`worker_index`](crate::worker_index) is `None`
 //! (it is polled off the workers, as `block_on`'s future is);

@@ -625,3 +625,37 @@ fn dropping_the_runtime_while_the_bridge_polls_its_tasks() {
         }
     });
 }
+
+/// A server spawns a task per request: tasks of one spawn location whose
+/// polls on the bridge ran long twice in a row keep that location's tasks
+/// off the bridge (each new task would otherwise hold tokio's driver once
+/// or twice before its own mark).
+#[test]
+fn long_polls_of_one_spawn_location_keep_its_tasks_off_the_bridge() {
+    common::with_timeout(60, "bridge-site", || {
+        let rt = rt();
+        let long_on_bridge = rt.block_on(async {
+            let mut n = 0;
+            for _ in 0..20 {
+                // One spawn location, a new task each time.
+                let t = hwsched::spawn(async {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    if !on_bridge() {
+                        return 0;
+                    }
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_millis(2) {
+                        std::hint::spin_loop();
+                    }
+                    1
+                });
+                n += t.await.unwrap();
+            }
+            n
+        });
+        assert!(
+            long_on_bridge <= 2,
+            "{long_on_bridge} long polls on the bridge"
+        );
+    });
+}

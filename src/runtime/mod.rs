@@ -234,7 +234,8 @@ impl Builder {
     /// path. When every worker sleeps, the tokio thread polls the task such
     /// a wake is for itself, instead of waking a worker for it (a task
     /// whose polls there twice in a row ran 250 us or more is not polled
-    /// there again):
+    /// there again, nor for a second are the tasks of a spawn location
+    /// two of whose polls there in a row did):
     /// so a task may be polled off the workers, where
     /// [`worker_index`](crate::worker_index) is `None` and `spawn_local`
     /// spawns on that thread (src/tokio_compat.rs, "Running a woken task on

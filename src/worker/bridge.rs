@@ -5,6 +5,7 @@
 //! `worker::poll_on_bridge`, the runner `runtime::block_on::bridge_runner`.
 
 use std::cell::{Cell, RefCell};
+use std::panic::Location;
 use std::sync::Arc;
 use std::task::Waker;
 
@@ -54,9 +55,25 @@ thread_local! {
     static BRIDGE: RefCell<Option<Arc<Inline>>> = const { RefCell::new(None) };
     /// On the bridge thread, while it polls an hwsched task.
     static POLLING: Cell<bool> = const { Cell::new(false) };
-    /// On the bridge thread: the task whose last poll there was long.
-    static LAST_LONG: Cell<*const TaskMeta> = const { Cell::new(std::ptr::null()) };
+    /// On the bridge thread: the task whose last poll there was long, and
+    /// its spawn location.
+    static LAST_LONG: Cell<(*const TaskMeta, *const Location<'static>)> =
+        const { Cell::new((std::ptr::null(), std::ptr::null())) };
+    /// On the bridge thread: spawn locations whose tasks stay off it, each
+    /// until a time (ns on the runtime's clock).
+    static OFF_SITES: RefCell<Vec<(&'static Location<'static>, u64)>> =
+        const { RefCell::new(Vec::new()) };
 }
+
+/// How long the tasks of a spawn location stay off the bridge once two of
+/// its polls there in a row ran long: then they are tried again (a site
+/// whose polls are long costs two long polls of the bridge a second, one
+/// that two preemptions put there is back after a second).
+pub(crate) const SITE_OFF_NS: u64 = 1_000_000_000;
+
+/// At most this many spawn locations are kept off at once (the oldest
+/// entry goes first).
+const MAX_OFF_SITES: usize = 32;
 
 /// Makes this thread the bridge's of `inline` (its thread's start).
 pub(crate) fn enter_thread(inline: Arc<Inline>) {
@@ -98,15 +115,54 @@ pub(crate) fn set_polling(on: bool) {
     POLLING.with(|p| p.set(on));
 }
 
-/// Records whether the poll of `meta` was long; returns whether its last
-/// poll here was long too (its address: a new task at the same address
-/// after it is freed is at worst marked one poll early).
-pub(crate) fn long_again(meta: *const TaskMeta, long: bool) -> bool {
-    LAST_LONG.with(|l| {
-        let again = long && l.get() == meta;
-        l.set(if long { meta } else { std::ptr::null() });
-        again
-    })
+/// Records whether the poll of `meta` (spawned at `site`) was long, at
+/// `now`; returns whether the same task's last poll here was long too (its
+/// address: a new task at the same address after it is freed is at worst
+/// marked one poll early). When the last poll here was long and of the
+/// same spawn location (another task of the same handler, as a server
+/// spawns one per request), that location's tasks stay off the bridge for
+/// [`SITE_OFF_NS`].
+pub(crate) fn long_again(
+    meta: *const TaskMeta,
+    site: &'static Location<'static>,
+    long: bool,
+    now: u64,
+) -> bool {
+    let (last, last_site) = LAST_LONG.with(|l| {
+        let prev = l.get();
+        l.set(if long {
+            (meta, site as *const _)
+        } else {
+            (std::ptr::null(), std::ptr::null())
+        });
+        prev
+    });
+    if long && std::ptr::eq(last_site, site) {
+        OFF_SITES.with(|o| {
+            let mut o = o.borrow_mut();
+            o.retain(|&(s, _)| !std::ptr::eq(s, site));
+            if o.len() == MAX_OFF_SITES {
+                o.remove(0);
+            }
+            o.push((site, now.saturating_add(SITE_OFF_NS)));
+        });
+    }
+    long && last == meta
+}
+
+/// Whether the tasks spawned at `site` stay off the bridge now (`now`
+/// read only when the location is listed). `true` once the thread-local
+/// is gone.
+pub(crate) fn site_off(site: &'static Location<'static>, now: impl FnOnce() -> u64) -> bool {
+    OFF_SITES
+        .try_with(|o| {
+            let o = o.borrow();
+            match o.iter().find(|&&(s, _)| std::ptr::eq(s, site)) {
+                Some(&(_, until)) => now() < until,
+                None => false,
+            }
+        })
+        .unwrap_or(true)
 }
 
 /// On a bridge thread: a waker of its runner, for the wakes of the local

@@ -918,10 +918,12 @@ fn poll(shared: &Shared, w: usize, r: Runnable) {
 /// (src/tokio_compat.rs, "Running a woken task on the bridge"), counted on
 /// `external`: two polls of the same task in a row that each run for
 /// [`LONG_POLL_NS`](crate::sched::watch::LONG_POLL_NS) or more keep the
-/// task off the bridge (it held tokio's driver meanwhile). Two, not one:
-/// a poll the OS preempted is long by the wall clock too (one in a few
-/// hundred on 2 shared cores), and one such poll must not send a task
-/// that is quick back to the hand-offs.
+/// task off the bridge (it held tokio's driver meanwhile), and two in a
+/// row of tasks of one spawn location keep that location's tasks off it
+/// for a second ([`bridge::SITE_OFF_NS`]: a server spawns a task per
+/// request, each new). Two, not one: a poll the OS preempted is long by
+/// the wall clock too (one in a few hundred on 2 shared cores), and one
+/// such poll must not send a task that is quick back to the hand-offs.
 #[cfg(feature = "tokio-compat")]
 pub(crate) fn poll_on_bridge(shared: &Shared, r: Runnable) {
     WorkerCounters::bump_shared(&shared.external.bridge_polls, 1);
@@ -937,9 +939,12 @@ pub(crate) fn poll_on_bridge(shared: &Shared, r: Runnable) {
     if let Err(p) = res {
         crate::task::discard(p);
     }
-    let long = shared.now_ns().saturating_sub(t0) >= crate::sched::watch::LONG_POLL_NS;
+    let now = shared.now_ns();
+    let long = now.saturating_sub(t0) >= crate::sched::watch::LONG_POLL_NS;
     shared.trace.poll_end(None, traced);
-    if bridge::long_again(meta, long) {
+    // SAFETY: `keep` holds a reference to the task: its metadata is alive.
+    let site = unsafe { (*meta).spawned_at };
+    if bridge::long_again(meta, site, long, now) {
         // SAFETY: `keep` holds a reference to the task, so its header and
         // the metadata in it are alive until `keep` is dropped below.
         unsafe { (*meta).off_bridge.store(true, Ordering::Relaxed) };

@@ -116,10 +116,12 @@ fn run_here(shared: &Shared, r: Runnable) -> Option<Runnable> {
     let Some(inline) = shared.bridge_slot.as_deref() else {
         return Some(r);
     };
+    let meta = r.metadata();
     if !bridge::is_bridge_of(inline)
         || bridge::polling()
-        || r.metadata().off_bridge.load(Ordering::Relaxed)
+        || meta.off_bridge.load(Ordering::Relaxed)
         || shared.sleepers.counts().awake != 0
+        || bridge::site_off(meta.spawned_at, || shared.now_ns())
     {
         return Some(r);
     }

@@ -7,6 +7,7 @@
 #   scripts/under-hog.sh 30 --test conservation
 #   scripts/under-hog.sh 30 --test reliability blocked_worker
 #   scripts/under-hog.sh 30 --features io --test io
+#   scripts/under-hog.sh 30 --lib blocking::tests
 #
 # The test binary is built first (release), then run directly, so the hog
 # competes with the test, not with the compiler.
@@ -19,13 +20,14 @@ bin=$(cargo test --release --no-run --message-format=json "$@" 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["kind"]!=["lib"] and m["profile"]["test"]:
+    if m.get("reason")=="compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["executable"])' | tail -1)
 # Test-name filters after the --test NAME pair go to the binary.
 filters=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --test | --features) shift 2 ;;
+        --lib | --release) shift ;;
         *) filters+=("$1"); shift ;;
     esac
 done

@@ -666,16 +666,22 @@ mod tests {
         let running = Arc::new(AtomicUsize::new(0));
         let peak_running = Arc::new(AtomicUsize::new(0));
         let peak_threads = Arc::new(AtomicUsize::new(0));
-        let t = Instant::now();
+        // Every closure waits at the gate until all 64 are pushed: none can
+        // finish (and free its thread for the next) during the pushes, so the
+        // pool must start all 8 threads, and no more.
+        let gate = Arc::new(AtomicBool::new(false));
         let handles: Vec<_> = (0..64)
             .map(|i| {
                 let (running, peak_running) = (running.clone(), peak_running.clone());
                 let (pool, peak_t) = (env.pool.clone(), peak_threads.clone());
+                let gate = gate.clone();
                 let h = env.spawn(None, move || {
                     let n = running.fetch_add(1, Ordering::SeqCst) + 1;
                     peak_running.fetch_max(n, Ordering::SeqCst);
                     peak_t.fetch_max(pool.threads(), Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_millis(20));
+                    while !gate.load(Ordering::Acquire) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                     running.fetch_sub(1, Ordering::SeqCst);
                     i
                 });
@@ -683,18 +689,17 @@ mod tests {
                 h
             })
             .collect();
-        // No thread can finish a 20 ms task during these pushes: all 8 start.
         assert_eq!(env.pool.threads(), 8);
+        // All 8 threads take a closure and hold it at the gate together.
+        wait_until(|| running.load(Ordering::SeqCst) == 8);
+        // Release pairs with the closures' Acquire load of the gate.
+        gate.store(true, Ordering::Release);
         for (i, h) in handles.into_iter().enumerate() {
             assert_eq!(block_on(h).unwrap(), i);
             peak_threads.fetch_max(env.pool.threads(), Ordering::SeqCst);
         }
-        let took = t.elapsed();
         assert_eq!(peak_threads.load(Ordering::SeqCst), 8);
-        let peak = peak_running.load(Ordering::SeqCst);
-        assert!((2..=8).contains(&peak), "peak concurrency {peak}");
-        // 64 × 20 ms one at a time would be 1.28 s; 8 at a time, 160 ms.
-        assert!(took < Duration::from_millis(1000), "took {took:?}");
+        assert_eq!(peak_running.load(Ordering::SeqCst), 8, "peak concurrency");
         assert!(env.pool.shutdown(None));
         assert_eq!(env.pool.threads(), 0);
     }

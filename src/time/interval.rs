@@ -76,7 +76,6 @@ impl MissedTickBehavior {
 ///     let mut every = interval(Duration::from_millis(10));
 ///     every.set_missed_tick_behavior(MissedTickBehavior::Delay);
 ///     every.tick().await; // at once
-///     assert!(t0.elapsed() < Duration::from_millis(10));
 ///     every.tick().await; // 10 ms later
 ///     assert!(t0.elapsed() >= Duration::from_millis(10));
 ///

@@ -768,9 +768,12 @@ mod tests {
         let env = Env::new(config(1, LONG));
         let (started_tx, started_rx) = mpsc::channel();
         let ran = Arc::new(AtomicUsize::new(0));
+        // The running closure holds its thread until released: the shutdown
+        // must cancel the queued ones and then wait for it.
+        let (release_tx, release_rx) = mpsc::channel::<()>();
         let a = env.spawn(None, move || {
             started_tx.send(()).unwrap();
-            std::thread::sleep(Duration::from_millis(100));
+            release_rx.recv_timeout(LONG).unwrap();
             1
         });
         let queued: Vec<_> = (0..3)
@@ -783,18 +786,18 @@ mod tests {
             })
             .collect();
         started_rx.recv_timeout(LONG).unwrap();
-        let t = Instant::now();
-        assert!(env.pool.shutdown(None));
-        assert!(
-            t.elapsed() >= Duration::from_millis(50),
-            "{:?}",
-            t.elapsed()
-        );
-        assert_eq!(env.pool.threads(), 0);
-        assert_eq!(block_on(a).unwrap(), 1);
+        let pool = env.pool.clone();
+        let shutdown = std::thread::spawn(move || pool.shutdown(None));
         for h in queued {
             assert!(block_on(h).unwrap_err().is_cancelled());
         }
+        // The queued ones are cancelled and the running one is not done:
+        // the shutdown is still waiting for it.
+        assert!(!shutdown.is_finished());
+        release_tx.send(()).unwrap();
+        assert!(shutdown.join().unwrap());
+        assert_eq!(env.pool.threads(), 0);
+        assert_eq!(block_on(a).unwrap(), 1);
         assert_eq!(ran.load(Ordering::SeqCst), 0);
         // Later pushes are dropped at once.
         assert!(block_on(env.spawn(None, || 4)).unwrap_err().is_cancelled());

@@ -466,9 +466,11 @@ fn shutdown_cancels_queued_blocking_calls_and_waits_for_running_ones() {
         let ran = Arc::new(AtomicUsize::new(0));
         let (started_tx, started_rx) = mpsc::channel::<()>();
         let r = ran.clone();
+        // The running call holds the pool's one thread until released.
+        let (release_tx, release_rx) = mpsc::channel::<()>();
         let running = rt.spawn_blocking(move || {
             started_tx.send(()).unwrap();
-            thread::sleep(Duration::from_millis(100));
+            release_rx.recv_timeout(Duration::from_secs(30)).unwrap();
             r.fetch_add(1, Ordering::SeqCst);
             7
         });
@@ -483,19 +485,23 @@ fn shutdown_cancels_queued_blocking_calls_and_waits_for_running_ones() {
                 })
             })
             .collect();
+        let shutdown = thread::spawn(move || rt.shutdown_timeout(Duration::from_secs(10)));
+        // The shutdown cancels the queued calls, then waits for the running one.
+        for q in queued {
+            assert!(matches!(block_on_plain(q), Err(JoinError::Cancelled)));
+        }
         assert!(
-            rt.shutdown_timeout(Duration::from_secs(10)),
-            "everything joined"
+            !shutdown.is_finished(),
+            "the shutdown waits for the running call"
         );
+        release_tx.send(()).unwrap();
+        assert!(shutdown.join().unwrap(), "everything joined");
         assert_eq!(ran.load(Ordering::SeqCst), 1, "only the running call ran");
         assert_eq!(
             block_on_plain(running).unwrap(),
             7,
             "the running call completed"
         );
-        for q in queued {
-            assert!(matches!(block_on_plain(q), Err(JoinError::Cancelled)));
-        }
     });
 }
 

@@ -444,8 +444,9 @@ fn shutdown_with_tokio_resources_pending_does_not_hang() {
                     let mut b = [0u8; 1];
                     let _ = s.read(&mut b).await;
                 }));
+                // Far longer than the bound below: the drop does not wait for it.
                 drop(tokio::task::spawn_blocking(|| {
-                    std::thread::sleep(Duration::from_secs(2))
+                    std::thread::sleep(Duration::from_secs(30))
                 }));
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 addr
@@ -453,7 +454,7 @@ fn shutdown_with_tokio_resources_pending_does_not_hang() {
             let t = Instant::now();
             drop(rt);
             assert!(
-                t.elapsed() < Duration::from_secs(1),
+                t.elapsed() < Duration::from_secs(10),
                 "drop took {:?}",
                 t.elapsed()
             );

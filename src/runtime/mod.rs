@@ -359,10 +359,10 @@ impl Builder {
     /// use std::time::Duration;
     /// let rt = hwsched::Builder::new()
     ///     .worker_threads(1)
-    ///     .long_poll_threshold(Duration::from_millis(2))
+    ///     .long_poll_threshold(Duration::from_millis(50))
     ///     .build()?;
     /// rt.block_on(rt.spawn(async {
-    ///     std::thread::sleep(Duration::from_millis(5)); // blocks its worker
+    ///     std::thread::sleep(Duration::from_millis(60)); // blocks its worker
     /// }))
     /// .unwrap();
     /// // A poll is recorded as it returns: the worker's next task runs after.
@@ -370,7 +370,7 @@ impl Builder {
     /// let long = rt.long_polls();
     /// assert_eq!(long.len(), 1);
     /// assert!(long[0].location.file().ends_with(".rs")); // the spawn above
-    /// assert!(long[0].duration >= Duration::from_millis(5));
+    /// assert!(long[0].duration >= Duration::from_millis(60));
     /// println!("{}", rt.stats()); // poll time and run delay: p50, p99, max
     /// # Ok::<(), hwsched::BuildError>(())
     /// ```
